@@ -1,0 +1,61 @@
+//! One GPU as NVML reported it. Every reading is optional: a field NVML could not
+//! give is `None`, and [`GpuSample::errors`] says why, so one failing query never
+//! hides the others.
+
+use serde::{Deserialize, Serialize};
+
+/// One GPU in one sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuSample {
+    /// NVML's device index (what `CUDA_VISIBLE_DEVICES` and `nvidia-smi -i` mean).
+    pub index: u32,
+    /// NVML's UUID (`GPU-…`): stable across reboots, unlike the index.
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+    pub mem_total_bytes: Option<u64>,
+    pub mem_used_bytes: Option<u64>,
+    /// What this GPU used when NVML last listed no process on it: the level that
+    /// proves a drained server is really gone.
+    pub mem_baseline_bytes: Option<u64>,
+    pub util_gpu_percent: Option<u32>,
+    pub util_mem_percent: Option<u32>,
+    pub power_mw: Option<u32>,
+    pub power_limit_mw: Option<u32>,
+    pub temp_c: Option<u32>,
+    /// Why a field above is `None`. A device NVML could not open at all has one
+    /// entry for the field `device`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+/// Why one reading is missing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    /// The field of [`GpuSample`] (or `device`, `processes`).
+    pub field: String,
+    /// NVML's error, as text.
+    pub reason: String,
+}
+
+impl GpuSample {
+    /// A GPU that NVML counts but could not open.
+    pub fn unreadable(index: u32, reason: String) -> Self {
+        Self {
+            index,
+            uuid: None,
+            name: None,
+            mem_total_bytes: None,
+            mem_used_bytes: None,
+            mem_baseline_bytes: None,
+            util_gpu_percent: None,
+            util_mem_percent: None,
+            power_mw: None,
+            power_limit_mw: None,
+            temp_c: None,
+            errors: vec![FieldError {
+                field: "device".to_owned(),
+                reason,
+            }],
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! drainwatch's wire protocol: the types the backend sends over `/ws` and `/api/*`
+//! and the browser UI reads.
+//!
+//! Layout:
+//! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
+//! - [`gpu`]: one GPU as NVML reported it, field by field.
+//! - [`process`]: one process that holds GPU memory or belongs to the managed server.
+//! - [`sample`]: one reading of the whole host, the host's static facts and the history.
+//!
+//! This crate builds for wasm32 and the host alike: no tokio, axum or I/O here.
+//! Every type is serialized: changing a field name is a wire change, caught by the
+//! golden fixtures in `tests/fixtures`. Units are part of field names
+//! (`mem_used_bytes`, `power_mw`, `at_ms`).
+
+pub mod gpu;
+pub mod process;
+pub mod protocol;
+pub mod sample;
+
+pub use gpu::{FieldError, GpuSample};
+pub use process::{GpuMemUse, ProcId, ProcessInfo, ProcessRole};
+pub use protocol::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg};
+pub use sample::{HistoryPoint, HostInfo, NvmlStatus, Sample, ServerIdentity, Snapshot};

@@ -1,0 +1,73 @@
+//! One process: who it is (PID + start time, never a name), what it holds on
+//! which GPU, and whether it belongs to the managed server.
+
+use serde::{Deserialize, Serialize};
+
+/// A process's identity. A PID alone is reused by the kernel; PID plus the start
+/// time in clock ticks since boot (field 22 of `/proc/<pid>/stat`) is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProcId {
+    pub pid: u32,
+    pub start_ticks: u64,
+}
+
+/// How a process relates to the managed model server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessRole {
+    /// The server's root process or one of its descendants.
+    Server,
+    /// Anything else: whatever its command line says, it is not ours to kill.
+    Foreign,
+}
+
+/// GPU memory one process holds on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuMemUse {
+    pub gpu_index: u32,
+    /// `None` when NVML cannot attribute memory per process (e.g. some MIG or
+    /// container setups).
+    pub used_bytes: Option<u64>,
+}
+
+/// One process as NVML and `/proc` see it together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    /// `None` only when `/proc` has no entry for a PID NVML reported (another PID
+    /// namespace, or the process just exited): then the identity is incomplete.
+    pub start_ticks: Option<u64>,
+    /// Wall-clock start (Unix milliseconds), derived from `start_ticks` and boot time.
+    pub started_at_ms: Option<u64>,
+    pub ppid: Option<u32>,
+    pub pgid: Option<i32>,
+    pub sid: Option<i32>,
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    /// argv as the process has it (`/proc/<pid>/cmdline`); for a kernel thread or a
+    /// zombie, the short name in brackets.
+    pub cmdline: Vec<String>,
+    pub rss_bytes: Option<u64>,
+    /// Per GPU, what NVML reports this process holds; empty for a server process
+    /// that holds no GPU memory (the launcher parent, say).
+    pub gpu_mem: Vec<GpuMemUse>,
+    pub role: ProcessRole,
+    /// Why `/proc` details are missing, if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_error: Option<String>,
+}
+
+impl ProcessInfo {
+    /// The full identity, when `/proc` gave the start time.
+    pub fn id(&self) -> Option<ProcId> {
+        self.start_ticks.map(|start_ticks| ProcId {
+            pid: self.pid,
+            start_ticks,
+        })
+    }
+
+    /// GPU memory held across all GPUs, counting only what NVML attributed.
+    pub fn gpu_mem_total_bytes(&self) -> u64 {
+        self.gpu_mem.iter().filter_map(|g| g.used_bytes).sum()
+    }
+}

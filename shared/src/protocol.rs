@@ -1,0 +1,53 @@
+//! The `/ws` protocol. The server speaks first: `hello`, then `snapshot`, then one
+//! `sample` per sampling period. A client that fell behind gets a fresh `snapshot`
+//! instead of a silent gap.
+//!
+//! Messages are JSON text frames tagged by `type`. Adding an optional field is
+//! compatible; renaming or removing one needs a new [`PROTOCOL_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Sample, Snapshot};
+
+/// Bumped on every incompatible change to any type in this crate.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Server → client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// First message on every connection.
+    Hello {
+        protocol_version: u32,
+        server_version: String,
+    },
+    /// The whole state: after `hello`, after a `resync` request, and whenever this
+    /// client fell so far behind that samples were dropped for it.
+    Snapshot(Snapshot),
+    /// One new sample.
+    Sample(Sample),
+    /// Answer to [`ClientMsg::Ping`].
+    Pong { nonce: u64 },
+    /// The client sent something the server could not use. The connection stays up.
+    Error { code: ErrorCode, message: String },
+}
+
+/// Client → server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// Application-level heartbeat (browsers cannot see WebSocket ping frames).
+    Ping { nonce: u64 },
+    /// Ask for a fresh `snapshot`.
+    Resync,
+}
+
+/// Machine-readable kind of a [`ServerMsg::Error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Not JSON, or not a known message.
+    BadMessage,
+    /// A binary frame: this protocol is text only.
+    Unsupported,
+}

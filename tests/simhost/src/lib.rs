@@ -1,0 +1,106 @@
+//! The simulated GPU host: what a machine with GPUs would show a driver, kept in
+//! one directory so that the fake NVML library (the reader) and the simulated
+//! model server (the writers) can share it across processes.
+//!
+//! Layout of the host directory (path in [`HOST_DIR_ENV`]):
+//! - `host.json`: the [`Inventory`] (GPUs, driver version, release delay); absent means
+//!   [`Inventory::default`], 8 GPUs.
+//! - `alloc-<pid>-<start_ticks>.json`: one [`Allocation`] per process that holds GPU
+//!   memory, written by that process through a [`Registration`].
+//! - `alloc-<pid>-<start_ticks>.gone`: written by the first reader that saw that
+//!   process dead; the memory is released `release_delay_ms` later, like a driver
+//!   tearing down a context.
+//!
+//! Every write is atomic (temp file, then rename or link), so a reader never sees
+//! a torn file. Nothing here identifies a process by name: PID + start time only.
+
+mod fsutil;
+mod inventory;
+mod observe;
+mod proc_stat;
+
+pub use inventory::{GpuSpec, Inventory};
+pub use observe::{GpuView, HostView, ProcessUse, observe};
+pub use proc_stat::{ProcStat, read_proc_stat};
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variable that names the host directory.
+pub const HOST_DIR_ENV: &str = "DRAINWATCH_SIM_HOST";
+
+/// What one process holds, per GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub pid: u32,
+    pub start_ticks: u64,
+    pub gpus: Vec<GpuUse>,
+}
+
+/// Memory and load one process puts on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuUse {
+    pub gpu: u32,
+    pub used_bytes: u64,
+    /// How busy this process keeps the GPU, 0–100.
+    pub util_percent: u32,
+}
+
+/// A live process's handle on its own allocation file.
+#[derive(Debug)]
+pub struct Registration {
+    path: PathBuf,
+    pid: u32,
+    start_ticks: u64,
+}
+
+impl Registration {
+    /// Registers the calling process (its PID and start time from `/proc/self`).
+    pub fn for_self(dir: &Path) -> io::Result<Self> {
+        let stat = read_proc_stat(std::process::id())?
+            .ok_or_else(|| io::Error::other("no /proc entry for this process"))?;
+        Ok(Self::new(dir, stat.pid, stat.start_ticks))
+    }
+
+    /// Registers any process by identity (tests use this for processes they spawn).
+    pub fn new(dir: &Path, pid: u32, start_ticks: u64) -> Self {
+        Self {
+            path: alloc_path(dir, pid, start_ticks),
+            pid,
+            start_ticks,
+        }
+    }
+
+    /// Replaces what this process holds. Atomic: readers see the old or the new.
+    pub fn set(&self, gpus: &[GpuUse]) -> io::Result<()> {
+        let alloc = Allocation {
+            pid: self.pid,
+            start_ticks: self.start_ticks,
+            gpus: gpus.to_vec(),
+        };
+        let body = serde_json::to_vec(&alloc).map_err(io::Error::other)?;
+        fsutil::write_atomic(&self.path, &body)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn alloc_stem(pid: u32, start_ticks: u64) -> String {
+    format!("alloc-{pid}-{start_ticks}")
+}
+
+fn alloc_path(dir: &Path, pid: u32, start_ticks: u64) -> PathBuf {
+    dir.join(format!("{}.json", alloc_stem(pid, start_ticks)))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,300 @@
+//! Computes what a driver would report right now from the inventory and the
+//! allocation files: memory per GPU and per process, and load-driven utilisation,
+//! power and temperature.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use crate::fsutil::{create_atomic, remove_if_present};
+use crate::{Allocation, Inventory, read_proc_stat};
+
+/// The host as a driver sees it at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostView {
+    pub inventory: Inventory,
+    /// One per inventory GPU, same order.
+    pub gpus: Vec<GpuView>,
+}
+
+/// One GPU's live readings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuView {
+    pub used_bytes: u64,
+    pub util_gpu_percent: u32,
+    pub util_mem_percent: u32,
+    pub power_mw: u32,
+    pub temp_c: u32,
+    pub graphics_clock_mhz: u32,
+    /// Processes with a context on this GPU, including ones that exited but whose
+    /// memory is not yet released.
+    pub processes: Vec<ProcessUse>,
+}
+
+/// Memory one process holds on one GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessUse {
+    pub pid: u32,
+    pub used_bytes: u64,
+}
+
+/// Liveness of one allocation's owner.
+enum Owner {
+    Alive,
+    /// Exited; memory still held until the release time.
+    TearingDown,
+    Released,
+}
+
+/// Reads the host directory at `now_ms`. Exited owners get a tombstone on first
+/// sight, and their files are removed once the release delay has passed.
+pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
+    let inventory = Inventory::load(dir)?;
+    let mut load: Vec<(u64, u32, Vec<ProcessUse>)> =
+        vec![(0, 0, Vec::new()); inventory.gpus.len()];
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !(name.starts_with("alloc-") && name.ends_with(".json")) {
+            continue;
+        }
+        let alloc: Allocation = match fs::read(&path) {
+            Ok(body) => match serde_json::from_slice(&body) {
+                Ok(a) => a,
+                // Written atomically, so unparsable means not ours: skip it.
+                Err(_) => continue,
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let live = match owner_state(&path, &alloc, inventory.release_delay_ms, now_ms)? {
+            Owner::Released => continue,
+            Owner::Alive => true,
+            Owner::TearingDown => false,
+        };
+        for u in &alloc.gpus {
+            let Some(slot) = load.get_mut(u.gpu as usize) else {
+                continue;
+            };
+            slot.0 = slot.0.saturating_add(u.used_bytes);
+            if live {
+                slot.1 = slot.1.saturating_add(u.util_percent);
+            }
+            slot.2.push(ProcessUse {
+                pid: alloc.pid,
+                used_bytes: u.used_bytes,
+            });
+        }
+    }
+    let gpus = inventory
+        .gpus
+        .iter()
+        .zip(load)
+        .enumerate()
+        .map(|(i, (spec, (held, util, mut processes)))| {
+            processes.sort_by_key(|p| p.pid);
+            let used_bytes = spec
+                .baseline_bytes
+                .saturating_add(held)
+                .min(spec.total_bytes.saturating_sub(spec.reserved_bytes));
+            let util = util.min(100);
+            let mem_frac = used_bytes as f64 / spec.total_bytes.max(1) as f64;
+            readings(spec, i as u32, util, mem_frac, used_bytes, processes, now_ms)
+        })
+        .collect();
+    Ok(HostView { inventory, gpus })
+}
+
+fn owner_state(path: &Path, alloc: &Allocation, delay_ms: u64, now_ms: u64) -> io::Result<Owner> {
+    let alive = read_proc_stat(alloc.pid)?
+        .is_some_and(|st| st.start_ticks == alloc.start_ticks && !st.has_exited());
+    if alive {
+        return Ok(Owner::Alive);
+    }
+    let tomb = path.with_extension("gone");
+    let gone_at = if create_atomic(&tomb, now_ms.to_string().as_bytes())? {
+        now_ms
+    } else {
+        match fs::read_to_string(&tomb) {
+            Ok(s) => s.trim().parse().unwrap_or(now_ms),
+            // Released by another reader between our two steps.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Owner::Released),
+            Err(e) => return Err(e),
+        }
+    };
+    if now_ms < gone_at.saturating_add(delay_ms) {
+        return Ok(Owner::TearingDown);
+    }
+    remove_if_present(path)?;
+    remove_if_present(&tomb)?;
+    Ok(Owner::Released)
+}
+
+/// Smooth, deterministic wobble in [-1, 1] so idle readings are not frozen.
+fn wobble(now_ms: u64, gpu: u32, period_ms: f64) -> f64 {
+    let t = now_ms as f64 / period_ms + f64::from(gpu) * 1.7;
+    (t.sin() * 0.7 + (t * 2.3).sin() * 0.3).clamp(-1.0, 1.0)
+}
+
+fn readings(
+    spec: &crate::GpuSpec,
+    gpu: u32,
+    util: u32,
+    mem_frac: f64,
+    used_bytes: u64,
+    processes: Vec<ProcessUse>,
+    now_ms: u64,
+) -> GpuView {
+    let load = f64::from(util) / 100.0;
+    // Holding most of the memory costs some power and heat even when idle.
+    let holding = mem_frac.min(1.0) * 0.08;
+    let idle = f64::from(spec.idle_power_mw);
+    let span = f64::from(spec.power_limit_mw) * 0.97 - idle;
+    let power = idle + span * (load * 0.92 + holding) + 1_500.0 * wobble(now_ms, gpu, 1_900.0);
+    let temp_span = f64::from(spec.load_temp_c.saturating_sub(spec.idle_temp_c));
+    let temp = f64::from(spec.idle_temp_c)
+        + temp_span * (load * 0.9 + holding)
+        + 0.6 * wobble(now_ms, gpu, 7_300.0);
+    let clock = if util > 0 {
+        f64::from(spec.max_graphics_clock_mhz) * (0.85 + 0.15 * load)
+    } else {
+        180.0
+    };
+    GpuView {
+        used_bytes,
+        util_gpu_percent: util,
+        util_mem_percent: (f64::from(util) * 0.55).round() as u32,
+        power_mw: power.clamp(idle * 0.9, f64::from(spec.power_limit_mw)) as u32,
+        temp_c: temp.round().max(0.0) as u32,
+        graphics_clock_mhz: clock.round() as u32,
+        processes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GpuUse, Registration};
+
+    const MIB: u64 = 1 << 20;
+
+    fn host(delay_ms: u64) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut inv = Inventory::with_gpus(2);
+        inv.release_delay_ms = delay_ms;
+        inv.save(dir.path()).expect("save");
+        dir
+    }
+
+    fn use_(gpu: u32, mib: u64) -> GpuUse {
+        GpuUse {
+            gpu,
+            used_bytes: mib * MIB,
+            util_percent: 40,
+        }
+    }
+
+    #[test]
+    fn idle_host_sits_at_baseline() {
+        let dir = host(1000);
+        let view = observe(dir.path(), 1_000).expect("observe");
+        assert_eq!(view.gpus.len(), 2);
+        for g in &view.gpus {
+            assert_eq!(g.used_bytes, 4 * MIB);
+            assert_eq!(g.util_gpu_percent, 0);
+            assert!(g.processes.is_empty());
+        }
+    }
+
+    #[test]
+    fn live_process_memory_counts_on_its_gpu() {
+        let dir = host(1000);
+        let reg = Registration::for_self(dir.path()).expect("register");
+        reg.set(&[use_(1, 2048)]).expect("set");
+        let view = observe(dir.path(), 1_000).expect("observe");
+        assert_eq!(view.gpus[0].used_bytes, 4 * MIB);
+        assert_eq!(view.gpus[1].used_bytes, (4 + 2048) * MIB);
+        assert_eq!(view.gpus[1].util_gpu_percent, 40);
+        assert_eq!(
+            view.gpus[1].processes,
+            vec![ProcessUse {
+                pid: std::process::id(),
+                used_bytes: 2048 * MIB
+            }]
+        );
+    }
+
+    #[test]
+    fn dead_process_memory_is_released_only_after_the_delay() {
+        let dir = host(500);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let st = read_proc_stat(pid).expect("stat").expect("present");
+        Registration::new(dir.path(), pid, st.start_ticks)
+            .set(&[use_(0, 1024)])
+            .expect("set");
+        assert_eq!(observe(dir.path(), 10_000).expect("o").gpus[0].used_bytes, 1028 * MIB);
+
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        // First sight of the exit at t=20s: still held, no load.
+        let v = observe(dir.path(), 20_000).expect("o");
+        assert_eq!(v.gpus[0].used_bytes, 1028 * MIB);
+        assert_eq!(v.gpus[0].util_gpu_percent, 0);
+        assert_eq!(v.gpus[0].processes.len(), 1);
+        // Still held just before the delay ends, whatever the reader.
+        assert_eq!(observe(dir.path(), 20_499).expect("o").gpus[0].used_bytes, 1028 * MIB);
+        // Released at the delay, files gone.
+        let v = observe(dir.path(), 20_500).expect("o");
+        assert_eq!(v.gpus[0].used_bytes, 4 * MIB);
+        assert!(v.gpus[0].processes.is_empty());
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name())
+            .filter(|n| n != "host.json")
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    #[test]
+    fn reused_pid_with_another_start_time_is_not_the_owner() {
+        let dir = host(0);
+        let me = read_proc_stat(std::process::id()).expect("stat").expect("me");
+        Registration::new(dir.path(), me.pid, me.start_ticks + 1)
+            .set(&[use_(0, 512)])
+            .expect("set");
+        let v = observe(dir.path(), 5_000).expect("o");
+        assert_eq!(v.gpus[0].used_bytes, 4 * MIB);
+    }
+
+    #[test]
+    fn load_raises_power_and_temperature() {
+        let dir = host(1000);
+        let idle = observe(dir.path(), 1_000).expect("o").gpus[0].clone();
+        let reg = Registration::for_self(dir.path()).expect("register");
+        reg.set(&[GpuUse {
+            gpu: 0,
+            used_bytes: 80 << 30,
+            util_percent: 95,
+        }])
+        .expect("set");
+        let busy = observe(dir.path(), 1_000).expect("o").gpus[0].clone();
+        assert!(busy.power_mw > idle.power_mw + 300_000, "{busy:?} vs {idle:?}");
+        assert!(busy.temp_c > idle.temp_c + 30);
+        assert!(busy.power_mw <= 600_000);
+    }
+
+    #[test]
+    fn memory_never_exceeds_the_card() {
+        let dir = host(1000);
+        let reg = Registration::for_self(dir.path()).expect("register");
+        reg.set(&[use_(0, 200 * 1024)]).expect("set");
+        let v = observe(dir.path(), 1_000).expect("o");
+        assert_eq!(v.gpus[0].used_bytes, 96 << 30);
+    }
+}
