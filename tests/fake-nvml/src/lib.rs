@@ -1,0 +1,633 @@
+//! A `libnvidia-ml.so.1` over a simulated host ([`simhost`]): the real NVML C ABI
+//! (12.575 generation, driver 575.57.08), so that drainwatch — and any other NVML
+//! client — reads a GPU host on a machine without GPUs through its real code path.
+//!
+//! Layout: [`types`] holds the header's structs and codes; `driver` the init count,
+//! handle table and host view; this file the exported functions, grouped as the
+//! header groups them. Every export runs its body under [`guard`], so a panic
+//! becomes `NVML_ERROR_UNKNOWN` instead of unwinding into C. Functions a real
+//! driver has but this one does not implement are simply not exported: a client
+//! gets "function not found" from its loader, honestly.
+
+mod driver;
+pub mod types;
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use simhost::{GpuSpec, GpuView, HostView};
+
+use driver::{Driver, driver};
+use types::*;
+
+/// Runs an export's body; a panic must never cross the C boundary.
+fn guard(f: impl FnOnce() -> NvmlReturn) -> NvmlReturn {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(ERROR_UNKNOWN)
+}
+
+/// Folds `Result<(), code>` into a return code.
+fn code(r: Result<(), NvmlReturn>) -> NvmlReturn {
+    r.err().unwrap_or(SUCCESS)
+}
+
+/// Runs `f` on one GPU's spec and current readings, after the checks every device
+/// query makes: initialised, known handle.
+fn with_gpu(
+    device: NvmlDevice,
+    f: impl FnOnce(&Driver, u32, &GpuSpec, &GpuView) -> Result<(), NvmlReturn>,
+) -> NvmlReturn {
+    guard(|| {
+        code((|| {
+            let drv = driver()?;
+            let index = drv.index_of(device)?;
+            let view: std::sync::Arc<HostView> = drv.view()?;
+            let spec = &drv.inventory.gpus[index as usize];
+            let gpu = &view.gpus[index as usize];
+            f(&drv, index, spec, gpu)
+        })())
+    })
+}
+
+/// Writes `value` through an out-pointer, refusing null.
+fn put<T>(out: *mut T, value: T) -> Result<(), NvmlReturn> {
+    if out.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller passed a pointer to a T; null was refused above.
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Copies `s` NUL-terminated into a caller buffer of `len` bytes.
+fn put_str(s: &str, buf: *mut c_char, len: c_uint) -> Result<(), NvmlReturn> {
+    if buf.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    let bytes = s.as_bytes();
+    if bytes.len() + 1 > len as usize {
+        return Err(ERROR_INSUFFICIENT_SIZE);
+    }
+    // SAFETY: the caller promises `len` writable bytes; we write len(s) + 1 <= len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
+        *buf.add(bytes.len()) = 0;
+    }
+    Ok(())
+}
+
+/// Copies `s` NUL-terminated into a fixed array (truncating, as the header allows).
+fn fill_array<const N: usize>(s: &str, out: &mut [c_char; N]) {
+    *out = [0; N];
+    for (dst, src) in out.iter_mut().zip(s.bytes().take(N - 1)) {
+        *dst = src as c_char;
+    }
+}
+
+/// Reads a caller's NUL-terminated string.
+fn read_str<'a>(s: *const c_char) -> Result<&'a str, NvmlReturn> {
+    if s.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    unsafe { CStr::from_ptr(s) }
+        .to_str()
+        .map_err(|_| ERROR_INVALID_ARGUMENT)
+}
+
+/// The two-call protocol of NVML's process lists: with too little room (or a
+/// count of 0), say how many are needed; with enough, fill them.
+fn put_list<T>(items: &[T], count: *mut c_uint, out: *mut T) -> Result<(), NvmlReturn>
+where
+    T: Copy,
+{
+    if count.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: non-null, points to the caller's count.
+    let room = unsafe { *count } as usize;
+    let needed = items.len();
+    // SAFETY: as above.
+    unsafe { *count = needed as c_uint };
+    if needed == 0 {
+        return Ok(());
+    }
+    if room < needed {
+        return Err(ERROR_INSUFFICIENT_SIZE);
+    }
+    if out.is_null() {
+        return Err(ERROR_INVALID_ARGUMENT);
+    }
+    // SAFETY: the caller said `room >= needed` entries are writable at `out`.
+    unsafe { std::ptr::copy_nonoverlapping(items.as_ptr(), out, needed) };
+    Ok(())
+}
+
+// ---------------------------------------------------------------- init, errors
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
+    guard(driver::init)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInit() -> NvmlReturn {
+    guard(driver::init)
+}
+
+/// Flags (`NO_GPUS`, `NO_ATTACH`) change nothing here: the host has no GPUs to attach.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
+    guard(driver::init)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlShutdown() -> NvmlReturn {
+    guard(driver::shutdown)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlErrorString(result: NvmlReturn) -> *const c_char {
+    error_string(result).as_ptr()
+}
+
+/// Not part of NVML: lets a client tell this library from a real driver, so that it
+/// can label simulated numbers as such.
+#[unsafe(no_mangle)]
+pub extern "C" fn drainwatch_simulated_host() -> c_int {
+    1
+}
+
+// ---------------------------------------------------------------- system
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> NvmlReturn {
+    guard(|| code(driver().and_then(|d| put_str(&d.inventory.driver_version, version, length))))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> NvmlReturn {
+    // Like the real library, this one answers before init too.
+    guard(|| {
+        let v = driver()
+            .map(|d| d.inventory.nvml_version.clone())
+            .unwrap_or_else(|_| simhost::Inventory::default().nvml_version);
+        code(put_str(&v, version, length))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetCudaDriverVersion(version: *mut c_int) -> NvmlReturn {
+    guard(|| code(driver().and_then(|d| put(version, d.inventory.cuda_driver_version))))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetCudaDriverVersion_v2(version: *mut c_int) -> NvmlReturn {
+    nvmlSystemGetCudaDriverVersion(version)
+}
+
+/// The process's name as the kernel has it (`/proc/<pid>/comm`).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    guard(|| {
+        code(driver().and_then(|_| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map_err(|_| ERROR_NOT_FOUND)?;
+            put_str(comm.trim_end(), name, length)
+        }))
+    })
+}
+
+// ---------------------------------------------------------------- device handles
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> NvmlReturn {
+    guard(|| code(driver().and_then(|d| put(count, d.count()))))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCount(count: *mut c_uint) -> NvmlReturn {
+    nvmlDeviceGetCount_v2(count)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    guard(|| code(driver().and_then(|d| put(device, d.handle(index)?))))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByIndex(index: c_uint, device: *mut NvmlDevice) -> NvmlReturn {
+    nvmlDeviceGetHandleByIndex_v2(index, device)
+}
+
+fn handle_where(device: *mut NvmlDevice, pred: impl Fn(&GpuSpec) -> bool) -> NvmlReturn {
+    guard(|| {
+        code(driver().and_then(|d| {
+            let index = d
+                .inventory
+                .gpus
+                .iter()
+                .position(pred)
+                .ok_or(ERROR_NOT_FOUND)?;
+            put(device, d.handle(index as u32)?)
+        }))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    match read_str(uuid) {
+        Ok(uuid) => handle_where(device, |g| g.uuid == uuid),
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
+    bus_id: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    match read_str(bus_id) {
+        Ok(id) => handle_where(device, |g| g.pci_bus_id.eq_ignore_ascii_case(id)),
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, i, _, _| put(index, i))
+}
+
+// ---------------------------------------------------------------- identity
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetName(
+    device: NvmlDevice,
+    name: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, _| put_str(&spec.name, name, length))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUUID(
+    device: NvmlDevice,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, _| put_str(&spec.uuid, uuid, length))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetSerial(
+    device: NvmlDevice,
+    serial: *mut c_char,
+    length: c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, _| {
+        put_str(&spec.serial, serial, length)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMinorNumber(device: NvmlDevice, minor: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, i, _, _| put(minor, i))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetBrand(device: NvmlDevice, brand: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| put(brand, BRAND_NVIDIA_RTX))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetArchitecture(device: NvmlDevice, arch: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| put(arch, ARCH_BLACKWELL))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
+    device: NvmlDevice,
+    major: *mut c_int,
+    minor: *mut c_int,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| {
+        put(major, 12)?;
+        put(minor, 0)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo) -> NvmlReturn {
+    with_gpu(device, |_, i, spec, _| {
+        // "00000000:18:00.0" → domain, bus, device.
+        let mut parts = spec.pci_bus_id.split([':', '.']);
+        let mut next = || {
+            parts
+                .next()
+                .and_then(|p| u32::from_str_radix(p, 16).ok())
+                .unwrap_or(0)
+        };
+        let (domain, bus, dev) = (next(), next(), next());
+        let mut info = PciInfo {
+            bus_id_legacy: [0; 16],
+            domain,
+            bus,
+            device: dev,
+            // 10de = NVIDIA; 2bb5 = RTX PRO 6000 Blackwell.
+            pci_device_id: 0x2bb5_10de,
+            pci_sub_system_id: 0x204e_10de + (i << 20),
+            bus_id: [0; 32],
+        };
+        fill_array(
+            &format!("{domain:04X}:{bus:02X}:{dev:02X}.0"),
+            &mut info.bus_id_legacy,
+        );
+        fill_array(&spec.pci_bus_id, &mut info.bus_id);
+        put(pci, info)
+    })
+}
+
+// ---------------------------------------------------------------- memory, load
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut Memory) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, gpu| {
+        let used = gpu.used_bytes + spec.reserved_bytes;
+        put(
+            memory,
+            Memory {
+                total: spec.total_bytes,
+                free: spec.total_bytes.saturating_sub(used),
+                used,
+            },
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: NvmlDevice,
+    memory: *mut MemoryV2,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, gpu| {
+        if memory.is_null() {
+            return Err(ERROR_INVALID_ARGUMENT);
+        }
+        // SAFETY: non-null; the caller set `version` in its struct.
+        if unsafe { (*memory).version } != MEMORY_V2_VERSION {
+            return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        put(
+            memory,
+            MemoryV2 {
+                version: MEMORY_V2_VERSION,
+                total: spec.total_bytes,
+                reserved: spec.reserved_bytes,
+                free: spec
+                    .total_bytes
+                    .saturating_sub(spec.reserved_bytes + gpu.used_bytes),
+                used: gpu.used_bytes,
+            },
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: NvmlDevice,
+    utilization: *mut Utilization,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, gpu| {
+        put(
+            utilization,
+            Utilization {
+                gpu: gpu.util_gpu_percent,
+                memory: gpu.util_mem_percent,
+            },
+        )
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTemperature(
+    device: NvmlDevice,
+    sensor: c_uint,
+    temp: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, gpu| {
+        if sensor != TEMPERATURE_GPU {
+            return Err(ERROR_INVALID_ARGUMENT);
+        }
+        put(temp, gpu.temp_c)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, gpu| put(power, gpu.power_mw))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPowerManagementLimit(
+    device: NvmlDevice,
+    limit: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, _| put(limit, spec.power_limit_mw))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPowerManagementDefaultLimit(
+    device: NvmlDevice,
+    limit: *mut c_uint,
+) -> NvmlReturn {
+    nvmlDeviceGetPowerManagementLimit(device, limit)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
+    device: NvmlDevice,
+    limit: *mut c_uint,
+) -> NvmlReturn {
+    nvmlDeviceGetPowerManagementLimit(device, limit)
+}
+
+fn clock(spec: &GpuSpec, gpu: &GpuView, kind: c_uint, max: bool) -> Result<c_uint, NvmlReturn> {
+    match kind {
+        CLOCK_GRAPHICS | CLOCK_SM if max => Ok(spec.max_graphics_clock_mhz),
+        CLOCK_GRAPHICS | CLOCK_SM => Ok(gpu.graphics_clock_mhz),
+        CLOCK_MEM if max || gpu.util_gpu_percent > 0 => Ok(spec.max_mem_clock_mhz),
+        CLOCK_MEM => Ok(405),
+        CLOCK_VIDEO if max => Ok(spec.max_graphics_clock_mhz * 9 / 10),
+        CLOCK_VIDEO => Ok(gpu.graphics_clock_mhz * 9 / 10),
+        _ => Err(ERROR_INVALID_ARGUMENT),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetClockInfo(
+    device: NvmlDevice,
+    kind: c_uint,
+    mhz: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, gpu| {
+        put(mhz, clock(spec, gpu, kind, false)?)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMaxClockInfo(
+    device: NvmlDevice,
+    kind: c_uint,
+    mhz: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, gpu| {
+        put(mhz, clock(spec, gpu, kind, true)?)
+    })
+}
+
+/// P0 under load or holding memory, P8 at rest.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPerformanceState(
+    device: NvmlDevice,
+    pstate: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, spec, gpu| {
+        let busy = gpu.util_gpu_percent > 0 || gpu.used_bytes > spec.baseline_bytes;
+        put(pstate, if busy { 0 } else { 8 })
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPersistenceMode(
+    device: NvmlDevice,
+    mode: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| put(mode, FEATURE_ENABLED))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeMode(device: NvmlDevice, mode: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| put(mode, COMPUTEMODE_DEFAULT))
+}
+
+/// Server-edition boards are passively cooled: no fan to report, as on the real card.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetFanSpeed(device: NvmlDevice, _speed: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetFanSpeed_v2(
+    device: NvmlDevice,
+    _fan: c_uint,
+    _speed: *mut c_uint,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetNumFans(device: NvmlDevice, fans: *mut c_uint) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| put(fans, 0))
+}
+
+// ---------------------------------------------------------------- processes
+
+fn compute_processes(gpu: &GpuView) -> Vec<ProcessInfo> {
+    gpu.processes
+        .iter()
+        .map(|p| ProcessInfo {
+            pid: p.pid,
+            used_gpu_memory: p.used_bytes,
+            gpu_instance_id: INVALID_INSTANCE_ID,
+            compute_instance_id: INVALID_INSTANCE_ID,
+        })
+        .collect()
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, gpu| {
+        put_list(&compute_processes(gpu), count, infos)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, gpu| {
+        let v1: Vec<ProcessInfoV1> = gpu
+            .processes
+            .iter()
+            .map(|p| ProcessInfoV1 {
+                pid: p.pid,
+                used_gpu_memory: p.used_bytes,
+            })
+            .collect();
+        put_list(&v1, count, infos)
+    })
+}
+
+/// A headless inference host runs no graphics contexts.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| {
+        put_list::<ProcessInfo>(&[], count, infos)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    nvmlDeviceGetGraphicsRunningProcesses_v3(device, count, infos)
+}
+
+/// No MPS daemon on the simulated host.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    nvmlDeviceGetGraphicsRunningProcesses_v3(device, count, infos)
+}
+
+/// Total energy since the driver loaded, in mJ: not simulated.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: NvmlDevice,
+    _energy: *mut c_ulonglong,
+) -> NvmlReturn {
+    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+}

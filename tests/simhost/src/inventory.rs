@@ -103,9 +103,8 @@ impl Inventory {
     /// Reads `host.json` from the host directory, or the default when it is absent.
     pub fn load(dir: &Path) -> io::Result<Self> {
         match std::fs::read(dir.join("host.json")) {
-            Ok(body) => serde_json::from_slice(&body).map_err(|e| {
-                io::Error::new(io::ErrorKind::InvalidData, format!("host.json: {e}"))
-            }),
+            Ok(body) => serde_json::from_slice(&body)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("host.json: {e}"))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(e),
         }

@@ -50,8 +50,7 @@ enum Owner {
 /// sight, and their files are removed once the release delay has passed.
 pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
     let inventory = Inventory::load(dir)?;
-    let mut load: Vec<(u64, u32, Vec<ProcessUse>)> =
-        vec![(0, 0, Vec::new()); inventory.gpus.len()];
+    let mut load: Vec<(u64, u32, Vec<ProcessUse>)> = vec![(0, 0, Vec::new()); inventory.gpus.len()];
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
@@ -101,7 +100,9 @@ pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
                 .min(spec.total_bytes.saturating_sub(spec.reserved_bytes));
             let util = util.min(100);
             let mem_frac = used_bytes as f64 / spec.total_bytes.max(1) as f64;
-            readings(spec, i as u32, util, mem_frac, used_bytes, processes, now_ms)
+            readings(
+                spec, i as u32, util, mem_frac, used_bytes, processes, now_ms,
+            )
         })
         .collect();
     Ok(HostView { inventory, gpus })
@@ -238,7 +239,10 @@ mod tests {
         Registration::new(dir.path(), pid, st.start_ticks)
             .set(&[use_(0, 1024)])
             .expect("set");
-        assert_eq!(observe(dir.path(), 10_000).expect("o").gpus[0].used_bytes, 1028 * MIB);
+        assert_eq!(
+            observe(dir.path(), 10_000).expect("o").gpus[0].used_bytes,
+            1028 * MIB
+        );
 
         child.kill().expect("kill");
         child.wait().expect("reap");
@@ -248,7 +252,10 @@ mod tests {
         assert_eq!(v.gpus[0].util_gpu_percent, 0);
         assert_eq!(v.gpus[0].processes.len(), 1);
         // Still held just before the delay ends, whatever the reader.
-        assert_eq!(observe(dir.path(), 20_499).expect("o").gpus[0].used_bytes, 1028 * MIB);
+        assert_eq!(
+            observe(dir.path(), 20_499).expect("o").gpus[0].used_bytes,
+            1028 * MIB
+        );
         // Released at the delay, files gone.
         let v = observe(dir.path(), 20_500).expect("o");
         assert_eq!(v.gpus[0].used_bytes, 4 * MIB);
@@ -264,7 +271,9 @@ mod tests {
     #[test]
     fn reused_pid_with_another_start_time_is_not_the_owner() {
         let dir = host(0);
-        let me = read_proc_stat(std::process::id()).expect("stat").expect("me");
+        let me = read_proc_stat(std::process::id())
+            .expect("stat")
+            .expect("me");
         Registration::new(dir.path(), me.pid, me.start_ticks + 1)
             .set(&[use_(0, 512)])
             .expect("set");
@@ -284,7 +293,10 @@ mod tests {
         }])
         .expect("set");
         let busy = observe(dir.path(), 1_000).expect("o").gpus[0].clone();
-        assert!(busy.power_mw > idle.power_mw + 300_000, "{busy:?} vs {idle:?}");
+        assert!(
+            busy.power_mw > idle.power_mw + 300_000,
+            "{busy:?} vs {idle:?}"
+        );
         assert!(busy.temp_c > idle.temp_c + 30);
         assert!(busy.power_mw <= 600_000);
     }
