@@ -1,0 +1,17 @@
+//! drainwatch's backend: reads the GPUs (NVML) and the process tree (`/proc`) of
+//! the host it runs on and serves them live to a browser UI.
+//!
+//! Layout:
+//! - [`config`]: command-line settings, validated once.
+//! - [`telemetry`]: NVML (`telemetry/nvml.rs` is the only NVML user) and `/proc`
+//!   readers, joined into one [`shared::Sample`] by the sampler thread.
+//! - [`hub`]: latest sample, live stream and history, shared by all clients.
+//! - [`api`]: `/healthz`, `/api/state`, `/ws` and the embedded UI.
+//! - [`startup`]: [`startup::Application`] ties them together; `main.rs` only
+//!   parses the command line and waits for Ctrl-C.
+
+pub mod api;
+pub mod config;
+pub mod hub;
+pub mod startup;
+pub mod telemetry;

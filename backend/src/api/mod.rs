@@ -1,0 +1,106 @@
+//! HTTP surface: `/healthz`, `/api/state`, `/ws` and the UI's files. Handlers read
+//! the [`Hub`]; nothing here touches NVML or `/proc`.
+
+mod assets;
+mod ws;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use tokio::sync::watch;
+use tower_http::compression::CompressionLayer;
+
+use crate::hub::Hub;
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub hub: Arc<Hub>,
+    /// Flips to true when the server is shutting down; sockets close on it.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The whole HTTP surface; tests may drive it without a socket.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/state", get(api_state))
+        .route("/api/{*rest}", get(api_not_found))
+        .route("/ws", get(ws::upgrade))
+        .fallback(assets::serve)
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}
+
+/// A JSON error body: what is wrong, nothing internal.
+#[derive(Debug, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    status: StatusCode,
+    error: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
+        Self {
+            status,
+            error: error.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self)).into_response()
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Health {
+    status: &'static str,
+    nvml: &'static str,
+    last_sample_age_ms: Option<u64>,
+    clients: usize,
+}
+
+/// 200 while samples are fresh; 503 when the sampler has stalled.
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    let hub = &state.hub;
+    let age = hub
+        .latest()
+        .map(|p| crate::telemetry::now_ms().saturating_sub(p.sample.at_ms));
+    let interval = hub.host().sample_interval_ms;
+    let stale_after = Duration::from_millis(interval * 10 + 1_000).as_millis() as u64;
+    let fresh = age.is_some_and(|a| a <= stale_after);
+    let body = Health {
+        status: if fresh { "ok" } else { "stalled" },
+        nvml: match hub.host().nvml {
+            shared::NvmlStatus::Ok { .. } => "ok",
+            shared::NvmlStatus::Unavailable { .. } => "unavailable",
+        },
+        last_sample_age_ms: age,
+        clients: hub.client_count(),
+    };
+    let code = if fresh {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body))
+}
+
+/// The same [`shared::Snapshot`] a socket gets first.
+async fn api_state(State(state): State<AppState>) -> Json<shared::Snapshot> {
+    Json(state.hub.snapshot())
+}
+
+async fn api_not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}

@@ -1,0 +1,118 @@
+//! drainwatch's settings: parsed from the command line (and `DRAINWATCH_*`
+//! environment variables) by clap, validated once at start. Nothing else reads argv
+//! or the environment for settings.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Live GPU and process view for the host that runs your model server.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "drainwatch", version, about, long_about = None)]
+pub struct Config {
+    /// Address to serve the UI, API and WebSocket on.
+    #[arg(long, env = "DRAINWATCH_BIND", default_value = "127.0.0.1:7878")]
+    pub bind: SocketAddr,
+
+    /// How often to read NVML and /proc, in milliseconds (10–60000).
+    #[arg(long, env = "DRAINWATCH_SAMPLE_INTERVAL_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub sample_interval_ms: u64,
+
+    /// The NVML library to load: a path, or a name for the dynamic loader.
+    /// Point it at a simulated host's `libnvidia-ml.so.1` to run without a GPU.
+    #[arg(long, env = "DRAINWATCH_NVML_LIB", default_value = "libnvidia-ml.so.1")]
+    pub nvml_lib: PathBuf,
+
+    /// How much history to keep in memory for late-joining clients (e.g. 90s, 10m, 1h).
+    #[arg(long, env = "DRAINWATCH_HISTORY", default_value = "10m", value_parser = parse_duration)]
+    pub history: Duration,
+
+    /// TCP port the managed model server listens on; the process that holds that
+    /// listener, and its descendants, are "the server". Others are foreign.
+    #[arg(long, env = "DRAINWATCH_SERVER_PORT")]
+    pub server_port: Option<u16>,
+
+    /// Log filter, e.g. `info`, `debug`, `drainwatch=debug,tower_http=info`.
+    #[arg(long, env = "DRAINWATCH_LOG", default_value = "info")]
+    pub log_level: String,
+
+    /// Samples buffered per WebSocket client before it is resynced by a snapshot.
+    #[arg(long, env = "DRAINWATCH_CLIENT_BUFFER", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub client_buffer: u64,
+}
+
+impl Config {
+    pub fn sample_interval(&self) -> Duration {
+        Duration::from_millis(self.sample_interval_ms)
+    }
+
+    /// History entries kept at the sampling rate.
+    pub fn history_len(&self) -> usize {
+        (self.history.as_millis() / u128::from(self.sample_interval_ms)).max(1) as usize
+    }
+}
+
+/// Parses `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 90s, 10m, 1h)"))?;
+    let ms = match unit.trim() {
+        "ms" => n,
+        "" | "s" => n.saturating_mul(1_000),
+        "m" | "min" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    if ms == 0 {
+        return Err("history must be longer than zero".to_owned());
+    }
+    if ms > 24 * 3_600_000 {
+        return Err(format!("`{s}` is more than 24h of history"));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("48h").is_err());
+    }
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = Config::try_parse_from(["drainwatch"]).expect("defaults parse");
+        assert!(c.bind.ip().is_loopback());
+        assert_eq!(c.bind.port(), 7878);
+        assert_eq!(c.sample_interval_ms, 100);
+        assert_eq!(c.history_len(), 6000);
+    }
+
+    #[test]
+    fn rejects_out_of_range_interval() {
+        assert!(Config::try_parse_from(["drainwatch", "--sample-interval-ms", "0"]).is_err());
+        assert!(Config::try_parse_from(["drainwatch", "--sample-interval-ms", "x"]).is_err());
+    }
+}

@@ -1,0 +1,174 @@
+//! The meeting point between the sampler (one writer) and every client (many
+//! readers): the latest sample (`watch`), the live stream (`broadcast`, bounded:
+//! a client that falls behind is resynced, never buffered without limit), and a
+//! bounded history for late joiners. Each sample is serialized once, here, for all
+//! clients.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::ws::Utf8Bytes;
+use shared::{HistoryPoint, HostInfo, Sample, ServerMsg, Snapshot};
+use tokio::sync::{broadcast, watch};
+
+/// One sample and its `/ws` message, ready to send.
+#[derive(Debug)]
+pub struct Published {
+    pub sample: Sample,
+    /// `ServerMsg::Sample` as JSON text.
+    pub json: Utf8Bytes,
+}
+
+/// The smallest spacing of history points sent in a snapshot.
+const HISTORY_STEP_MS: u64 = 1_000;
+
+#[derive(Debug)]
+pub struct Hub {
+    host: HostInfo,
+    latest: watch::Sender<Option<Arc<Published>>>,
+    stream: broadcast::Sender<Arc<Published>>,
+    history: Mutex<VecDeque<HistoryPoint>>,
+    history_len: usize,
+}
+
+impl Hub {
+    /// `client_buffer`: samples a client may fall behind before it is resynced.
+    pub fn new(host: HostInfo, history_len: usize, client_buffer: usize) -> Self {
+        let (stream, _) = broadcast::channel(client_buffer.max(1));
+        Self {
+            host,
+            latest: watch::Sender::new(None),
+            stream,
+            history: Mutex::new(VecDeque::with_capacity(history_len.min(100_000))),
+            history_len: history_len.max(1),
+        }
+    }
+
+    pub fn host(&self) -> &HostInfo {
+        &self.host
+    }
+
+    /// Makes `sample` the latest, appends it to history and sends it to every client.
+    pub fn publish(&self, sample: Sample) {
+        let msg = ServerMsg::Sample(sample);
+        let json = match serde_json::to_string(&msg) {
+            Ok(j) => Utf8Bytes::from(j),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serialize a sample");
+                return;
+            }
+        };
+        let ServerMsg::Sample(sample) = msg else {
+            unreachable!("built as a sample above")
+        };
+        {
+            let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            if h.len() == self.history_len {
+                h.pop_front();
+            }
+            h.push_back(HistoryPoint::of(&sample));
+        }
+        let published = Arc::new(Published { sample, json });
+        self.latest.send_replace(Some(Arc::clone(&published)));
+        // No receivers is fine: nobody is connected.
+        let _ = self.stream.send(published);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
+        self.stream.subscribe()
+    }
+
+    pub fn latest(&self) -> Option<Arc<Published>> {
+        self.latest.borrow().clone()
+    }
+
+    /// Watch for new samples (for waiting on the first one, or staleness checks).
+    pub fn watch_latest(&self) -> watch::Receiver<Option<Arc<Published>>> {
+        self.latest.subscribe()
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.stream.receiver_count()
+    }
+
+    /// The whole state for a client starting from nothing. History is thinned to one
+    /// point per second (the newest in each second).
+    pub fn snapshot(&self) -> Snapshot {
+        let step = HISTORY_STEP_MS.max(self.host.sample_interval_ms);
+        let history = {
+            let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            let mut out: Vec<HistoryPoint> = Vec::with_capacity(h.len().min(4_000));
+            for p in h.iter() {
+                match out.last_mut() {
+                    Some(last) if last.at_ms / step == p.at_ms / step => *last = p.clone(),
+                    _ => out.push(p.clone()),
+                }
+            }
+            out
+        };
+        Snapshot {
+            host: self.host.clone(),
+            latest: self.latest().map(|p| p.sample.clone()),
+            history,
+            history_step_ms: step,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::NvmlStatus;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            hostname: "h".into(),
+            version: "0".into(),
+            nvml: NvmlStatus::Unavailable {
+                library: "x".into(),
+                reason: "y".into(),
+            },
+            sample_interval_ms: 100,
+            history_ms: 1000,
+            server_port: None,
+        }
+    }
+
+    fn sample(seq: u64, at_ms: u64) -> Sample {
+        Sample {
+            seq,
+            at_ms,
+            took_us: 1,
+            gpus: Vec::new(),
+            processes: Vec::new(),
+            server: None,
+            processes_error: None,
+        }
+    }
+
+    #[test]
+    fn history_is_bounded_and_thinned() {
+        let hub = Hub::new(host(), 25, 4);
+        for i in 0..40 {
+            hub.publish(sample(i, 10_000 + i * 100));
+        }
+        let snap = hub.snapshot();
+        assert_eq!(snap.latest.as_ref().map(|s| s.seq), Some(39));
+        // 25 kept (at 11_500..=13_900), one per second, newest of each second.
+        let at: Vec<u64> = snap.history.iter().map(|p| p.at_ms).collect();
+        assert_eq!(at, vec![11_900, 12_900, 13_900]);
+    }
+
+    #[test]
+    fn lagging_subscriber_is_told() {
+        let hub = Hub::new(host(), 10, 2);
+        let mut rx = hub.subscribe();
+        for i in 0..5 {
+            hub.publish(sample(i, i));
+        }
+        assert!(matches!(
+            rx.try_recv(),
+            Err(broadcast::error::TryRecvError::Lagged(3))
+        ));
+    }
+}

@@ -1,0 +1,107 @@
+//! Builds the application from a [`Config`]: binds the port (so a busy port fails
+//! before anything starts), opens NVML, starts the sampler, and serves until the
+//! shutdown future resolves. Tests build it on `127.0.0.1:0`.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use shared::HostInfo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, AppState};
+use crate::config::Config;
+use crate::hub::Hub;
+use crate::telemetry::{Telemetry, sampler};
+
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    hub: Arc<Hub>,
+    sampler: sampler::SamplerHandle,
+}
+
+impl Application {
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| bind_error(config.bind, &e))?;
+        let (lib, port) = (config.nvml_lib.clone(), config.server_port);
+        // Loading a driver library blocks: keep it off the async threads.
+        let telemetry = tokio::task::spawn_blocking(move || Telemetry::new(&lib, port))
+            .await
+            .context("failed to open NVML")?;
+        let host = HostInfo {
+            hostname: hostname(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            nvml: telemetry.nvml_status().clone(),
+            sample_interval_ms: config.sample_interval_ms,
+            history_ms: config.history.as_millis() as u64,
+            server_port: config.server_port,
+        };
+        let hub = Arc::new(Hub::new(
+            host,
+            config.history_len(),
+            config.client_buffer as usize,
+        ));
+        let sampler = sampler::spawn(telemetry, Arc::clone(&hub), config.sample_interval())
+            .context("failed to start the sampler thread")?;
+        Ok(Self {
+            listener,
+            hub,
+            sampler,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Serves until `shutdown` resolves, then closes every socket and stops sampling.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let app = api::router(AppState {
+            hub: Arc::clone(&self.hub),
+            shutdown: stop_rx,
+        });
+        let served = axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                let _ = stop_tx.send(true);
+            })
+            .await
+            .context("server error");
+        self.sampler.stop();
+        served
+    }
+}
+
+fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "cannot listen on {addr}: the port is already in use (another drainwatch?); choose another with --bind"
+        ),
+        std::io::ErrorKind::AddrNotAvailable => {
+            anyhow::anyhow!("cannot listen on {addr}: no such address on this host; check --bind")
+        }
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "cannot listen on {addr}: permission denied (ports below 1024 need privileges); check --bind"
+        ),
+        _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned())
+}

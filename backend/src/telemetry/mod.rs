@@ -1,0 +1,303 @@
+//! Telemetry: one [`Sample`] of the host from NVML ([`nvml`], the only NVML user)
+//! joined with `/proc` ([`procfs`]), and the [`sampler`] that takes one per period
+//! and publishes it. This module reads; it never signals or kills anything.
+
+pub mod nvml;
+pub mod procfs;
+pub mod sampler;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use shared::{
+    GpuMemUse, GpuSample, NvmlStatus, ProcId, ProcessInfo, ProcessRole, Sample, ServerIdentity,
+};
+
+use self::nvml::NvmlReader;
+use self::procfs::{ProcDetails, ProcReader};
+
+/// How often to look for the server's listener while none is known. The lookup
+/// scans every process's descriptors, so it is rate-limited.
+const SERVER_LOOKUP_EVERY: Duration = Duration::from_secs(2);
+
+/// Reads the whole host; owned by the sampler thread.
+#[derive(Debug)]
+pub struct Telemetry {
+    nvml: NvmlReader,
+    procs: ProcReader,
+    server_port: Option<u16>,
+    server_root: Option<ProcId>,
+    last_lookup: Option<Instant>,
+    /// Per GPU: memory used the last time NVML listed no process on it.
+    baselines: Vec<Option<u64>>,
+    seq: u64,
+}
+
+impl Telemetry {
+    pub fn new(nvml_lib: &Path, server_port: Option<u16>) -> Self {
+        Self {
+            nvml: NvmlReader::open(nvml_lib),
+            procs: ProcReader::new(),
+            server_port,
+            server_root: None,
+            last_lookup: None,
+            baselines: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    pub fn nvml_status(&self) -> &NvmlStatus {
+        self.nvml.status()
+    }
+
+    /// Takes one sample. Never fails: what could not be read is `None` with a reason.
+    pub fn sample(&mut self) -> Sample {
+        let started = Instant::now();
+        let at_ms = now_ms();
+        self.seq += 1;
+
+        let mut processes_error = None;
+        let mut gpus: Vec<GpuSample> = Vec::new();
+        let mut gpu_mem: BTreeMap<u32, Vec<GpuMemUse>> = BTreeMap::new();
+        match self.nvml.read() {
+            Ok(readings) => {
+                self.baselines.resize(readings.len(), None);
+                for (r, baseline) in readings.into_iter().zip(self.baselines.iter_mut()) {
+                    let mut gpu = r.gpu;
+                    match &r.processes {
+                        Some(list) if list.is_empty() => {
+                            *baseline = gpu.mem_used_bytes.or(*baseline)
+                        }
+                        Some(list) => {
+                            for p in list {
+                                gpu_mem.entry(p.pid).or_default().push(GpuMemUse {
+                                    gpu_index: gpu.index,
+                                    used_bytes: p.used_bytes,
+                                });
+                            }
+                        }
+                        None => {
+                            processes_error =
+                                Some(format!("GPU {}: process list unavailable", gpu.index))
+                        }
+                    }
+                    gpu.mem_baseline_bytes = *baseline;
+                    gpus.push(gpu);
+                }
+            }
+            Err(reason) => {
+                if matches!(self.nvml.status(), NvmlStatus::Ok { .. }) {
+                    processes_error = Some(reason);
+                }
+            }
+        }
+
+        let server = self.find_server();
+        let tree = server.map(|s| self.server_tree(s.root)).unwrap_or_default();
+        let mut pids: Vec<u32> = gpu_mem.keys().copied().collect();
+        pids.extend(tree.iter().map(|d| d.id.pid));
+        pids.sort_unstable();
+        pids.dedup();
+        let in_tree: HashMap<u32, &ProcDetails> = tree.iter().map(|d| (d.id.pid, d)).collect();
+
+        let processes: Vec<ProcessInfo> = pids
+            .into_iter()
+            .map(|pid| {
+                let mem = gpu_mem.remove(&pid).unwrap_or_default();
+                match in_tree.get(&pid) {
+                    Some(d) => process_info(Ok((*d).clone()), pid, mem, ProcessRole::Server),
+                    None => process_info(self.procs.read(pid), pid, mem, ProcessRole::Foreign),
+                }
+            })
+            .collect();
+        let seen: Vec<ProcId> = processes.iter().filter_map(ProcessInfo::id).collect();
+        self.procs.retain(&seen);
+
+        Sample {
+            seq: self.seq,
+            at_ms,
+            took_us: started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32,
+            gpus,
+            processes: order_tree(processes),
+            server,
+            processes_error,
+        }
+    }
+
+    /// The server's root: the process holding the listener on the configured port.
+    /// Once found it is kept, by PID and start time, for as long as it lives.
+    fn find_server(&mut self) -> Option<ServerIdentity> {
+        let port = self.server_port?;
+        if let Some(root) = self.server_root {
+            match self.procs.read(root.pid) {
+                Ok(d) if d.id == root && !matches!(d.state, 'Z' | 'X') => {
+                    return Some(ServerIdentity { root, port });
+                }
+                _ => {
+                    tracing::info!(pid = root.pid, "server root exited");
+                    self.server_root = None;
+                    self.last_lookup = None;
+                }
+            }
+        }
+        if self
+            .last_lookup
+            .is_some_and(|t| t.elapsed() < SERVER_LOOKUP_EVERY)
+        {
+            return None;
+        }
+        self.last_lookup = Some(Instant::now());
+        let holders: Vec<ProcDetails> = procfs::listeners(port)
+            .into_iter()
+            .filter_map(|pid| self.procs.read(pid).ok())
+            .collect();
+        // Forked children may share the listener: the root is the one whose parent
+        // does not hold it too.
+        let root = holders
+            .iter()
+            .find(|d| !holders.iter().any(|o| o.id.pid == d.ppid))?
+            .id;
+        tracing::info!(pid = root.pid, port, "server found by its listener");
+        self.server_root = Some(root);
+        Some(ServerIdentity { root, port })
+    }
+
+    /// The root and all its descendants, as they are now.
+    fn server_tree(&mut self, root: ProcId) -> Vec<ProcDetails> {
+        let mut out = Vec::new();
+        let mut queue = vec![root.pid];
+        let mut seen = HashSet::new();
+        while let Some(pid) = queue.pop() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            if let Ok(d) = self.procs.read(pid) {
+                queue.extend(procfs::children(pid));
+                out.push(d);
+            }
+        }
+        out
+    }
+}
+
+fn process_info(
+    details: Result<ProcDetails, String>,
+    pid: u32,
+    gpu_mem: Vec<GpuMemUse>,
+    role: ProcessRole,
+) -> ProcessInfo {
+    match details {
+        Ok(d) => ProcessInfo {
+            pid,
+            start_ticks: Some(d.id.start_ticks),
+            started_at_ms: Some(d.started_at_ms),
+            ppid: Some(d.ppid),
+            pgid: Some(d.pgid),
+            sid: Some(d.sid),
+            uid: d.uid,
+            user: d.user,
+            cmdline: d.cmdline,
+            rss_bytes: Some(d.rss_bytes),
+            gpu_mem,
+            role,
+            proc_error: None,
+        },
+        Err(reason) => ProcessInfo {
+            pid,
+            start_ticks: None,
+            started_at_ms: None,
+            ppid: None,
+            pgid: None,
+            sid: None,
+            uid: None,
+            user: None,
+            cmdline: Vec::new(),
+            rss_bytes: None,
+            gpu_mem,
+            role,
+            proc_error: Some(reason),
+        },
+    }
+}
+
+/// Orders processes so that each parent precedes its children (depth first), roots
+/// by role (server first) then PID.
+pub fn order_tree(mut procs: Vec<ProcessInfo>) -> Vec<ProcessInfo> {
+    procs.sort_by_key(|p| (p.role != ProcessRole::Server, p.pid));
+    let pids: HashSet<u32> = procs.iter().map(|p| p.pid).collect();
+    let mut kids: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (i, p) in procs.iter().enumerate() {
+        match p.ppid {
+            Some(pp) if pp != p.pid && pids.contains(&pp) => kids.entry(pp).or_default().push(i),
+            _ => roots.push(i),
+        }
+    }
+    let mut order = Vec::with_capacity(procs.len());
+    let mut placed = vec![false; procs.len()];
+    let mut stack: Vec<usize> = roots.into_iter().rev().collect();
+    while let Some(i) = stack.pop() {
+        if std::mem::replace(&mut placed[i], true) {
+            continue;
+        }
+        order.push(i);
+        if let Some(children) = kids.get(&procs[i].pid) {
+            stack.extend(children.iter().rev());
+        }
+    }
+    // A parentage cycle (PID reuse mid-read) leaves entries unplaced: keep them.
+    order.extend((0..procs.len()).filter(|i| !placed[*i]));
+    let mut slots: Vec<Option<ProcessInfo>> = procs.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: u32, ppid: u32, role: ProcessRole) -> ProcessInfo {
+        process_info(Err("x".into()), pid, Vec::new(), role).tap_ppid(ppid)
+    }
+
+    trait TapPpid {
+        fn tap_ppid(self, ppid: u32) -> Self;
+    }
+    impl TapPpid for ProcessInfo {
+        fn tap_ppid(mut self, ppid: u32) -> Self {
+            self.ppid = Some(ppid);
+            self
+        }
+    }
+
+    #[test]
+    fn parents_precede_children_server_first() {
+        use ProcessRole::*;
+        let ordered = order_tree(vec![
+            p(30, 10, Server),
+            p(5, 1, Foreign),
+            p(10, 1, Server),
+            p(20, 10, Server),
+            p(40, 30, Server),
+        ]);
+        let pids: Vec<u32> = ordered.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![10, 20, 30, 40, 5]);
+    }
+
+    #[test]
+    fn cycles_do_not_lose_processes() {
+        use ProcessRole::*;
+        let ordered = order_tree(vec![p(1, 2, Foreign), p(2, 1, Foreign), p(3, 3, Foreign)]);
+        let mut pids: Vec<u32> = ordered.iter().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![1, 2, 3]);
+    }
+}

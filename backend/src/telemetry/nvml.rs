@@ -1,0 +1,234 @@
+//! The only code that calls NVML. Initialises once and keeps the outcome: a
+//! failure is reported as [`NvmlStatus::Unavailable`] with NVML's reason, never
+//! retried in a loop, never turned into an empty GPU list. Per-device and
+//! per-field failures become `None` plus a [`FieldError`], never a lost sample.
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use shared::{FieldError, GpuSample, NvmlStatus};
+
+/// What one GPU holds per process, as NVML attributes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub used_bytes: Option<u64>,
+}
+
+/// One GPU's reading, before the sampler adds its baseline.
+#[derive(Debug, Clone)]
+pub struct GpuReading {
+    pub gpu: GpuSample,
+    /// `None` when the process query failed (the reason is in `gpu.errors`).
+    pub processes: Option<Vec<GpuProcess>>,
+}
+
+/// NVML, opened once.
+#[derive(Debug)]
+pub struct NvmlReader {
+    nvml: Option<Nvml>,
+    status: NvmlStatus,
+    /// Name and UUID per index: fixed while the driver is loaded.
+    identity: Vec<Option<(String, String)>>,
+}
+
+impl NvmlReader {
+    /// Loads `lib` and initialises NVML. Never fails: the outcome is in [`Self::status`].
+    pub fn open(lib: &Path) -> Self {
+        let shown = lib.display().to_string();
+        match Nvml::builder().lib_path(OsStr::new(lib)).init() {
+            Ok(nvml) => {
+                let library = loaded_path(lib).unwrap_or(shown);
+                let status = NvmlStatus::Ok {
+                    simulated: is_simulated(lib),
+                    driver_version: nvml.sys_driver_version().ok(),
+                    nvml_version: nvml.sys_nvml_version().ok(),
+                    cuda_driver_version: nvml.sys_cuda_driver_version().ok(),
+                    library,
+                };
+                tracing::info!(?status, "nvml initialised");
+                Self {
+                    nvml: Some(nvml),
+                    status,
+                    identity: Vec::new(),
+                }
+            }
+            Err(e) => {
+                let reason = describe(&e);
+                tracing::warn!(library = %shown, %reason, "nvml unavailable");
+                Self {
+                    nvml: None,
+                    status: NvmlStatus::Unavailable {
+                        library: shown,
+                        reason,
+                    },
+                    identity: Vec::new(),
+                }
+            }
+        }
+    }
+
+    pub fn status(&self) -> &NvmlStatus {
+        &self.status
+    }
+
+    /// Reads every GPU. `Err` only when NVML is unavailable or cannot count devices.
+    pub fn read(&mut self) -> Result<Vec<GpuReading>, String> {
+        let Some(nvml) = &self.nvml else {
+            return Err(match &self.status {
+                NvmlStatus::Unavailable { reason, .. } => reason.clone(),
+                NvmlStatus::Ok { .. } => "nvml not initialised".to_owned(),
+            });
+        };
+        let count = nvml
+            .device_count()
+            .map_err(|e| format!("counting GPUs: {}", describe(&e)))?;
+        self.identity.resize(count as usize, None);
+        Ok((0..count)
+            .map(|index| read_device(nvml, index, &mut self.identity[index as usize]))
+            .collect())
+    }
+}
+
+fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>) -> GpuReading {
+    let dev = match nvml.device_by_index(index) {
+        Ok(d) => d,
+        Err(e) => {
+            return GpuReading {
+                gpu: GpuSample::unreadable(index, describe(&e)),
+                processes: None,
+            };
+        }
+    };
+    let mut errors = Vec::new();
+    if identity.is_none() {
+        if let (Ok(name), Ok(uuid)) = (dev.name(), dev.uuid()) {
+            *identity = Some((name, uuid));
+        }
+    }
+    let (name, uuid) = match identity {
+        Some((n, u)) => (Some(n.clone()), Some(u.clone())),
+        None => (
+            field(&mut errors, "name", dev.name()),
+            field(&mut errors, "uuid", dev.uuid()),
+        ),
+    };
+    let mem = field(&mut errors, "mem_used_bytes", dev.memory_info());
+    let util = field(&mut errors, "util_gpu_percent", dev.utilization_rates());
+    let gpu = GpuSample {
+        index,
+        uuid,
+        name,
+        mem_total_bytes: mem.as_ref().map(|m| m.total),
+        mem_used_bytes: mem.as_ref().map(|m| m.used),
+        mem_baseline_bytes: None,
+        util_gpu_percent: util.as_ref().map(|u| u.gpu),
+        util_mem_percent: util.as_ref().map(|u| u.memory),
+        power_mw: field(&mut errors, "power_mw", dev.power_usage()),
+        power_limit_mw: field(&mut errors, "power_limit_mw", dev.enforced_power_limit()),
+        temp_c: field(
+            &mut errors,
+            "temp_c",
+            dev.temperature(TemperatureSensor::Gpu),
+        ),
+        errors: Vec::new(),
+    };
+    let processes = match (
+        dev.running_compute_processes(),
+        dev.running_graphics_processes(),
+    ) {
+        (Ok(mut compute), graphics) => {
+            // A headless server has no graphics contexts; a failure there is not fatal.
+            if let Ok(g) = graphics {
+                let fresh: Vec<_> = g
+                    .into_iter()
+                    .filter(|p| !compute_has(&compute, p.pid))
+                    .collect();
+                compute.extend(fresh);
+            }
+            Some(
+                compute
+                    .into_iter()
+                    .map(|p| GpuProcess {
+                        pid: p.pid,
+                        used_bytes: match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => Some(b),
+                            UsedGpuMemory::Unavailable => None,
+                        },
+                    })
+                    .collect(),
+            )
+        }
+        (Err(e), _) => {
+            errors.push(FieldError {
+                field: "processes".to_owned(),
+                reason: describe(&e),
+            });
+            None
+        }
+    };
+    GpuReading {
+        gpu: GpuSample { errors, ..gpu },
+        processes,
+    }
+}
+
+fn compute_has(list: &[nvml_wrapper::struct_wrappers::device::ProcessInfo], pid: u32) -> bool {
+    list.iter().any(|p| p.pid == pid)
+}
+
+/// Keeps a field's value, or records why it is missing.
+fn field<T>(errors: &mut Vec<FieldError>, name: &str, r: Result<T, NvmlError>) -> Option<T> {
+    r.map_err(|e| {
+        errors.push(FieldError {
+            field: name.to_owned(),
+            reason: describe(&e),
+        })
+    })
+    .ok()
+}
+
+/// NVML's error as one lowercase line.
+fn describe(e: &NvmlError) -> String {
+    match e {
+        NvmlError::LibloadingError(inner) => format!("cannot load the NVML library: {inner}"),
+        NvmlError::FailedToLoadSymbol(s) => format!("the NVML library lacks a function: {s}"),
+        NvmlError::DriverNotLoaded => "the NVIDIA driver is not loaded".to_owned(),
+        NvmlError::NoPermission => "no permission to talk to the NVIDIA driver".to_owned(),
+        NvmlError::NotSupported => "not supported by this GPU".to_owned(),
+        NvmlError::GpuLost => "the GPU has fallen off the bus".to_owned(),
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+/// True when the loaded library is drainwatch's simulated host, which exports a
+/// marker no real driver has. Loading the same path again returns the library
+/// already mapped by NVML's own loader.
+#[allow(unsafe_code)]
+fn is_simulated(lib: &Path) -> bool {
+    // SAFETY: the library is already loaded and initialised (its constructors ran);
+    // the marker takes no arguments and returns an int.
+    unsafe {
+        libloading::Library::new(lib).is_ok_and(|l| {
+            l.get::<unsafe extern "C" fn() -> std::ffi::c_int>(b"drainwatch_simulated_host\0")
+                .is_ok_and(|f| f() == 1)
+        })
+    }
+}
+
+/// Where the library came from: a path as given, or for a bare name (resolved
+/// through the loader's search path) the file the loader mapped.
+fn loaded_path(lib: &Path) -> Option<String> {
+    if lib.components().count() > 1 {
+        return Some(lib.display().to_string());
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("libnvidia-ml") || p.contains("libnvidia_ml"))
+        .map(str::to_owned)
+}

@@ -1,0 +1,229 @@
+//! Reads `/proc` for the processes drainwatch shows: identity (PID + start time),
+//! parentage, process group and session, owner, command line, RSS. Also finds who
+//! listens on a TCP port, and a process's children. Names never identify anything.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use procfs::process::{FDTarget, Process};
+use shared::ProcId;
+
+/// How long a command line is trusted before it is read again.
+const CMDLINE_TTL: Duration = Duration::from_secs(5);
+
+/// One process's `/proc` facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcDetails {
+    pub id: ProcId,
+    pub state: char,
+    pub ppid: u32,
+    pub pgid: i32,
+    pub sid: i32,
+    pub uid: Option<u32>,
+    pub user: Option<String>,
+    pub cmdline: Vec<String>,
+    pub rss_bytes: u64,
+    pub started_at_ms: u64,
+}
+
+/// Reads `/proc`, caching what rarely changes.
+#[derive(Debug)]
+pub struct ProcReader {
+    boot_ms: u64,
+    ticks_per_second: u64,
+    page_size: u64,
+    users: HashMap<u32, String>,
+    cmdlines: HashMap<ProcId, (Vec<String>, Instant)>,
+}
+
+impl Default for ProcReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProcReader {
+    pub fn new() -> Self {
+        Self {
+            boot_ms: procfs::boot_time_secs().unwrap_or(0) * 1000,
+            ticks_per_second: procfs::ticks_per_second().max(1),
+            page_size: procfs::page_size(),
+            users: read_passwd(),
+            cmdlines: HashMap::new(),
+        }
+    }
+
+    /// One process; `Err` says why it could not be read (usually: it has exited).
+    pub fn read(&mut self, pid: u32) -> Result<ProcDetails, String> {
+        let proc = Process::new(pid as i32).map_err(|e| reason(&e))?;
+        let stat = proc.stat().map_err(|e| reason(&e))?;
+        let id = ProcId {
+            pid,
+            start_ticks: stat.starttime,
+        };
+        let uid = proc.uid().ok();
+        let user = uid.and_then(|u| self.user(u));
+        let cmdline = match self.cmdlines.get(&id) {
+            Some((c, at)) if at.elapsed() < CMDLINE_TTL => c.clone(),
+            _ => {
+                let c = proc
+                    .cmdline()
+                    .ok()
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| vec![format!("[{}]", stat.comm)]);
+                self.cmdlines.insert(id, (c.clone(), Instant::now()));
+                c
+            }
+        };
+        Ok(ProcDetails {
+            id,
+            state: stat.state,
+            ppid: stat.ppid.max(0) as u32,
+            pgid: stat.pgrp,
+            sid: stat.session,
+            uid,
+            user,
+            cmdline,
+            rss_bytes: stat.rss.saturating_mul(self.page_size),
+            started_at_ms: self.boot_ms + stat.starttime * 1000 / self.ticks_per_second,
+        })
+    }
+
+    /// Forgets cached command lines of processes not seen in the last sample.
+    pub fn retain(&mut self, seen: &[ProcId]) {
+        self.cmdlines.retain(|id, _| seen.contains(id));
+    }
+
+    fn user(&mut self, uid: u32) -> Option<String> {
+        if !self.users.contains_key(&uid) {
+            // A user added since start.
+            self.users = read_passwd();
+        }
+        self.users.get(&uid).cloned()
+    }
+}
+
+/// A process's children across all its threads (`/proc/<pid>/task/*/children`).
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|s| {
+            s.split_ascii_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// PIDs holding a listening TCP socket (v4 or v6) on `port`. Scans every
+/// process's descriptors: call it rarely.
+pub fn listeners(port: u16) -> Vec<u32> {
+    let inodes: Vec<u64> = procfs::net::tcp()
+        .into_iter()
+        .chain(procfs::net::tcp6())
+        .flatten()
+        .filter(|e| e.local_address.port() == port && e.state == procfs::net::TcpState::Listen)
+        .map(|e| e.inode)
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    all.flatten()
+        .filter(|p| {
+            p.fd().is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|fd| matches!(fd.target, FDTarget::Socket(i) if inodes.contains(&i)))
+            })
+        })
+        .map(|p| p.pid as u32)
+        .collect()
+}
+
+fn reason(e: &procfs::ProcError) -> String {
+    match e {
+        procfs::ProcError::NotFound(_) => "exited (no /proc entry)".to_owned(),
+        procfs::ProcError::PermissionDenied(_) => "no permission to read /proc".to_owned(),
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+fn read_passwd() -> HashMap<u32, String> {
+    std::fs::read_to_string("/etc/passwd")
+        .map(|s| parse_passwd(&s))
+        .unwrap_or_default()
+}
+
+fn parse_passwd(s: &str) -> HashMap<u32, String> {
+    s.lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let uid = f.nth(1)?.parse().ok()?;
+            Some((uid, name.to_owned()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwd_lines() {
+        let users = parse_passwd(
+            "root:x:0:0:root:/root:/bin/bash\nsvc:x:1001:1001::/home/svc:/bin/sh\n#bad\n",
+        );
+        assert_eq!(users.get(&0).map(String::as_str), Some("root"));
+        assert_eq!(users.get(&1001).map(String::as_str), Some("svc"));
+        assert_eq!(users.len(), 2);
+    }
+
+    #[test]
+    fn reads_itself() {
+        let mut r = ProcReader::new();
+        let me = r.read(std::process::id()).expect("self");
+        assert_eq!(me.id.pid, std::process::id());
+        assert!(me.id.start_ticks > 0);
+        assert_eq!(me.ppid, std::os::unix::process::parent_id());
+        assert!(me.rss_bytes > 0);
+        assert!(!me.cmdline.is_empty());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis() as u64;
+        assert!(me.started_at_ms <= now && me.started_at_ms + 600_000 > now);
+    }
+
+    #[test]
+    fn finds_children_and_listeners() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        assert_eq!(listeners(port), vec![std::process::id()]);
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("spawn");
+        assert!(children(std::process::id()).contains(&child.id()));
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+    }
+
+    #[test]
+    fn exited_process_says_so() {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("reap");
+        let err = ProcReader::new().read(pid).expect_err("gone");
+        assert!(err.contains("exited"), "{err}");
+    }
+}
