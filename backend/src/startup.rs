@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use shared::HostInfo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -15,6 +16,11 @@ use crate::api::{self, AppState};
 use crate::config::Config;
 use crate::hub::Hub;
 use crate::telemetry::{Telemetry, sampler};
+
+/// Per-connection kernel send buffer (the kernel doubles it). Enough for the UI's
+/// files over a slow link; small enough that a client which stops reading backs up
+/// into its bounded queue within a second or two.
+const SOCKET_SEND_BUFFER: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub struct Application {
@@ -73,7 +79,16 @@ impl Application {
             hub: Arc::clone(&self.hub),
             shutdown: stop_rx,
         });
-        let served = axum::serve(self.listener, app)
+        let listener = self.listener.tap_io(|tcp| {
+            let sock = socket2::SockRef::from(&*tcp);
+            // Small kernel buffers keep a stalled client's backlog in our bounded
+            // queue, where it turns into a resync, not minutes of stale data.
+            if let Err(e) = sock.set_send_buffer_size(SOCKET_SEND_BUFFER) {
+                tracing::debug!(error = %e, "cannot size a socket's send buffer");
+            }
+            let _ = tcp.set_nodelay(true);
+        });
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 let _ = stop_tx.send(true);

@@ -1,1 +1,7 @@
-fn main(){}
+//! API tests: the real `drainwatch` binary over real HTTP and WebSockets, reading a
+//! simulated host through the fake NVML library.
+
+mod cli;
+mod nvml_errors;
+mod state;
+mod ws;

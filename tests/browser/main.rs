@@ -1,1 +1,99 @@
-fn main(){}
+//! Browser tests: the built UI in headless Chromium against the real backend on a
+//! simulated host. They run one at a time (one Chromium is plenty for two cores).
+
+use std::time::Duration;
+
+use fantoccini::Locator;
+use tests::browser::Browser;
+use tests::{SimHost, SimServer, spawn_app, spawn_foreign};
+use tokio::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+const T: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn dashboard_shows_gpus_processes_and_live_numbers() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let host = SimHost::new(500);
+    let server = SimServer::launch(&host, 8, 6_000)?;
+    let foreign = spawn_foreign(&host, 3, 1.5)?;
+    let app = spawn_app(&host, &["--server-port", &server.port.to_string()])?;
+    let b = Browser::start().await?;
+    b.client.goto(&app.url("/")).await?;
+
+    assert_eq!(b.wait_count("[data-testid=gpu-card]", 8, T).await?, 8);
+    b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| s == "live")
+        .await?;
+    let banner = b
+        .client
+        .find(Locator::Css("[data-testid=simulated-banner]"))
+        .await?;
+    assert!(banner.text().await?.to_lowercase().contains("simulated"));
+
+    // The numbers follow the host: GPU 0's memory climbs during the warm-up.
+    let used = "[data-testid=gpu-card][data-gpu-index='0'] [data-testid=gpu-mem-used]";
+    let first: u64 = b
+        .wait_attr(used, "data-bytes", T, |_| true)
+        .await?
+        .parse()?;
+    let later: u64 = b
+        .wait_attr(used, "data-bytes", T, |v| {
+            v.parse::<u64>().is_ok_and(|n| n > first + (1 << 30))
+        })
+        .await?
+        .parse()?;
+    assert!(later > first);
+
+    // The process tree: the server's root and 8 workers, and the foreign decoy.
+    b.wait_count("[data-testid=process-row][data-role=server]", 9, T)
+        .await?;
+    let root = format!(
+        "[data-testid=process-row][data-pid='{}']",
+        server.proc.pid()
+    );
+    assert_eq!(b.attr(&root, "data-role").await?.as_deref(), Some("server"));
+    let decoy = format!("[data-testid=process-row][data-pid='{}']", foreign.pid());
+    b.wait_count(&decoy, 1, T).await?;
+    assert_eq!(
+        b.attr(&decoy, "data-role").await?.as_deref(),
+        Some("foreign")
+    );
+
+    // Let the warm-up finish for a representative picture.
+    b.wait_attr(used, "data-bytes", T, |v| {
+        v.parse::<u64>().is_ok_and(|n| n >= 88 << 30)
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shot = b.screenshot("dashboard").await?;
+    eprintln!("screenshot: {}", shot.display());
+    b.client.close().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn badge_shows_reconnecting_when_backend_stops_and_live_when_it_returns() -> anyhow::Result<()>
+{
+    let _one = ONE_AT_A_TIME.lock().await;
+    let host = SimHost::new(100);
+    let app = spawn_app(&host, &[])?;
+    let addr = app.addr.clone();
+    let b = Browser::start().await?;
+    b.client.goto(&app.url("/")).await?;
+    b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| s == "live")
+        .await?;
+
+    drop(app); // SIGKILL: the socket dies without a close frame.
+    b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| {
+        s == "reconnecting"
+    })
+    .await?;
+    b.screenshot("reconnecting").await?;
+
+    let _back = spawn_app(&host, &["--bind", &addr])?;
+    b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| s == "live")
+        .await?;
+    assert_eq!(b.wait_count("[data-testid=gpu-card]", 8, T).await?, 8);
+    b.client.close().await?;
+    Ok(())
+}

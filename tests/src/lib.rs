@@ -1,0 +1,293 @@
+//! Helpers for drainwatch's cross-crate tests: a simulated GPU host in a temp dir,
+//! the simulated model server, and `spawn_app` — the real `drainwatch` binary on
+//! `127.0.0.1:0` reading that host through the fake `libnvidia-ml.so.1`.
+//!
+//! Everything runs as real processes with real sockets; every test gets its own
+//! host directory, ports and processes, and dropping a handle kills its process
+//! group. Binaries come from the workspace's `target/debug` (built by
+//! `cargo xtask test`, or `cargo build --all-targets`).
+
+pub mod browser;
+pub mod ws;
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use shared::Snapshot;
+use simhost::{HOST_DIR_ENV, Inventory};
+
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// `target/debug`, found from the running test binary (`target/debug/deps/…`).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binaries live in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// A workspace binary, or a clear failure saying how to build it.
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo xtask test` (or `cargo build --all-targets`) first",
+        path.display()
+    );
+    path
+}
+
+/// A simulated GPU host: a temp directory with an inventory, and the fake NVML
+/// library linked as `libnvidia-ml.so.1` beside it.
+#[derive(Debug)]
+pub struct SimHost {
+    dir: tempfile::TempDir,
+    pub inventory: Inventory,
+}
+
+impl SimHost {
+    /// 8 GPUs; `release_delay_ms` is how long memory outlives its process.
+    pub fn new(release_delay_ms: u64) -> Self {
+        Self::with_inventory(Inventory {
+            release_delay_ms,
+            ..Inventory::default()
+        })
+    }
+
+    pub fn with_inventory(inventory: Inventory) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("host")).expect("host dir");
+        inventory.save(&dir.path().join("host")).expect("host.json");
+        std::fs::create_dir(dir.path().join("lib")).expect("lib dir");
+        std::os::unix::fs::symlink(
+            bin("libnvidia_ml.so"),
+            dir.path().join("lib/libnvidia-ml.so.1"),
+        )
+        .expect("link libnvidia-ml.so.1");
+        Self { dir, inventory }
+    }
+
+    /// The host directory (what `DRAINWATCH_SIM_HOST` names).
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("host")
+    }
+
+    /// `…/libnvidia-ml.so.1`, to pass as `--nvml-lib`.
+    pub fn nvml_lib(&self) -> PathBuf {
+        self.dir.path().join("lib/libnvidia-ml.so.1")
+    }
+
+    /// A scratch directory that lives as long as the host.
+    pub fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// A child process in its own process group; dropping it kills the whole group.
+#[derive(Debug)]
+pub struct Proc {
+    pub child: Child,
+}
+
+impl Proc {
+    /// Starts `cmd` as a group leader.
+    pub fn spawn(cmd: &mut Command) -> anyhow::Result<Self> {
+        cmd.process_group(0);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawning {:?}", cmd.get_program()))?;
+        Ok(Self { child })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `sig` to the whole group.
+    #[allow(unsafe_code)]
+    pub fn signal_group(&self, sig: i32) {
+        // SAFETY: killpg on a group this test created.
+        unsafe { libc::killpg(self.child.id() as i32, sig) };
+    }
+
+    /// Reads stdout lines until one starts with `prefix`; returns the rest of it.
+    pub fn read_line_with(&mut self, prefix: &str) -> anyhow::Result<String> {
+        let out = self.child.stdout.take().context("stdout was not piped")?;
+        let mut lines = BufReader::new(out).lines();
+        for line in lines.by_ref() {
+            let line = line?;
+            if let Some(rest) = line.strip_prefix(prefix) {
+                let rest = rest.trim().to_owned();
+                // Keep draining so the child never blocks on a full pipe.
+                std::thread::spawn(move || lines.for_each(drop));
+                return Ok(rest);
+            }
+        }
+        bail!("process exited before printing `{prefix}`")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.signal_group(libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// The simulated model server (parent + one worker per GPU).
+#[derive(Debug)]
+pub struct SimServer {
+    pub proc: Proc,
+    pub port: u16,
+}
+
+impl SimServer {
+    pub fn launch(host: &SimHost, tp: u32, warmup_ms: u64) -> anyhow::Result<Self> {
+        let mut proc = Proc::spawn(
+            Command::new(bin("simserver"))
+                .args(["launch", "--port", "0", "--tp", &tp.to_string()])
+                .args(["--warmup-ms", &warmup_ms.to_string()])
+                .args([
+                    "--",
+                    "python3",
+                    "-m",
+                    "sglang.launch_server",
+                    "--port",
+                    "30000",
+                ])
+                .env(HOST_DIR_ENV, host.path())
+                .stdout(Stdio::piped()),
+        )?;
+        let url = proc.read_line_with("simserver listening on ")?;
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .context("port")?;
+        Ok(Self { proc, port })
+    }
+
+    /// PIDs of the workers (the parent's children), in rank order.
+    pub fn worker_pids(&self) -> Vec<u32> {
+        let s = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.proc.pid()))
+            .unwrap_or_default();
+        s.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+}
+
+/// A process holding GPU memory that no server owns, with a server-like command line.
+pub fn spawn_foreign(host: &SimHost, gpu: u32, gib: f64) -> anyhow::Result<Proc> {
+    Proc::spawn(
+        Command::new(bin("simserver"))
+            .args([
+                "foreign",
+                "--gpu",
+                &gpu.to_string(),
+                "--mem-gib",
+                &gib.to_string(),
+            ])
+            .args([
+                "--",
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--port",
+                "30000",
+            ])
+            .env(HOST_DIR_ENV, host.path()),
+    )
+}
+
+/// A running `drainwatch`.
+#[derive(Debug)]
+pub struct TestApp {
+    pub proc: Proc,
+    pub addr: String,
+    pub http: reqwest::Client,
+}
+
+/// Starts `drainwatch --bind 127.0.0.1:0 --nvml-lib <host's lib> <extra>` (an
+/// explicit `--bind` or `--nvml-lib` in `extra` replaces the default) with the
+/// host's directory in its environment. `TEST_LOG=1` shows its log.
+pub fn spawn_app(host: &SimHost, extra: &[&str]) -> anyhow::Result<TestApp> {
+    spawn_app_with(host, extra, |_| {})
+}
+
+/// As [`spawn_app`], with a hook to adjust the command (environment, say).
+pub fn spawn_app_with(
+    host: &SimHost,
+    extra: &[&str],
+    adjust: impl FnOnce(&mut Command),
+) -> anyhow::Result<TestApp> {
+    let mut cmd = Command::new(bin("drainwatch"));
+    if !extra.contains(&"--bind") {
+        cmd.args(["--bind", "127.0.0.1:0"]);
+    }
+    if !extra.contains(&"--nvml-lib") {
+        cmd.arg("--nvml-lib").arg(host.nvml_lib());
+    }
+    cmd.args(extra)
+        .env(HOST_DIR_ENV, host.path())
+        .stdout(Stdio::piped())
+        .stderr(if std::env::var_os("TEST_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
+    adjust(&mut cmd);
+    let mut proc = Proc::spawn(&mut cmd)?;
+    let url = proc.read_line_with("drainwatch listening on ")?;
+    let addr = url.trim_start_matches("http://").to_owned();
+    Ok(TestApp {
+        proc,
+        addr,
+        http: reqwest::Client::new(),
+    })
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn state(&self) -> anyhow::Result<Snapshot> {
+        let resp = self.http.get(self.url("/api/state")).send().await?;
+        anyhow::ensure!(
+            resp.status().is_success(),
+            "GET /api/state: {}",
+            resp.status()
+        );
+        Ok(resp.json().await?)
+    }
+
+    /// Polls `/api/state` until `pred` holds; returns the state that satisfied it.
+    pub async fn wait_for_state(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> anyhow::Result<Snapshot> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.state().await?;
+            if s.latest.is_some() && pred(&s) {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "timed out after {timeout:?} waiting for {what}; last state: {:#?}",
+                    s.latest
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

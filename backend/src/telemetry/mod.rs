@@ -189,6 +189,8 @@ fn process_info(
 ) -> ProcessInfo {
     match details {
         Ok(d) => ProcessInfo {
+            proc_error: matches!(d.state, 'Z' | 'X')
+                .then(|| "exited (zombie: its parent has not reaped it yet)".to_owned()),
             pid,
             start_ticks: Some(d.id.start_ticks),
             started_at_ms: Some(d.started_at_ms),
@@ -201,7 +203,6 @@ fn process_info(
             rss_bytes: Some(d.rss_bytes),
             gpu_mem,
             role,
-            proc_error: None,
         },
         Err(reason) => ProcessInfo {
             pid,

@@ -1,0 +1,152 @@
+//! Headless Chromium driven through Debian's chromedriver (WebDriver, fantoccini).
+//! Paths come from `DRAINWATCH_CHROMIUM` / `DRAINWATCH_CHROMEDRIVER` (set by
+//! `cargo xtask test`), else Debian's locations.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use fantoccini::{Client, ClientBuilder, Locator};
+
+use crate::Proc;
+
+/// Flags that keep Chromium quiet and fast on a closed network.
+const CHROMIUM_FLAGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1440,1100",
+];
+
+/// A browser session; dropping it stops chromedriver and Chromium.
+#[derive(Debug)]
+pub struct Browser {
+    pub client: Client,
+    _driver: Proc,
+    _profile: tempfile::TempDir,
+}
+
+fn path_from_env(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Browser {
+    pub async fn start() -> anyhow::Result<Self> {
+        let chromium = path_from_env("DRAINWATCH_CHROMIUM", "/usr/bin/chromium");
+        let driver_bin = path_from_env("DRAINWATCH_CHROMEDRIVER", "/usr/bin/chromedriver");
+        anyhow::ensure!(
+            chromium.exists() && driver_bin.exists(),
+            "Chromium or chromedriver missing ({}, {}): `cargo xtask test` installs them",
+            chromium.display(),
+            driver_bin.display()
+        );
+        let port = free_port()?;
+        let driver = Proc::spawn(
+            Command::new(&driver_bin)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )?;
+        let profile = tempfile::tempdir()?;
+        let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|s| s.to_string()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({ "binary": chromium, "args": args }),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = loop {
+            let conn =
+                ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+                    .capabilities(caps.clone())
+                    .connect(&format!("http://127.0.0.1:{port}"))
+                    .await;
+            match conn {
+                Ok(c) => break c,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e).context("starting Chromium through chromedriver"),
+            }
+        };
+        Ok(Self {
+            client,
+            _driver: driver,
+            _profile: profile,
+        })
+    }
+
+    /// Waits until `css` matches at least `n` elements; returns how many match.
+    pub async fn wait_count(
+        &self,
+        css: &str,
+        n: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let found = self.client.find_all(Locator::Css(css)).await?.len();
+            if found >= n {
+                return Ok(found);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?}: {found} of {n} elements match `{css}`");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// An attribute of the first element matching `css`.
+    pub async fn attr(&self, css: &str, name: &str) -> anyhow::Result<Option<String>> {
+        let el = self.client.find(Locator::Css(css)).await?;
+        Ok(el.attr(name).await?)
+    }
+
+    /// Waits until an attribute of `css` satisfies `pred`; returns its value.
+    pub async fn wait_attr(
+        &self,
+        css: &str,
+        name: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        loop {
+            if let Ok(Some(v)) = self.attr(css, name).await {
+                if pred(&v) {
+                    return Ok(v);
+                }
+                last = Some(v);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting on {css} [{name}] (last: {last:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Saves a PNG screenshot under `target/screenshots/`.
+    pub async fn screenshot(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let png = self.client.screenshot().await?;
+        let dir = crate::bin_dir().join("../screenshots");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png)?;
+        Ok(path)
+    }
+}

@@ -1,0 +1,61 @@
+//! A real WebSocket client (tokio-tungstenite) speaking drainwatch's protocol.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use futures_util::{SinkExt, StreamExt};
+use shared::ServerMsg;
+use tokio_tungstenite::tungstenite::Message;
+
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+#[derive(Debug)]
+pub struct WsClient {
+    pub socket: Socket,
+}
+
+impl WsClient {
+    pub async fn connect(addr: &str) -> anyhow::Result<Self> {
+        let (socket, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws"))
+            .await
+            .context("websocket connect")?;
+        Ok(Self { socket })
+    }
+
+    /// Connects with a tiny socket receive buffer: a client that stops reading then
+    /// backs up the server within a few messages, as a slow browser on a bad link would.
+    pub async fn connect_small_buffer(addr: &str) -> anyhow::Result<Self> {
+        let sock = tokio::net::TcpSocket::new_v4()?;
+        sock.set_recv_buffer_size(4096)?;
+        let stream = sock.connect(addr.parse()?).await?;
+        let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+        let (socket, _) = tokio_tungstenite::client_async(format!("ws://{addr}/ws"), stream)
+            .await
+            .context("websocket handshake")?;
+        Ok(Self { socket })
+    }
+
+    /// The next protocol message (skipping ping/pong frames), within `timeout`.
+    pub async fn next_msg(&mut self, timeout: Duration) -> anyhow::Result<ServerMsg> {
+        loop {
+            let frame = tokio::time::timeout(timeout, self.socket.next())
+                .await
+                .context("timed out waiting for a message")?
+                .context("socket closed")??;
+            match frame {
+                Message::Text(t) => {
+                    return serde_json::from_str(t.as_str()).context("parsing a server message");
+                }
+                Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
+                Message::Binary(_) => bail!("unexpected binary frame"),
+                Message::Close(c) => bail!("server closed: {c:?}"),
+            }
+        }
+    }
+
+    pub async fn send_text(&mut self, text: &str) -> anyhow::Result<()> {
+        self.socket.send(Message::Text(text.into())).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,93 @@
+//! Children the demo starts: each in its own process group (so a group kill reaches
+//! every descendant, workers included), each told by the kernel to die if xtask
+//! dies. Ctrl-C and SIGTERM only set a flag; the task's loop does the stopping.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Routes SIGINT and SIGTERM to [`stop_requested`].
+pub(crate) fn catch_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+pub(crate) fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// A started child and the name to report it by.
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub(crate) name: &'static str,
+    pub(crate) child: Child,
+}
+
+/// Starts `cmd` as the leader of a new process group.
+pub(crate) fn spawn_group(name: &'static str, cmd: &mut Command) -> anyhow::Result<Group> {
+    cmd.process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches only the child being created.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    Ok(Group { name, child })
+}
+
+/// SIGTERM to every group, then SIGKILL to what is left after `grace`; reaps all.
+pub(crate) fn stop_all(groups: &mut [Group], grace: Duration) {
+    signal_all(groups, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && groups.iter().any(|g| group_alive(g)) {
+        reap(groups);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal_all(groups, libc::SIGKILL);
+    for g in groups.iter_mut() {
+        let _ = g.child.wait();
+    }
+}
+
+fn signal_all(groups: &[Group], sig: libc::c_int) {
+    for g in groups {
+        // SAFETY: killpg on a group we created; a vanished group is harmless (ESRCH).
+        unsafe { libc::killpg(g.child.id() as libc::pid_t, sig) };
+    }
+}
+
+fn reap(groups: &mut [Group]) {
+    for g in groups.iter_mut() {
+        let _ = g.child.try_wait();
+    }
+}
+
+/// True while any process of the group exists (its leader may already be gone).
+fn group_alive(g: &Group) -> bool {
+    // SAFETY: signal 0 only checks existence.
+    unsafe { libc::killpg(g.child.id() as libc::pid_t, 0) == 0 }
+}
+
+/// The first child that has exited, with its status.
+pub(crate) fn first_exited(
+    groups: &mut [Group],
+) -> Option<(&'static str, std::process::ExitStatus)> {
+    groups
+        .iter_mut()
+        .find_map(|g| g.child.try_wait().ok().flatten().map(|s| (g.name, s)))
+}

@@ -1,0 +1,80 @@
+//! Installs what builds and tests need, only when missing: the wasm32 target, the
+//! wasm-bindgen CLI at exactly Cargo.lock's version (built from crates.io: prebuilt
+//! downloads do not work everywhere), and Debian's Chromium + chromedriver.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::{output, root, run_cmd};
+
+pub(crate) fn ensure_wasm_target() -> anyhow::Result<()> {
+    let installed =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if installed
+        .lines()
+        .any(|l| l.trim() == "wasm32-unknown-unknown")
+    {
+        return Ok(());
+    }
+    run_cmd(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
+}
+
+/// The wasm-bindgen version Cargo.lock pins: the CLI must match it exactly.
+pub(crate) fn locked_wasm_bindgen() -> anyhow::Result<String> {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == "name = \"wasm-bindgen\"" {
+            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_owned());
+            }
+        }
+    }
+    bail!("Cargo.lock has no wasm-bindgen entry")
+}
+
+pub(crate) fn ensure_wasm_bindgen() -> anyhow::Result<()> {
+    let want = locked_wasm_bindgen()?;
+    let have = output(Command::new("wasm-bindgen").arg("--version")).unwrap_or_default();
+    if have.split_whitespace().nth(1) == Some(want.as_str()) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing wasm-bindgen-cli {want} (a few minutes, once)");
+    // Not --locked: the CLI's own lockfile pins crates some registries lack.
+    run_cmd(crate::cargo().args(["install", "wasm-bindgen-cli", "--version", &want, "--force"]))
+}
+
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+pub(crate) fn ensure_chromium() -> anyhow::Result<()> {
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Debian's chromium and chromium-driver for browser tests");
+    let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
+    let apt = |args: &[&str]| {
+        let mut all: Vec<&str> = sudo.to_vec();
+        all.push("apt-get");
+        all.extend_from_slice(args);
+        let mut c = Command::new(all[0]);
+        c.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    run_cmd(&mut apt(&["update"]))?;
+    run_cmd(&mut apt(&[
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "chromium",
+        "chromium-driver",
+    ]))
+    .context("installing chromium (Debian/Ubuntu with apt is required for browser tests)")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
