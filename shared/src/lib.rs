@@ -6,6 +6,8 @@
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
 //! - [`sample`]: one reading of the whole host, the host's static facts and the history.
+//! - [`units`]: how the UI writes numbers (bytes, watts, ages), with their units.
+//! - [`tree`]: how deep each listed process sits in the process tree.
 //!
 //! This crate builds for wasm32 and the host alike: no tokio, axum or I/O here.
 //! Every type is serialized: changing a field name is a wire change, caught by the
@@ -16,6 +18,8 @@ pub mod gpu;
 pub mod process;
 pub mod protocol;
 pub mod sample;
+pub mod tree;
+pub mod units;
 
 pub use gpu::{FieldError, GpuSample};
 pub use process::{GpuMemUse, ProcId, ProcessInfo, ProcessRole};

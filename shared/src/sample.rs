@@ -30,7 +30,13 @@ pub enum NvmlStatus {
 
 impl NvmlStatus {
     pub fn is_simulated(&self) -> bool {
-        matches!(self, Self::Ok { simulated: true, .. })
+        matches!(
+            self,
+            Self::Ok {
+                simulated: true,
+                ..
+            }
+        )
     }
 }
 

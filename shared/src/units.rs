@@ -17,7 +17,7 @@ pub fn fmt_bytes(bytes: u64) -> String {
         return "<1 MiB".to_owned();
     }
     // Rounded to the unit shown, so 1023.6 MiB reads "1.0 GiB", not "1024 MiB".
-    let mib = (bytes + MIB / 2) / MIB;
+    let mib = bytes.saturating_add(MIB / 2) / MIB;
     if mib < 1024 {
         return format!("{mib} MiB");
     }
@@ -57,11 +57,11 @@ pub fn fmt_percent(percent: u32) -> String {
 /// A duration in milliseconds, for ages and delays: "0.5 s", "4.2 s" below 10 s,
 /// "42 s" below a minute, "3 min 05 s" below an hour, "2 h 03 min" above.
 pub fn fmt_age_ms(ms: u64) -> String {
-    let tenths = (ms + 50) / 100;
+    let tenths = ms.saturating_add(50) / 100;
     if tenths < 100 {
         return format!("{}.{} s", tenths / 10, tenths % 10);
     }
-    let secs = (ms + 500) / 1000;
+    let secs = ms.saturating_add(500) / 1000;
     if secs < 60 {
         return format!("{secs} s");
     }
@@ -89,7 +89,8 @@ mod tests {
     fn bytes_below_a_gib_are_whole_mib() {
         assert_eq!(fmt_bytes(0), "0 MiB");
         assert_eq!(fmt_bytes(1), "<1 MiB");
-        assert_eq!(fmt_bytes(MIB - 1), "1 MiB");
+        assert_eq!(fmt_bytes(MIB - 1), "<1 MiB");
+        assert_eq!(fmt_bytes(MIB), "1 MiB");
         assert_eq!(fmt_bytes(4 * MIB), "4 MiB");
         assert_eq!(fmt_bytes(512 * MIB), "512 MiB");
         assert_eq!(fmt_bytes(1023 * MIB), "1023 MiB");

@@ -23,12 +23,21 @@ fn bundle_size() -> anyhow::Result<()> {
     let dist = root().join("frontend/dist");
     let mut total = (0, 0);
     for file in ["frontend_bg.wasm", "frontend.js", "index.html", "style.css"] {
-        let body = std::fs::read(dist.join(file)).with_context(|| format!("reading dist/{file}"))?;
+        let body =
+            std::fs::read(dist.join(file)).with_context(|| format!("reading dist/{file}"))?;
         let gz = gzip_len(&body)?;
-        println!("bundle: {file}: {} KiB raw, {} KiB gzipped", body.len() / 1024, gz / 1024);
+        println!(
+            "bundle: {file}: {} KiB raw, {} KiB gzipped",
+            body.len() / 1024,
+            gz / 1024
+        );
         total = (total.0 + body.len(), total.1 + gz);
     }
-    println!("bundle: total {} KiB raw, {} KiB gzipped", total.0 / 1024, total.1 / 1024);
+    println!(
+        "bundle: total {} KiB raw, {} KiB gzipped",
+        total.0 / 1024,
+        total.1 / 1024
+    );
     Ok(())
 }
 
@@ -43,6 +52,8 @@ fn gzip_len(body: &[u8]) -> anyhow::Result<usize> {
     let body = body.to_vec();
     let writer = std::thread::spawn(move || stdin.write_all(&body));
     let out = gz.wait_with_output()?;
-    writer.join().map_err(|_| anyhow::anyhow!("gzip writer panicked"))??;
+    writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("gzip writer panicked"))??;
     Ok(out.stdout.len())
 }

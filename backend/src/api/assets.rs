@@ -6,7 +6,7 @@ use axum::response::{Html, IntoResponse, Response};
 use rust_embed::RustEmbed;
 
 #[derive(RustEmbed)]
-#[folder = "$CARGO_MANIFEST_DIR/../frontend/dist/"]
+#[folder = "../frontend/dist/"]
 #[allow_missing = true]
 struct Ui;
 

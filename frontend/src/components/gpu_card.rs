@@ -1,0 +1,220 @@
+//! One GPU's card: name, memory (bar, figures, idle baseline), utilisation,
+//! power, temperature and the memory sparkline; or, for a GPU NVML could not
+//! open, the reason.
+
+use leptos::either::Either;
+use leptos::prelude::*;
+use shared::GpuSample;
+use shared::units::{fmt_bytes, fmt_percent, fmt_power_mw, fmt_temp_c};
+
+use crate::components::mem_bar::MemBar;
+use crate::components::sparkline::Sparkline;
+use crate::state::AppState;
+
+/// Shown for a reading NVML did not give.
+const MISSING: &str = "—";
+
+/// Why `field` is missing: its entry in `errors`, else an entry for the same
+/// family of fields (`power` for `power_limit_mw`), else a generic line.
+fn missing_reason(gpu: &GpuSample, field: &str) -> String {
+    let family = field.split('_').next().unwrap_or(field);
+    gpu.errors
+        .iter()
+        .find(|e| e.field == field)
+        .or_else(|| {
+            gpu.errors
+                .iter()
+                .find(|e| e.field.split('_').next() == Some(family))
+        })
+        .map_or_else(
+            || "not reported by NVML".to_owned(),
+            |e| format!("{}: {}", e.field, e.reason),
+        )
+}
+
+/// A reading as text, or [`MISSING`].
+fn shown<T>(value: Option<T>, fmt: impl Fn(T) -> String) -> String {
+    value.map_or_else(|| MISSING.to_owned(), fmt)
+}
+
+/// The card of GPU `index`, following the latest sample.
+#[component]
+pub(crate) fn GpuCard(
+    /// NVML's index of the GPU this card shows.
+    index: u32,
+) -> impl IntoView {
+    let state = AppState::get();
+    let gpu = Memo::new(move |_| {
+        state.latest.with(|l| {
+            l.as_ref()
+                .and_then(|s| s.gpus.iter().find(|g| g.index == index).cloned())
+        })
+    });
+    let device_error = Memo::new(move |_| {
+        gpu.with(|g| {
+            g.as_ref().and_then(|g| {
+                g.errors
+                    .iter()
+                    .find(|e| e.field == "device")
+                    .map(|e| e.reason.clone())
+            })
+        })
+    });
+
+    // One reading: its text, and a tooltip saying why when it is missing.
+    let text = move |get: fn(&GpuSample) -> Option<String>| {
+        move || gpu.with(|g| shown(g.as_ref().and_then(get), |s| s))
+    };
+    let why = move |get: fn(&GpuSample) -> Option<String>, field: &'static str| {
+        move || {
+            gpu.with(|g| {
+                g.as_ref()
+                    .filter(|g| get(g).is_none())
+                    .map(|g| missing_reason(g, field))
+            })
+        }
+    };
+    let raw = move |get: fn(&GpuSample) -> Option<u64>| {
+        move || gpu.with(|g| g.as_ref().and_then(get).map(|v| v.to_string()))
+    };
+
+    let used = Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_used_bytes)));
+    let total = Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_total_bytes)));
+    let baseline =
+        Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_baseline_bytes)));
+
+    let name = move || {
+        gpu.with(|g| {
+            g.as_ref()
+                .and_then(|g| g.name.clone())
+                .unwrap_or_else(|| MISSING.to_owned())
+        })
+    };
+    let name_title = move || {
+        gpu.with(|g| {
+            g.as_ref().map(|g| {
+                let name = g.name.as_deref().unwrap_or("name not reported");
+                let uuid = g.uuid.as_deref().unwrap_or("uuid not reported");
+                format!("{name}\n{uuid}")
+            })
+        })
+    };
+
+    let readings = move || {
+        view! {
+            <div class="gpu-mem">
+                <MemBar used=used total=total baseline=baseline />
+                <div class="mem-text">
+                    <span
+                        class="num mem-used"
+                        data-testid="gpu-mem-used"
+                        data-bytes=raw(|g| g.mem_used_bytes)
+                        title=why(|g| g.mem_used_bytes.map(fmt_bytes), "mem_used_bytes")
+                    >
+                        {text(|g| g.mem_used_bytes.map(fmt_bytes))}
+                    </span>
+                    <span class="sep">" / "</span>
+                    <span
+                        class="num mem-total"
+                        data-testid="gpu-mem-total"
+                        data-bytes=raw(|g| g.mem_total_bytes)
+                        title=why(|g| g.mem_total_bytes.map(fmt_bytes), "mem_total_bytes")
+                    >
+                        {text(|g| g.mem_total_bytes.map(fmt_bytes))}
+                    </span>
+                    <span
+                        class="num mem-idle"
+                        data-testid="gpu-mem-idle"
+                        data-bytes=raw(|g| g.mem_baseline_bytes)
+                        title=move || {
+                            gpu.with(|g| match g.as_ref().and_then(|g| g.mem_baseline_bytes) {
+                                Some(_) => {
+                                    "what this GPU used when NVML last listed no process on it"
+                                        .to_owned()
+                                }
+                                None => "no idle baseline yet: NVML has always listed a process on this GPU".to_owned(),
+                            })
+                        }
+                    >
+                        "idle "
+                        {text(|g| g.mem_baseline_bytes.map(fmt_bytes))}
+                    </span>
+                </div>
+            </div>
+            <div class="gpu-stats">
+                <div class="stat">
+                    <span class="stat-label">"util"</span>
+                    <span
+                        class="num stat-value"
+                        data-testid="gpu-util"
+                        data-percent=raw(|g| g.util_gpu_percent.map(u64::from))
+                        title=why(|g| g.util_gpu_percent.map(fmt_percent), "util_gpu_percent")
+                    >
+                        {text(|g| g.util_gpu_percent.map(fmt_percent))}
+                    </span>
+                </div>
+                <div class="stat">
+                    <span class="stat-label">"power"</span>
+                    <span
+                        class="num stat-value"
+                        data-testid="gpu-power"
+                        data-mw=raw(|g| g.power_mw.map(u64::from))
+                        title=why(|g| g.power_mw.map(fmt_power_mw), "power_mw")
+                    >
+                        {text(|g| g.power_mw.map(fmt_power_mw))}
+                    </span>
+                    <span
+                        class="num stat-sub"
+                        data-testid="gpu-power-limit"
+                        data-mw=raw(|g| g.power_limit_mw.map(u64::from))
+                        title=why(|g| g.power_limit_mw.map(fmt_power_mw), "power_limit_mw")
+                    >
+                        "/ "
+                        {text(|g| g.power_limit_mw.map(fmt_power_mw))}
+                    </span>
+                </div>
+                <div class="stat">
+                    <span class="stat-label">"temp"</span>
+                    <span
+                        class="num stat-value"
+                        data-testid="gpu-temp"
+                        data-celsius=raw(|g| g.temp_c.map(u64::from))
+                        title=why(|g| g.temp_c.map(fmt_temp_c), "temp_c")
+                    >
+                        {text(|g| g.temp_c.map(fmt_temp_c))}
+                    </span>
+                </div>
+            </div>
+            <Sparkline index=index total=total />
+        }
+    };
+
+    view! {
+        <article
+            class="gpu-card"
+            class:gpu-unreadable=move || device_error.with(Option::is_some)
+            data-testid="gpu-card"
+            data-gpu-index=index.to_string()
+        >
+            <div class="gpu-head">
+                <span class="gpu-id">"GPU " {index}</span>
+                <span class="gpu-name" data-testid="gpu-name" title=name_title>
+                    {name}
+                </span>
+            </div>
+            {move || match device_error.get() {
+                Some(reason) => {
+                    Either::Left(
+                        view! {
+                            <div class="gpu-error" data-testid="gpu-error" title=reason.clone()>
+                                <span class="gpu-error-label">"NVML cannot read this GPU"</span>
+                                <span class="gpu-error-reason">{reason.clone()}</span>
+                            </div>
+                        },
+                    )
+                }
+                None => Either::Right(readings()),
+            }}
+        </article>
+    }
+}

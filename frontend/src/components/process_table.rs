@@ -1,0 +1,126 @@
+//! The process table: every process of the latest sample, parents before their
+//! children and children indented; the sample's process error above it; a line
+//! when there is no process.
+
+use std::collections::HashSet;
+
+use leptos::prelude::*;
+use shared::ProcessRole;
+use shared::tree::tree_depths;
+
+use crate::components::process_row::{ProcessRow, RowKey};
+use crate::state::AppState;
+
+/// All processes of the latest sample.
+#[component]
+pub(crate) fn ProcessTable() -> impl IntoView {
+    let state = AppState::get();
+    let rows = Memo::new(move |_| {
+        state.latest.with(|l| {
+            let Some(sample) = l else {
+                return Vec::new();
+            };
+            let depths = tree_depths(&sample.processes);
+            let mut seen = HashSet::new();
+            sample
+                .processes
+                .iter()
+                .zip(depths)
+                .map(|(p, depth)| RowKey {
+                    pid: p.pid,
+                    start_ticks: p.start_ticks,
+                    depth,
+                })
+                // <For> needs unique keys; a repeated process is shown once.
+                .filter(|k| seen.insert((k.pid, k.start_ticks)))
+                .collect::<Vec<_>>()
+        })
+    });
+    let counts = Memo::new(move |_| {
+        state.latest.with(|l| {
+            l.as_ref().map_or((0, 0), |s| {
+                let server = s
+                    .processes
+                    .iter()
+                    .filter(|p| p.role == ProcessRole::Server)
+                    .count();
+                (server, s.processes.len() - server)
+            })
+        })
+    });
+    let error = Memo::new(move |_| {
+        state
+            .latest
+            .with(|l| l.as_ref().and_then(|s| s.processes_error.clone()))
+    });
+    let empty_text = move || {
+        if state.latest.with(Option::is_none) {
+            "waiting for data…"
+        } else {
+            "no process holds GPU memory"
+        }
+    };
+
+    view! {
+        <div class="proc-head">
+            <h2 class="proc-title">"processes"</h2>
+            <span class="proc-counts num" data-testid="process-counts">
+                {move || {
+                    let (server, foreign) = counts.get();
+                    format!("{server} server · {foreign} foreign")
+                }}
+            </span>
+            <span class="proc-error-slot">
+                {move || {
+                    error
+                        .get()
+                        .map(|text| {
+                            view! {
+                                <span
+                                    class="proc-error"
+                                    data-testid="processes-error"
+                                    title=text.clone()
+                                >
+                                    {text.clone()}
+                                </span>
+                            }
+                        })
+                }}
+            </span>
+        </div>
+        <table class="proc-table" data-testid="process-table">
+            <colgroup>
+                <col class="c-pid" />
+                <col class="c-started" />
+                <col class="c-user" />
+                <col class="c-cmd" />
+                <col class="c-gpus" />
+                <col class="c-gpumem" />
+                <col class="c-rss" />
+                <col class="c-role" />
+            </colgroup>
+            <thead>
+                <tr>
+                    <th class="num">"PID"</th>
+                    <th>"started"</th>
+                    <th>"user"</th>
+                    <th>"command"</th>
+                    <th>"GPUs"</th>
+                    <th class="num">"GPU memory"</th>
+                    <th class="num">"RSS"</th>
+                    <th>"role"</th>
+                </tr>
+            </thead>
+            <tbody>
+                <For each=move || rows.get() key=|k| *k let:key>
+                    <ProcessRow key=key />
+                </For>
+                <Show when=move || rows.with(Vec::is_empty)>
+                    <tr class="proc-empty" data-testid="process-empty">
+                        <td colspan="8">{empty_text}</td>
+                    </tr>
+                </Show>
+            </tbody>
+        </table>
+    }
+}

@@ -1,0 +1,18 @@
+//! drainwatch's browser UI: mounts [`app::App`] on the page's body. Everything else
+//! lives in the modules below; see `app.rs` for the layout.
+
+// `#[component]` derives a props builder with `pub` methods, which a binary
+// crate cannot reach; everything written by hand here is `pub(crate)`.
+#[allow(unreachable_pub)]
+mod app;
+#[allow(unreachable_pub)]
+mod components;
+mod localtime;
+mod series;
+mod state;
+mod ws;
+
+fn main() {
+    console_error_panic_hook::set_once();
+    leptos::mount::mount_to_body(app::App);
+}

@@ -1,0 +1,286 @@
+//! The page's state: every signal the socket writes and the components read,
+//! bundled in the `Copy` [`AppState`] that `App` provides as context, and the
+//! rules that turn it into what the connection badge says.
+
+use std::collections::HashMap;
+
+use leptos::prelude::*;
+use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
+
+use crate::series::{self, Series};
+
+/// Assumed sampling period before the server has said what it is.
+const DEFAULT_INTERVAL_MS: u64 = 1000;
+/// The last sample is stale when older than this many sampling periods.
+const STALE_AFTER_PERIODS: u64 = 3;
+
+/// Where the socket is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Link {
+    /// A socket is being opened: `attempt` 0 is the first connection, n the n-th
+    /// retry, made after waiting `delay_ms`.
+    Connecting { attempt: u32, delay_ms: u64 },
+    /// The socket is open since `since_ms` (browser clock).
+    Open { since_ms: f64 },
+    /// The socket closed; retry number `attempt` starts at `retry_at_ms`, after
+    /// `delay_ms`.
+    Waiting {
+        attempt: u32,
+        delay_ms: u64,
+        retry_at_ms: f64,
+    },
+}
+
+/// What the connection badge says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConnView {
+    /// First connection, or an open socket the data has not yet come through.
+    Connecting,
+    /// Samples arrive.
+    Live,
+    /// The socket is open but the last data is `age_ms` old.
+    Stale { age_ms: u64 },
+    /// The socket closed; retry `attempt` after `delay_ms`, `retry_in_ms` from now
+    /// (`None` while that retry is connecting).
+    Reconnecting {
+        attempt: u32,
+        delay_ms: u64,
+        retry_in_ms: Option<u64>,
+    },
+}
+
+impl ConnView {
+    /// The badge's `data-state`.
+    pub(crate) fn state(self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Live => "live",
+            Self::Stale { .. } => "stale",
+            Self::Reconnecting { .. } => "reconnecting",
+        }
+    }
+
+    /// Decides from the socket, the arrival time of the last data, the clock and
+    /// the sampling period.
+    pub(crate) fn of(link: Link, last_data_ms: Option<f64>, now_ms: f64, interval_ms: u64) -> Self {
+        match link {
+            Link::Connecting {
+                attempt: 0,
+                delay_ms: _,
+            } => Self::Connecting,
+            Link::Connecting { attempt, delay_ms } => Self::Reconnecting {
+                attempt,
+                delay_ms,
+                retry_in_ms: None,
+            },
+            Link::Waiting {
+                attempt,
+                delay_ms,
+                retry_at_ms,
+            } => Self::Reconnecting {
+                attempt,
+                delay_ms,
+                retry_in_ms: Some(ms_between(now_ms, retry_at_ms)),
+            },
+            Link::Open { since_ms } => {
+                let limit = interval_ms.saturating_mul(STALE_AFTER_PERIODS);
+                // Data from before this socket opened does not make it live, but
+                // neither does the reconnect itself make it stale.
+                let fresh_from = last_data_ms.map_or(since_ms, |t| t.max(since_ms));
+                if ms_between(fresh_from, now_ms) > limit {
+                    Self::Stale {
+                        age_ms: ms_between(last_data_ms.unwrap_or(since_ms), now_ms),
+                    }
+                } else if last_data_ms.is_some_and(|t| t >= since_ms) {
+                    Self::Live
+                } else {
+                    Self::Connecting
+                }
+            }
+        }
+    }
+}
+
+/// Milliseconds from `from` to `to`, 0 if `to` is earlier.
+fn ms_between(from: f64, to: f64) -> u64 {
+    (to - from).max(0.0) as u64
+}
+
+/// Every signal of the page. `Copy`: pass it around or take it from context.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AppState {
+    /// The host's static facts, from the last snapshot.
+    pub(crate) host: RwSignal<Option<HostInfo>>,
+    /// The newest sample.
+    pub(crate) latest: RwSignal<Option<Sample>>,
+    /// Memory used per GPU index, for the sparklines.
+    pub(crate) series: RwSignal<HashMap<u32, Series>>,
+    /// The socket.
+    pub(crate) link: RwSignal<Link>,
+    /// When (browser clock, Unix ms) the last snapshot or sample arrived.
+    pub(crate) last_data_ms: RwSignal<Option<f64>>,
+    /// The browser clock, ticked a few times a second for ages and countdowns.
+    pub(crate) now_ms: RwSignal<f64>,
+    /// Something the user should know that fits nowhere else (protocol
+    /// mismatch, unreadable message, server complaint).
+    pub(crate) notice: RwSignal<Option<String>>,
+}
+
+impl AppState {
+    /// Fresh state, provided as context for every component below the caller.
+    pub(crate) fn provide(now_ms: f64) -> Self {
+        let state = Self {
+            host: RwSignal::new(None),
+            latest: RwSignal::new(None),
+            series: RwSignal::new(HashMap::new()),
+            link: RwSignal::new(Link::Connecting {
+                attempt: 0,
+                delay_ms: 0,
+            }),
+            last_data_ms: RwSignal::new(None),
+            now_ms: RwSignal::new(now_ms),
+            notice: RwSignal::new(None),
+        };
+        provide_context(state);
+        state
+    }
+
+    /// The state provided by `App`.
+    pub(crate) fn get() -> Self {
+        expect_context::<Self>()
+    }
+
+    /// The server's sampling period (tracked), or a default before it is known.
+    pub(crate) fn interval_ms(&self) -> u64 {
+        self.host.with(|h| {
+            h.as_ref()
+                .map_or(DEFAULT_INTERVAL_MS, |h| h.sample_interval_ms.max(1))
+        })
+    }
+
+    /// What the connection badge shows now (tracked).
+    pub(crate) fn conn_view(&self) -> ConnView {
+        ConnView::of(
+            self.link.get(),
+            self.last_data_ms.get(),
+            self.now_ms.get(),
+            self.interval_ms(),
+        )
+    }
+
+    /// Takes one message from the server, received at `now_ms`.
+    pub(crate) fn apply(&self, msg: ServerMsg, now_ms: f64) {
+        match msg {
+            ServerMsg::Hello {
+                protocol_version,
+                server_version,
+            } => {
+                if protocol_version == PROTOCOL_VERSION {
+                    self.notice.set(None);
+                } else {
+                    self.notice.set(Some(format!(
+                        "protocol mismatch: the server (drainwatch {server_version}) speaks \
+                         version {protocol_version}, this page version {PROTOCOL_VERSION}; \
+                         reload the page"
+                    )));
+                }
+            }
+            ServerMsg::Snapshot(snapshot) => self.apply_snapshot(snapshot, now_ms),
+            ServerMsg::Sample(sample) => self.apply_sample(sample, now_ms),
+            ServerMsg::Pong { .. } => {}
+            ServerMsg::Error { code, message } => {
+                leptos::logging::warn!("server error {code:?}: {message}");
+                self.notice
+                    .set(Some(format!("the server rejected a message: {message}")));
+            }
+        }
+    }
+
+    /// Replaces everything with the snapshot.
+    fn apply_snapshot(&self, snapshot: Snapshot, now_ms: f64) {
+        self.series.set(series::from_snapshot(&snapshot));
+        self.host.set(Some(snapshot.host));
+        self.latest.set(snapshot.latest);
+        self.last_data_ms.set(Some(now_ms));
+    }
+
+    /// Moves on to a newer sample; a replayed or older one is ignored.
+    fn apply_sample(&self, sample: Sample, now_ms: f64) {
+        let newer = self
+            .latest
+            .with_untracked(|l| l.as_ref().is_none_or(|l| sample.seq > l.seq));
+        if !newer {
+            return;
+        }
+        self.series.update(|all| series::extend(all, &sample));
+        self.latest.set(Some(sample));
+        self.last_data_ms.set(Some(now_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN: Link = Link::Open { since_ms: 1000.0 };
+
+    #[test]
+    fn first_connection_is_connecting() {
+        let link = Link::Connecting {
+            attempt: 0,
+            delay_ms: 0,
+        };
+        assert_eq!(ConnView::of(link, None, 0.0, 100), ConnView::Connecting);
+        assert_eq!(ConnView::of(OPEN, None, 1100.0, 100), ConnView::Connecting);
+    }
+
+    #[test]
+    fn live_then_stale_after_three_periods() {
+        assert_eq!(
+            ConnView::of(OPEN, Some(1200.0), 1500.0, 100),
+            ConnView::Live
+        );
+        assert_eq!(
+            ConnView::of(OPEN, Some(1200.0), 5400.0, 100),
+            ConnView::Stale { age_ms: 4200 }
+        );
+        // Open, nothing ever came.
+        assert_eq!(
+            ConnView::of(OPEN, None, 2000.0, 100),
+            ConnView::Stale { age_ms: 1000 }
+        );
+    }
+
+    #[test]
+    fn old_data_after_a_reconnect_is_neither_live_nor_stale_at_once() {
+        assert_eq!(
+            ConnView::of(OPEN, Some(10.0), 1100.0, 100),
+            ConnView::Connecting
+        );
+        assert_eq!(
+            ConnView::of(OPEN, Some(10.0), 1400.0, 100),
+            ConnView::Stale { age_ms: 1390 }
+        );
+    }
+
+    #[test]
+    fn reconnecting_counts_down() {
+        let link = Link::Waiting {
+            attempt: 3,
+            delay_ms: 2000,
+            retry_at_ms: 5000.0,
+        };
+        assert_eq!(
+            ConnView::of(link, Some(0.0), 4300.0, 100),
+            ConnView::Reconnecting {
+                attempt: 3,
+                delay_ms: 2000,
+                retry_in_ms: Some(700)
+            }
+        );
+        assert_eq!(
+            ConnView::of(link, None, 6000.0, 100).state(),
+            "reconnecting"
+        );
+    }
+}
