@@ -3,5 +3,6 @@
 
 mod cli;
 mod nvml_errors;
+mod other_clients;
 mod state;
 mod ws;

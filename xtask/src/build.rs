@@ -29,11 +29,11 @@ pub(crate) fn ui() -> anyhow::Result<()> {
         "wasm-release",
     ]))?;
     let root = root();
-    let dist = root.join("frontend/dist");
-    if dist.exists() {
-        std::fs::remove_dir_all(&dist).context("clearing frontend/dist")?;
+    let staging = root.join("target/ui-staging");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).context("clearing target/ui-staging")?;
     }
-    std::fs::create_dir_all(&dist)?;
+    std::fs::create_dir_all(&staging)?;
     let wasm = root.join("target/wasm32-unknown-unknown/wasm-release/frontend.wasm");
     // No wasm-opt: some distributions' binaryen breaks wasm-bindgen's output.
     run_cmd(
@@ -45,12 +45,37 @@ pub(crate) fn ui() -> anyhow::Result<()> {
                 "--remove-name-section",
                 "--out-dir",
             ])
-            .arg(&dist)
+            .arg(&staging)
             .arg(&wasm),
     )?;
     for file in ["index.html", "style.css"] {
-        std::fs::copy(root.join("frontend").join(file), dist.join(file))
+        std::fs::copy(root.join("frontend").join(file), staging.join(file))
             .with_context(|| format!("copying frontend/{file}"))?;
+    }
+    sync_dir(&staging, &root.join("frontend/dist"))
+}
+
+/// Makes `dst` hold exactly `src`'s files, touching only those that differ: the
+/// backend embeds `dst` and rebuilds whenever anything in it changes.
+fn sync_dir(src: &std::path::Path, dst: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dst)?;
+    let mut keep = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let body = std::fs::read(entry.path())?;
+        let target = dst.join(&name);
+        if std::fs::read(&target).ok().as_deref() != Some(body.as_slice()) {
+            std::fs::write(&target, &body)
+                .with_context(|| format!("writing {}", target.display()))?;
+        }
+        keep.insert(name);
+    }
+    for entry in std::fs::read_dir(dst)? {
+        let entry = entry?;
+        if !keep.contains(&entry.file_name()) {
+            std::fs::remove_file(entry.path())?;
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@ use crate::{build, cargo, run_cmd, tools};
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_chromium()?;
+    let pynvml = tools::ensure_pynvml()?;
     build::ui()?;
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Build everything first, then test: one feature resolution, no rebuild between.
@@ -14,6 +15,12 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     test.arg("test")
         .env("DRAINWATCH_CHROMIUM", tools::CHROMIUM)
         .env("DRAINWATCH_CHROMEDRIVER", tools::CHROMEDRIVER)
+        .env("DRAINWATCH_PYNVML", &pynvml)
         .args(args);
-    run_cmd(&mut test)
+    run_cmd(&mut test)?;
+    // The UI's own unit tests, on the host (it is not a default member: wasm32 first).
+    if args.is_empty() {
+        run_cmd(cargo().args(["test", "-p", "frontend"]))?;
+    }
+    Ok(())
 }

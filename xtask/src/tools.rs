@@ -78,3 +78,32 @@ fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// NVIDIA's Python NVML binding, of the driver generation the fake claims, in
+/// `target/pynvml` (a test checks that it reads what drainwatch reads).
+pub(crate) fn ensure_pynvml() -> anyhow::Result<std::path::PathBuf> {
+    const VERSION: &str = "12.575.51";
+    let dir = root().join("target/pynvml");
+    let marker = dir.join(format!("nvidia_ml_py-{VERSION}.dist-info"));
+    if marker.exists() {
+        return Ok(dir);
+    }
+    eprintln!("xtask: installing nvidia-ml-py {VERSION} (pynvml) into target/pynvml");
+    let _ = std::fs::remove_dir_all(&dir);
+    run_cmd(
+        Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-deps",
+            ])
+            .arg("--target")
+            .arg(&dir)
+            .arg(format!("nvidia-ml-py=={VERSION}")),
+    )
+    .context("installing pynvml (needs python3 with pip)")?;
+    Ok(dir)
+}
