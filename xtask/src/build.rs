@@ -6,9 +6,6 @@ use anyhow::Context;
 
 use crate::{cargo, root, run_cmd, tools};
 
-/// Host binaries the demo and tests run (the fake NVML cdylib among them).
-pub(crate) const HOST_PACKAGES: &[&str] = &["drainwatch", "fake-nvml", "simserver"];
-
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let release = args.iter().any(|a| a == "--release");
     ui()?;
@@ -80,13 +77,13 @@ fn sync_dir(src: &std::path::Path, dst: &std::path::Path) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Builds the host packages and links `libnvidia-ml.so.1` beside the fake.
+/// Builds every default member's libraries and binaries (drainwatch, the fake
+/// NVML cdylib, the simulated server) and links `libnvidia-ml.so.1` beside the
+/// fake. The same package set as the tests build, so features unify the same way
+/// and switching between demo and tests rebuilds nothing.
 pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
     let mut cmd = cargo();
     cmd.arg("build");
-    for p in HOST_PACKAGES {
-        cmd.args(["-p", p]);
-    }
     if release {
         cmd.arg("--release");
     }

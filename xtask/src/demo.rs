@@ -75,6 +75,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
             "--nvml-lib",
         ])
         .arg(&nvml)
+        .env("DRAINWATCH_SIM_HOST", &host)
         .stdout(Stdio::piped());
         groups.push(procs::spawn_group("drainwatch", &mut dw)?);
         let out = groups
