@@ -18,6 +18,14 @@ const GAP_MS: u64 = 10_000;
 pub(crate) const VIEW_W: f64 = (WINDOW_MS / STEP_MS) as f64;
 pub(crate) const VIEW_H: f64 = 40.0;
 
+/// Where `value` sits vertically in the drawing box whose top is `scale_max`
+/// and whose bottom is 0, in SVG user units from the top. One unit of headroom
+/// top and bottom keeps a full or an empty GPU's line visible.
+pub(crate) fn y_of(value: u64, scale_max: u64) -> f64 {
+    let share = (value as f64 / scale_max.max(1) as f64).clamp(0.0, 1.0);
+    1.0 + (VIEW_H - 2.0) * (1.0 - share)
+}
+
 /// One GPU's memory used over time: `(start of the second in Unix ms, max bytes in
 /// that second)`, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,21 +53,14 @@ impl Series {
         }
     }
 
-    /// The largest value in the window, for scaling when the total is unknown.
-    pub(crate) fn max(&self) -> Option<u64> {
-        self.points.iter().map(|p| p.1).max()
-    }
-
     /// The SVG paths of this series in a [`VIEW_W`] × [`VIEW_H`] box whose right
     /// edge is `end_ms` and whose top is `scale_max` bytes: the line, and the
     /// area under it. Both are empty when there is nothing to draw.
     pub(crate) fn paths(&self, end_ms: u64, scale_max: u64) -> (String, String) {
         let mut line = String::new();
         let mut area = String::new();
-        let scale = scale_max.max(1) as f64;
         let x_of = |t: u64| VIEW_W - (end_ms.saturating_sub(t) as f64 / STEP_MS as f64);
-        // One unit of headroom top and bottom so a full or empty GPU stays visible.
-        let y_of = |v: u64| 1.0 + (VIEW_H - 2.0) * (1.0 - (v as f64 / scale).clamp(0.0, 1.0));
+        let y_of = |v: u64| y_of(v, scale_max);
 
         let mut segment_start: Option<f64> = None;
         let mut prev: Option<(u64, f64)> = None;
@@ -158,6 +159,16 @@ mod tests {
         s.trim(399_000);
         assert_eq!(s.points.len(), 301);
         assert_eq!(s.points.front(), Some(&(99_000, 99)));
+    }
+
+    #[test]
+    fn y_runs_from_zero_at_the_bottom_to_the_scale_at_the_top() {
+        assert_eq!(y_of(0, 96), VIEW_H - 1.0);
+        assert_eq!(y_of(96, 96), 1.0);
+        assert_eq!(y_of(48, 96), VIEW_H / 2.0);
+        // Beyond the scale: pinned to the top, never off the box.
+        assert_eq!(y_of(200, 96), 1.0);
+        assert_eq!(y_of(5, 0), 1.0);
     }
 
     #[test]

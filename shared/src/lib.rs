@@ -8,6 +8,7 @@
 //! - [`sample`]: one reading of the whole host, the host's static facts and the history.
 //! - [`units`]: how the UI writes numbers (bytes, watts, ages), with their units.
 //! - [`tree`]: how deep each listed process sits in the process tree.
+//! - [`holders`]: how a GPU's memory splits among server, foreign and the rest.
 //!
 //! This crate builds for wasm32 and the host alike: no tokio, axum or I/O here.
 //! Every type is serialized: changing a field name is a wire change, caught by the
@@ -15,6 +16,7 @@
 //! (`mem_used_bytes`, `power_mw`, `at_ms`).
 
 pub mod gpu;
+pub mod holders;
 pub mod process;
 pub mod protocol;
 pub mod sample;
@@ -22,6 +24,7 @@ pub mod tree;
 pub mod units;
 
 pub use gpu::{FieldError, GpuSample};
+pub use holders::MemHolders;
 pub use process::{GpuMemUse, ProcId, ProcessInfo, ProcessRole};
 pub use protocol::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg};
 pub use sample::{HistoryPoint, HostInfo, NvmlStatus, Sample, ServerIdentity, Snapshot};

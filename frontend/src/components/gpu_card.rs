@@ -1,11 +1,11 @@
-//! One GPU's card: name, memory (bar, figures, idle baseline), utilisation,
-//! power, temperature and the memory sparkline; or, for a GPU NVML could not
-//! open, the reason.
+//! One GPU's card: name, memory (bar stacked by holder, figures, idle baseline,
+//! foreign holders), utilisation, power, temperature and the memory sparkline;
+//! or, for a GPU NVML could not open, the reason.
 
 use leptos::either::Either;
 use leptos::prelude::*;
-use shared::GpuSample;
 use shared::units::{fmt_bytes, fmt_percent, fmt_power_mw, fmt_temp_c};
+use shared::{GpuSample, MemHolders};
 
 use crate::components::mem_bar::MemBar;
 use crate::components::sparkline::Sparkline;
@@ -37,6 +37,24 @@ fn shown<T>(value: Option<T>, fmt: impl Fn(T) -> String) -> String {
     value.map_or_else(|| MISSING.to_owned(), fmt)
 }
 
+/// The foreign line's tooltip: every foreign PID, and what NVML leaves out.
+fn foreign_title(h: &MemHolders) -> String {
+    let pids = h
+        .foreign_pids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut text = format!(
+        "GPU memory held by processes outside the managed server: {} (pid {pids})",
+        fmt_bytes(h.foreign_bytes)
+    );
+    if h.unattributed {
+        text.push_str("\nNVML does not report some processes' amounts");
+    }
+    text
+}
+
 /// The card of GPU `index`, following the latest sample.
 #[component]
 pub(crate) fn GpuCard(
@@ -48,6 +66,19 @@ pub(crate) fn GpuCard(
         state.latest.with(|l| {
             l.as_ref()
                 .and_then(|s| s.gpus.iter().find(|g| g.index == index).cloned())
+        })
+    });
+    // Who holds this GPU's memory, from the same sample's process list.
+    let holders = Memo::new(move |_| {
+        state.latest.with(|l| {
+            l.as_ref()
+                .and_then(|s| {
+                    s.gpus
+                        .iter()
+                        .find(|g| g.index == index)
+                        .map(|g| MemHolders::of(g, &s.processes))
+                })
+                .unwrap_or_default()
         })
     });
     let device_error = Memo::new(move |_| {
@@ -103,7 +134,7 @@ pub(crate) fn GpuCard(
     let readings = move || {
         view! {
             <div class="gpu-mem">
-                <MemBar used=used total=total baseline=baseline />
+                <MemBar used=used total=total baseline=baseline holders=holders />
                 <div class="mem-text">
                     <span
                         class="num mem-used"
@@ -132,13 +163,40 @@ pub(crate) fn GpuCard(
                                     "what this GPU used when NVML last listed no process on it"
                                         .to_owned()
                                 }
-                                None => "no idle baseline yet: NVML has always listed a process on this GPU".to_owned(),
+                                None => {
+                                    "not seen idle since drainwatch started: NVML has listed a process on this GPU in every sample"
+                                        .to_owned()
+                                }
                             })
                         }
                     >
                         "idle "
                         {text(|g| g.mem_baseline_bytes.map(fmt_bytes))}
                     </span>
+                </div>
+                // Always there, so the card keeps its height when a foreign
+                // process comes or goes.
+                <div class="holder-line">
+                    <Show when=move || holders.with(MemHolders::has_foreign)>
+                        <span
+                            class="num foreign-holder"
+                            data-testid="gpu-foreign"
+                            data-bytes=move || holders.with(|h| h.foreign_bytes.to_string())
+                            data-pids=move || {
+                                holders
+                                    .with(|h| {
+                                        h.foreign_pids
+                                            .iter()
+                                            .map(u32::to_string)
+                                            .collect::<Vec<_>>()
+                                            .join(",")
+                                    })
+                            }
+                            title=move || holders.with(foreign_title)
+                        >
+                            {move || holders.with(|h| h.foreign_line().unwrap_or_default())}
+                        </span>
+                    </Show>
                 </div>
             </div>
             <div class="gpu-stats">
@@ -185,7 +243,7 @@ pub(crate) fn GpuCard(
                     </span>
                 </div>
             </div>
-            <Sparkline index=index total=total />
+            <Sparkline index=index total=total baseline=baseline />
         }
     };
 

@@ -1,9 +1,9 @@
 //! The top bar: product name, host, drainwatch's version, NVML's status, the
-//! "simulated host" pill when the numbers are not from a real GPU, and the
-//! connection badge.
+//! managed server, the "simulated host" pill when the numbers are not from a
+//! real GPU, and the connection badge.
 
 use leptos::prelude::*;
-use shared::NvmlStatus;
+use shared::{HostInfo, NvmlStatus, ProcessRole, Sample};
 
 use crate::components::conn_badge::ConnBadge;
 use crate::state::AppState;
@@ -51,6 +51,62 @@ fn nvml_text(nvml: Option<&NvmlStatus>) -> (String, String, &'static str) {
     }
 }
 
+/// What the server status shows: text, tooltip, `data-state`, and the root's
+/// PID when a server is found.
+fn server_text(
+    host: Option<&HostInfo>,
+    latest: Option<&Sample>,
+) -> (String, String, &'static str, Option<u32>) {
+    let Some(host) = host else {
+        return (
+            "server …".to_owned(),
+            "waiting for the server".to_owned(),
+            "unknown",
+            None,
+        );
+    };
+    if let Some(server) = latest.and_then(|s| s.server) {
+        let pid = server.root.pid;
+        let port = server.port;
+        let members = latest.map_or(0, |s| {
+            s.processes
+                .iter()
+                .filter(|p| p.role == ProcessRole::Server)
+                .count()
+        });
+        let tip = format!(
+            "managed server: pid {pid} listens on :{port}; it and its descendants \
+             ({members} listed) are the server's processes"
+        );
+        return (
+            format!("server :{port} · pid {pid}"),
+            tip,
+            "running",
+            Some(pid),
+        );
+    }
+    match host.server_port {
+        Some(port) if latest.is_none() => (
+            format!("server :{port} …"),
+            "waiting for the first sample".to_owned(),
+            "unknown",
+            None,
+        ),
+        Some(port) => (
+            format!("no server on :{port}"),
+            format!("no process listens on :{port}: every process is foreign"),
+            "absent",
+            None,
+        ),
+        None => (
+            "no server port configured".to_owned(),
+            "drainwatch was started without --server-port: every process is foreign".to_owned(),
+            "unconfigured",
+            None,
+        ),
+    }
+}
+
 /// The page's top bar.
 #[component]
 pub(crate) fn Header() -> impl IntoView {
@@ -68,6 +124,11 @@ pub(crate) fn Header() -> impl IntoView {
         })
     };
     let nvml = Memo::new(move |_| state.host.with(|h| nvml_text(h.as_ref().map(|h| &h.nvml))));
+    let server = Memo::new(move |_| {
+        state
+            .host
+            .with(|h| state.latest.with(|l| server_text(h.as_ref(), l.as_ref())))
+    });
     let simulated = Memo::new(move |_| {
         state
             .host
@@ -92,6 +153,16 @@ pub(crate) fn Header() -> impl IntoView {
             >
                 {move || nvml.with(|n| n.0.clone())}
             </span>
+            <span
+                class="server-status"
+                data-testid="server-status"
+                data-state=move || server.with(|s| s.2)
+                data-pid=move || server.with(|s| s.3.map(|p| p.to_string()))
+                title=move || server.with(|s| s.1.clone())
+            >
+                <span class="server-dot"></span>
+                <span class="server-text">{move || server.with(|s| s.0.clone())}</span>
+            </span>
             <span class="topbar-right">
                 <span class="simulated-slot">
                     <Show when=move || simulated.get()>
@@ -107,5 +178,73 @@ pub(crate) fn Header() -> impl IntoView {
                 <ConnBadge />
             </span>
         </header>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::{ProcId, ServerIdentity};
+
+    fn host(server_port: Option<u16>) -> HostInfo {
+        HostInfo {
+            hostname: "h".to_owned(),
+            version: "0".to_owned(),
+            nvml: NvmlStatus::Unavailable {
+                library: "x".to_owned(),
+                reason: "y".to_owned(),
+            },
+            sample_interval_ms: 1000,
+            history_ms: 0,
+            server_port,
+        }
+    }
+
+    fn sample(server: Option<ServerIdentity>) -> Sample {
+        Sample {
+            seq: 1,
+            at_ms: 0,
+            took_us: 0,
+            gpus: Vec::new(),
+            processes: Vec::new(),
+            server,
+            processes_error: None,
+        }
+    }
+
+    #[test]
+    fn server_status_in_every_case() {
+        let text = |h: Option<&HostInfo>, s: Option<&Sample>| {
+            let (text, _, state, pid) = server_text(h, s);
+            (text, state, pid)
+        };
+        assert_eq!(text(None, None), ("server …".to_owned(), "unknown", None));
+        let found = sample(Some(ServerIdentity {
+            root: ProcId {
+                pid: 27159,
+                start_ticks: 5,
+            },
+            port: 30000,
+        }));
+        assert_eq!(
+            text(Some(&host(Some(30000))), Some(&found)),
+            (
+                "server :30000 · pid 27159".to_owned(),
+                "running",
+                Some(27159)
+            )
+        );
+        assert_eq!(
+            text(Some(&host(Some(30000))), Some(&sample(None))),
+            ("no server on :30000".to_owned(), "absent", None)
+        );
+        assert_eq!(
+            text(Some(&host(Some(30000))), None),
+            ("server :30000 …".to_owned(), "unknown", None)
+        );
+        assert_eq!(
+            text(Some(&host(None)), Some(&sample(None))),
+            ("no server port configured".to_owned(), "unconfigured", None)
+        );
     }
 }
