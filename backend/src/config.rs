@@ -26,7 +26,8 @@ pub struct Config {
     #[arg(long, env = "DRAINWATCH_NVML_LIB", default_value = "libnvidia-ml.so.1")]
     pub nvml_lib: PathBuf,
 
-    /// How much history to keep in memory for late-joining clients (e.g. 90s, 10m, 1h).
+    /// How much history to keep for late-joining clients (e.g. 90s, 10m; at most 1h),
+    /// one point per second.
     #[arg(long, env = "DRAINWATCH_HISTORY", default_value = "10m", value_parser = parse_duration)]
     pub history: Duration,
 
@@ -48,11 +49,6 @@ pub struct Config {
 impl Config {
     pub fn sample_interval(&self) -> Duration {
         Duration::from_millis(self.sample_interval_ms)
-    }
-
-    /// History entries kept at the sampling rate.
-    pub fn history_len(&self) -> usize {
-        (self.history.as_millis() / u128::from(self.sample_interval_ms)).max(1) as usize
     }
 }
 
@@ -78,8 +74,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if ms == 0 {
         return Err("history must be longer than zero".to_owned());
     }
-    if ms > 24 * 3_600_000 {
-        return Err(format!("`{s}` is more than 24h of history"));
+    // Every client gets the whole history on connect: keep that a sensible size.
+    if ms > 3_600_000 {
+        return Err(format!("`{s}` is more than 1h of history"));
     }
     Ok(Duration::from_millis(ms))
 }
@@ -98,7 +95,7 @@ mod tests {
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5d").is_err());
-        assert!(parse_duration("48h").is_err());
+        assert!(parse_duration("2h").is_err());
     }
 
     #[test]
@@ -107,7 +104,7 @@ mod tests {
         assert!(c.bind.ip().is_loopback());
         assert_eq!(c.bind.port(), 7878);
         assert_eq!(c.sample_interval_ms, 100);
-        assert_eq!(c.history_len(), 6000);
+        assert_eq!(c.history, Duration::from_secs(600));
     }
 
     #[test]

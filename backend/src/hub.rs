@@ -32,15 +32,18 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// `client_buffer`: samples a client may fall behind before it is resynced.
-    pub fn new(host: HostInfo, history_len: usize, client_buffer: usize) -> Self {
+    /// Keeps `host.history_ms` of history; `client_buffer`: samples a client may
+    /// fall behind before it is resynced.
+    pub fn new(host: HostInfo, client_buffer: usize) -> Self {
         let (stream, _) = broadcast::channel(client_buffer.max(1));
+        let step = HISTORY_STEP_MS.max(host.sample_interval_ms);
+        let history_len = (host.history_ms / step).max(1) as usize;
         Self {
             host,
             latest: watch::Sender::new(None),
             stream,
-            history: Mutex::new(VecDeque::with_capacity(history_len.min(100_000))),
-            history_len: history_len.max(1),
+            history: Mutex::new(VecDeque::with_capacity(history_len)),
+            history_len,
         }
     }
 
@@ -62,11 +65,20 @@ impl Hub {
             unreachable!("built as a sample above")
         };
         {
+            // One point per step (the newest in it): memory stays bounded by the
+            // history's duration, whatever the sampling rate.
+            let step = self.history_step_ms();
+            let point = HistoryPoint::of(&sample);
             let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            if h.len() == self.history_len {
-                h.pop_front();
+            match h.back_mut() {
+                Some(last) if last.at_ms / step == point.at_ms / step => *last = point,
+                _ => {
+                    if h.len() == self.history_len {
+                        h.pop_front();
+                    }
+                    h.push_back(point);
+                }
             }
-            h.push_back(HistoryPoint::of(&sample));
         }
         let published = Arc::new(Published { sample, json });
         self.latest.send_replace(Some(Arc::clone(&published)));
@@ -91,26 +103,22 @@ impl Hub {
         self.stream.receiver_count()
     }
 
-    /// The whole state for a client starting from nothing. History is thinned to one
-    /// point per second (the newest in each second).
+    fn history_step_ms(&self) -> u64 {
+        HISTORY_STEP_MS.max(self.host.sample_interval_ms)
+    }
+
+    /// The whole state for a client starting from nothing, history included (one
+    /// point per second, the newest in each second).
     pub fn snapshot(&self) -> Snapshot {
-        let step = HISTORY_STEP_MS.max(self.host.sample_interval_ms);
-        let history = {
+        let history: Vec<HistoryPoint> = {
             let h = self.history.lock().unwrap_or_else(|p| p.into_inner());
-            let mut out: Vec<HistoryPoint> = Vec::with_capacity(h.len().min(4_000));
-            for p in h.iter() {
-                match out.last_mut() {
-                    Some(last) if last.at_ms / step == p.at_ms / step => *last = p.clone(),
-                    _ => out.push(p.clone()),
-                }
-            }
-            out
+            h.iter().cloned().collect()
         };
         Snapshot {
             host: self.host.clone(),
             latest: self.latest().map(|p| p.sample.clone()),
             history,
-            history_step_ms: step,
+            history_step_ms: self.history_step_ms(),
         }
     }
 }
@@ -129,7 +137,7 @@ mod tests {
                 reason: "y".into(),
             },
             sample_interval_ms: 100,
-            history_ms: 1000,
+            history_ms: 3000,
             server_port: None,
         }
     }
@@ -147,21 +155,23 @@ mod tests {
     }
 
     #[test]
-    fn history_is_bounded_and_thinned() {
-        let hub = Hub::new(host(), 25, 4);
+    fn history_is_thinned_as_stored_and_bounded_by_duration() {
+        // history_ms 3000 at 100 ms sampling: 3 points of one second each.
+        let hub = Hub::new(host(), 4);
         for i in 0..40 {
             hub.publish(sample(i, 10_000 + i * 100));
         }
         let snap = hub.snapshot();
         assert_eq!(snap.latest.as_ref().map(|s| s.seq), Some(39));
-        // 25 kept (at 11_500..=13_900), one per second, newest of each second.
+        assert_eq!(snap.history_step_ms, 1000);
+        // Newest point of each of the last three seconds.
         let at: Vec<u64> = snap.history.iter().map(|p| p.at_ms).collect();
         assert_eq!(at, vec![11_900, 12_900, 13_900]);
     }
 
     #[test]
     fn lagging_subscriber_is_told() {
-        let hub = Hub::new(host(), 10, 2);
+        let hub = Hub::new(host(), 2);
         let mut rx = hub.subscribe();
         for i in 0..5 {
             hub.publish(sample(i, i));

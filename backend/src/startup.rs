@@ -10,7 +10,7 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use shared::HostInfo;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
 use crate::config::Config;
@@ -21,6 +21,9 @@ use crate::telemetry::{Telemetry, sampler};
 /// files over a slow link; small enough that a client which stops reading backs up
 /// into its bounded queue within a second or two.
 const SOCKET_SEND_BUFFER: usize = 64 * 1024;
+
+/// How long shutdown waits for open WebSockets to finish their close handshake.
+const SOCKETS_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug)]
 pub struct Application {
@@ -47,11 +50,7 @@ impl Application {
             history_ms: config.history.as_millis() as u64,
             server_port: config.server_port,
         };
-        let hub = Arc::new(Hub::new(
-            host,
-            config.history_len(),
-            config.client_buffer as usize,
-        ));
+        let hub = Arc::new(Hub::new(host, config.client_buffer as usize));
         let sampler = sampler::spawn(telemetry, Arc::clone(&hub), config.sample_interval())
             .context("failed to start the sampler thread")?;
         Ok(Self {
@@ -75,9 +74,11 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let (sockets, mut sockets_closed) = mpsc::channel::<()>(1);
         let app = api::router(AppState {
             hub: Arc::clone(&self.hub),
             shutdown: stop_rx,
+            sockets,
         });
         let listener = self.listener.tap_io(|tcp| {
             let sock = socket2::SockRef::from(&*tcp);
@@ -95,6 +96,8 @@ impl Application {
             })
             .await
             .context("server error");
+        // Upgraded sockets outlive axum's graceful wait: give each its close handshake.
+        let _ = tokio::time::timeout(SOCKETS_CLOSE_WAIT, sockets_closed.recv()).await;
         self.sampler.stop();
         served
     }

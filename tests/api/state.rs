@@ -64,7 +64,7 @@ async fn shows_gpus_server_tree_and_foreign_process() -> anyhow::Result<()> {
         assert_eq!(p.ppid, Some(server.proc.pid()));
         assert_eq!(p.gpu_mem.len(), 1);
         assert_eq!(p.gpu_mem[0].gpu_index, rank as u32);
-        assert!(p.start_ticks.is_some() && p.started_at_ms.is_some() && p.user.is_some());
+        assert!(p.start_ticks.is_some() && p.started_at_ms.is_some() && p.uid.is_some());
     }
     // Parents come before their children.
     let pos = |pid| {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 
 use shared::{ErrorCode, PROTOCOL_VERSION, ServerMsg};
 use tests::ws::WsClient;
@@ -159,11 +159,17 @@ async fn a_client_that_stops_reading_is_resynced_by_snapshot() -> anyhow::Result
 #[tokio::test]
 async fn server_memory_ramp_is_seen_live() -> anyhow::Result<()> {
     let host = SimHost::new(100);
-    let server = SimServer::launch(&host, 1, 1_000)?;
+    // A warm-up long enough that a loaded machine still sees it in progress.
+    let server = SimServer::launch(&host, 1, 5_000)?;
     let app = spawn_app(&host, &["--server-port", &server.port.to_string()])?;
     let mut ws = connected(&app.addr).await?;
     let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while seen.last().copied().unwrap_or(0) < 88 * GIB {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "warm-up never finished: {seen:?}"
+        );
         if let ServerMsg::Sample(s) = ws.next_msg(T).await? {
             seen.push(s.gpus[0].mem_used_bytes.unwrap_or(0));
         }
@@ -172,5 +178,25 @@ async fn server_memory_ramp_is_seen_live() -> anyhow::Result<()> {
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     let mid = seen.iter().filter(|&&b| b > GIB && b < 80 * GIB).count();
     assert!(mid >= 3, "too few intermediate samples: {seen:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn sigterm_closes_sockets_with_going_away_and_exits_cleanly() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let mut app = spawn_app(&host, &["--sample-interval-ms", "50"])?;
+    let mut ws = connected(&app.addr).await?;
+    app.proc.signal_group(libc::SIGTERM);
+    let close = loop {
+        match tokio::time::timeout(T, ws.socket.next()).await? {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Close(frame))) => break frame,
+            Some(Ok(_)) => continue,
+            other => anyhow::bail!("expected a close frame, got {other:?}"),
+        }
+    };
+    let frame = close.expect("a close frame with a code");
+    assert_eq!(u16::from(frame.code), 1001, "going away");
+    let status = tokio::task::spawn_blocking(move || app.proc.child.wait()).await??;
+    assert!(status.success(), "drainwatch exited with {status}");
     Ok(())
 }

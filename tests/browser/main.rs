@@ -15,7 +15,8 @@ const T: Duration = Duration::from_secs(20);
 async fn dashboard_shows_gpus_processes_and_live_numbers() -> anyhow::Result<()> {
     let _one = ONE_AT_A_TIME.lock().await;
     let host = SimHost::new(500);
-    let server = SimServer::launch(&host, 8, 6_000)?;
+    // Long enough that Chromium's start on a loaded machine still catches the ramp.
+    let server = SimServer::launch(&host, 8, 12_000)?;
     let foreign = spawn_foreign(&host, 3, 1.5)?;
     let app = spawn_app(&host, &["--server-port", &server.port.to_string()])?;
     let b = Browser::start().await?;

@@ -96,9 +96,18 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts `cmd` as a group leader.
+    /// Starts `cmd` as a group leader that the kernel kills if the test process dies
+    /// (a Ctrl-C'd or timed-out test run leaves nothing behind).
+    #[allow(unsafe_code)]
     pub fn spawn(cmd: &mut Command) -> anyhow::Result<Self> {
         cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe and touches only the child being created.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("spawning {:?}", cmd.get_program()))?;

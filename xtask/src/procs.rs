@@ -1,6 +1,6 @@
 //! Children the demo starts: each in its own process group (so a group kill reaches
 //! every descendant, workers included), each told by the kernel to die if xtask
-//! dies. Ctrl-C and SIGTERM only set a flag; the task's loop does the stopping.
+//! dies. Ctrl-C, SIGTERM and SIGHUP only set a flag; the task's loop does the stopping.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
@@ -15,9 +15,9 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// Routes SIGINT and SIGTERM to [`stop_requested`].
+/// Routes SIGINT, SIGTERM and SIGHUP (the terminal closed) to [`stop_requested`].
 pub(crate) fn catch_stop_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
     }

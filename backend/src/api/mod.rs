@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tower_http::compression::CompressionLayer;
 
 use crate::hub::Hub;
@@ -25,6 +25,8 @@ pub struct AppState {
     pub hub: Arc<Hub>,
     /// Flips to true when the server is shutting down; sockets close on it.
     pub shutdown: watch::Receiver<bool>,
+    /// Each open socket holds a clone; shutdown waits until all are dropped.
+    pub sockets: mpsc::Sender<()>,
 }
 
 /// The whole HTTP surface; tests may drive it without a socket.

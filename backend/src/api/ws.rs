@@ -1,6 +1,6 @@
 //! `/ws`: `hello`, then a `snapshot`, then every sample. A client that falls
 //! further behind than its buffer gets a fresh `snapshot` instead of a silent gap;
-//! one that stops reading altogether is dropped after [`SEND_TIMEOUT`]. Client
+//! one that stops reading altogether is dropped after a send timeout. Client
 //! messages that do not parse get an `error` and the connection stays up.
 
 use std::sync::Arc;
@@ -17,12 +17,29 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::AppState;
 use crate::hub::Hub;
 
-/// Ping frames keep proxies from closing an idle socket and find dead peers.
-const PING_EVERY: Duration = Duration::from_secs(15);
-/// A peer silent for this long (no pong, no message) is gone.
-const PEER_TIMEOUT: Duration = Duration::from_secs(45);
-/// A send that cannot complete in this time means the peer stopped reading.
-const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// The connection's clocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// Ping frames keep proxies from closing an idle socket and find dead peers.
+    ping_every: Duration,
+    /// A peer silent for this long (no pong, no message) is gone.
+    peer_timeout: Duration,
+    /// A send that cannot complete in this time means the peer stopped reading.
+    send_timeout: Duration,
+    /// How long a closing handshake may take before the socket is simply dropped.
+    close_timeout: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            ping_every: Duration::from_secs(15),
+            peer_timeout: Duration::from_secs(45),
+            send_timeout: Duration::from_secs(10),
+            close_timeout: Duration::from_secs(1),
+        }
+    }
+}
 /// Largest client message accepted; ours are tiny.
 const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
 
@@ -30,8 +47,9 @@ pub(super) async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>)
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket: WebSocket| async move {
+            let _open = state.sockets;
             let (sink, stream) = socket.split();
-            serve(state.hub, sink, stream, state.shutdown).await;
+            serve(state.hub, sink, stream, state.shutdown, Timing::default()).await;
         })
 }
 
@@ -58,6 +76,7 @@ pub(crate) async fn serve<S, R>(
     mut sink: S,
     mut stream: R,
     mut shutdown: watch::Receiver<bool>,
+    timing: Timing,
 ) where
     S: Sink<Message> + Unpin,
     R: Stream<Item = Result<Message, axum::Error>> + Unpin,
@@ -73,14 +92,18 @@ pub(crate) async fn serve<S, R>(
         if *shutdown.borrow_and_update() {
             break 'conn End::Shutdown;
         }
-        if send(&mut sink, text(&hello)).await.is_err() {
+        if send(&mut sink, timing.send_timeout, text(&hello))
+            .await
+            .is_err()
+        {
             break 'conn End::SendFailed;
         }
-        match send_snapshot(&hub, &mut sink).await {
+        match send_snapshot(&hub, &mut sink, timing.send_timeout).await {
             Ok(seq) => last_seq = seq,
             Err(()) => break 'conn End::SendFailed,
         }
-        let mut ping = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
+        let mut ping =
+            tokio::time::interval_at(Instant::now() + timing.ping_every, timing.ping_every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
         loop {
@@ -89,14 +112,14 @@ pub(crate) async fn serve<S, R>(
                     Ok(p) if p.sample.seq <= last_seq => {}
                     Ok(p) => {
                         last_seq = p.sample.seq;
-                        if send(&mut sink, Message::Text(p.json.clone())).await.is_err() {
+                        if send(&mut sink, timing.send_timeout, Message::Text(p.json.clone())).await.is_err() {
                             break End::SendFailed;
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::debug!(missed, "client lagged; resyncing");
                         rx = rx.resubscribe();
-                        match send_snapshot(&hub, &mut sink).await {
+                        match send_snapshot(&hub, &mut sink, timing.send_timeout).await {
                             Ok(seq) => last_seq = seq,
                             Err(()) => break End::SendFailed,
                         }
@@ -117,8 +140,8 @@ pub(crate) async fn serve<S, R>(
                     };
                     if let Some(reply) = reply {
                         let reply = match reply {
-                            Reply::Msg(m) => send(&mut sink, m).await,
-                            Reply::Snapshot => send_snapshot(&hub, &mut sink).await.map(|seq| {
+                            Reply::Msg(m) => send(&mut sink, timing.send_timeout, m).await,
+                            Reply::Snapshot => send_snapshot(&hub, &mut sink, timing.send_timeout).await.map(|seq| {
                                 last_seq = last_seq.max(seq);
                             }),
                         };
@@ -128,10 +151,10 @@ pub(crate) async fn serve<S, R>(
                     }
                 }
                 _ = ping.tick() => {
-                    if last_heard.elapsed() > PEER_TIMEOUT {
+                    if last_heard.elapsed() > timing.peer_timeout {
                         break End::PeerSilent;
                     }
-                    if send(&mut sink, Message::Ping(Default::default())).await.is_err() {
+                    if send(&mut sink, timing.send_timeout, Message::Ping(Default::default())).await.is_err() {
                         break End::SendFailed;
                     }
                 }
@@ -139,21 +162,23 @@ pub(crate) async fn serve<S, R>(
             }
         }
     };
-    if matches!(end, End::Shutdown | End::PeerSilent) {
-        let close = CloseFrame {
-            code: if matches!(end, End::Shutdown) {
-                1001
-            } else {
-                1000
-            },
-            reason: Utf8Bytes::from_static("drainwatch is going away"),
-        };
-        let _ = tokio::time::timeout(
-            Duration::from_secs(1),
-            sink.send(Message::Close(Some(close))),
-        )
-        .await;
-    }
+    let close = match end {
+        End::Shutdown => Some((1001, "drainwatch is shutting down")),
+        End::PeerSilent => Some((1000, "no answer to pings")),
+        End::ClientClosed | End::SendFailed => None,
+    };
+    let goodbye = async {
+        if let Some((code, reason)) = close {
+            let frame = CloseFrame {
+                code,
+                reason: Utf8Bytes::from_static(reason),
+            };
+            let _ = sink.send(Message::Close(Some(frame))).await;
+        }
+        // Flushes the close handshake (our frame, or the reply to the client's).
+        let _ = sink.close().await;
+    };
+    let _ = tokio::time::timeout(timing.close_timeout, goodbye).await;
     tracing::debug!(?end, "websocket closed");
 }
 
@@ -182,17 +207,182 @@ fn on_text(body: &str) -> Option<Reply> {
     }
 }
 
-async fn send<S: Sink<Message> + Unpin>(sink: &mut S, msg: Message) -> Result<(), ()> {
-    match tokio::time::timeout(SEND_TIMEOUT, sink.send(msg)).await {
+async fn send<S: Sink<Message> + Unpin>(
+    sink: &mut S,
+    limit: Duration,
+    msg: Message,
+) -> Result<(), ()> {
+    match tokio::time::timeout(limit, sink.send(msg)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(()),
     }
 }
 
 /// Sends a snapshot; returns the seq of the sample it contains.
-async fn send_snapshot<S: Sink<Message> + Unpin>(hub: &Hub, sink: &mut S) -> Result<u64, ()> {
+async fn send_snapshot<S: Sink<Message> + Unpin>(
+    hub: &Hub,
+    sink: &mut S,
+    limit: Duration,
+) -> Result<u64, ()> {
     let snap = hub.snapshot();
     let seq = snap.latest.as_ref().map_or(0, |s| s.seq);
-    send(sink, text(&ServerMsg::Snapshot(snap))).await?;
+    send(sink, limit, text(&ServerMsg::Snapshot(snap))).await?;
     Ok(seq)
+}
+
+#[cfg(test)]
+mod tests {
+    //! `serve` over channels: the socket's edge cases without a socket.
+
+    use std::future::pending;
+
+    use futures_util::{sink, stream};
+    use shared::{HostInfo, NvmlStatus, Sample};
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    fn hub(client_buffer: usize) -> Arc<Hub> {
+        let host = HostInfo {
+            hostname: "h".into(),
+            version: "0".into(),
+            nvml: NvmlStatus::Unavailable {
+                library: "x".into(),
+                reason: "y".into(),
+            },
+            sample_interval_ms: 100,
+            history_ms: 10_000,
+            server_port: None,
+        };
+        Arc::new(Hub::new(host, client_buffer))
+    }
+
+    fn sample(seq: u64) -> Sample {
+        Sample {
+            seq,
+            at_ms: seq * 100,
+            took_us: 1,
+            gpus: Vec::new(),
+            processes: Vec::new(),
+            server: None,
+            processes_error: None,
+        }
+    }
+
+    fn fast() -> Timing {
+        Timing {
+            ping_every: Duration::from_millis(20),
+            peer_timeout: Duration::from_millis(60),
+            send_timeout: Duration::from_millis(100),
+            close_timeout: Duration::from_millis(100),
+        }
+    }
+
+    /// A sink that hands every message to a bounded channel (capacity 1: a
+    /// client that does not read blocks the server's sends).
+    fn channel_sink(tx: mpsc::Sender<Message>) -> impl Sink<Message> + Unpin {
+        Box::pin(sink::unfold(tx, |tx, m: Message| async move {
+            tx.send(m).await.map(|()| tx).map_err(|_| ())
+        }))
+    }
+
+    fn parse(m: &Message) -> Option<ServerMsg> {
+        match m {
+            Message::Text(t) => serde_json::from_str(t.as_str()).ok(),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_silent_peer_is_pinged_then_closed() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let (_stop, shutdown) = watch::channel(false);
+        let silent = stream::pending::<Result<Message, axum::Error>>();
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            serve(hub(4), channel_sink(tx), silent, shutdown, fast()),
+        )
+        .await;
+        assert!(done.is_ok(), "serve did not end");
+        let mut got = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            got.push(m);
+        }
+        assert!(matches!(parse(&got[0]), Some(ServerMsg::Hello { .. })));
+        assert!(matches!(parse(&got[1]), Some(ServerMsg::Snapshot(_))));
+        assert!(got.iter().any(|m| matches!(m, Message::Ping(_))));
+        assert!(matches!(got.last(), Some(Message::Close(Some(f))) if f.code == 1000));
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_reads_is_dropped_after_the_send_timeout() {
+        let (_stop, shutdown) = watch::channel(false);
+        let stuck = Box::pin(sink::unfold((), |(), _m: Message| {
+            pending::<Result<(), ()>>()
+        }));
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            serve(hub(4), stuck, stream::pending(), shutdown, fast()),
+        )
+        .await;
+        assert!(done.is_ok(), "a stuck send held the connection open");
+    }
+
+    #[tokio::test]
+    async fn a_lagging_client_gets_a_snapshot_and_no_silent_gap() {
+        let hub = hub(2);
+        let (tx, mut rx) = mpsc::channel(1);
+        let (_stop, shutdown) = watch::channel(false);
+        let timing = Timing {
+            send_timeout: Duration::from_secs(5),
+            peer_timeout: Duration::from_secs(60),
+            ..fast()
+        };
+        let (_client, incoming) = mpsc::channel::<Result<Message, axum::Error>>(1);
+        let incoming = stream::unfold(incoming, |mut rx| async move {
+            rx.recv().await.map(|m| (m, rx))
+        });
+        let task = tokio::spawn(serve(
+            Arc::clone(&hub),
+            channel_sink(tx),
+            Box::pin(incoming),
+            shutdown,
+            timing,
+        ));
+        assert!(matches!(
+            rx.recv().await.as_ref().and_then(parse),
+            Some(ServerMsg::Hello { .. })
+        ));
+        // While the client reads nothing, ten samples are published into a buffer of two.
+        for seq in 1..=10 {
+            hub.publish(sample(seq));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut last = 0;
+        let mut resynced = false;
+        while last < 10 {
+            let m = tokio::time::timeout(Duration::from_secs(2), rx.recv())
+                .await
+                .expect("a message")
+                .expect("open");
+            match parse(&m) {
+                Some(ServerMsg::Sample(s)) => {
+                    assert_eq!(s.seq, last + 1, "silent gap after {last}");
+                    last = s.seq;
+                }
+                Some(ServerMsg::Snapshot(s)) => {
+                    let seq = s.latest.map_or(0, |l| l.seq);
+                    if last > 0 {
+                        resynced = true;
+                    }
+                    assert!(seq >= last);
+                    last = seq;
+                }
+                Some(ServerMsg::Hello { .. }) | None => {}
+                Some(other) => panic!("unexpected {other:?}"),
+            }
+        }
+        assert!(resynced, "the lag was not answered with a snapshot");
+        task.abort();
+    }
 }

@@ -93,8 +93,10 @@ impl Telemetry {
             }
         }
 
-        let server = self.find_server();
-        let tree = server.map(|s| self.server_tree(s.root)).unwrap_or_default();
+        let (server, tree) = match self.find_server() {
+            Some((server, root)) => (Some(server), self.server_tree(root)),
+            None => (None, Vec::new()),
+        };
         let mut pids: Vec<u32> = gpu_mem.keys().copied().collect();
         pids.extend(tree.iter().map(|d| d.id.pid));
         pids.sort_unstable();
@@ -127,12 +129,12 @@ impl Telemetry {
 
     /// The server's root: the process holding the listener on the configured port.
     /// Once found it is kept, by PID and start time, for as long as it lives.
-    fn find_server(&mut self) -> Option<ServerIdentity> {
+    fn find_server(&mut self) -> Option<(ServerIdentity, ProcDetails)> {
         let port = self.server_port?;
         if let Some(root) = self.server_root {
             match self.procs.read(root.pid) {
                 Ok(d) if d.id == root && !matches!(d.state, 'Z' | 'X') => {
-                    return Some(ServerIdentity { root, port });
+                    return Some((ServerIdentity { root, port }, d));
                 }
                 _ => {
                     tracing::info!(pid = root.pid, "server root exited");
@@ -157,24 +159,43 @@ impl Telemetry {
         let root = holders
             .iter()
             .find(|d| !holders.iter().any(|o| o.id.pid == d.ppid))?
-            .id;
-        tracing::info!(pid = root.pid, port, "server found by its listener");
-        self.server_root = Some(root);
-        Some(ServerIdentity { root, port })
+            .clone();
+        tracing::info!(pid = root.id.pid, port, "server found by its listener");
+        self.server_root = Some(root.id);
+        Some((
+            ServerIdentity {
+                root: root.id,
+                port,
+            },
+            root,
+        ))
     }
 
     /// The root and all its descendants, as they are now.
-    fn server_tree(&mut self, root: ProcId) -> Vec<ProcDetails> {
-        let mut out = Vec::new();
-        let mut queue = vec![root.pid];
-        let mut seen = HashSet::new();
-        while let Some(pid) = queue.pop() {
+    fn server_tree(&mut self, root: ProcDetails) -> Vec<ProcDetails> {
+        let mut seen = HashSet::from([root.id.pid]);
+        let mut queue: Vec<(u32, ProcId)> = procfs::children(root.id.pid, root.threads)
+            .into_iter()
+            .map(|c| (c, root.id))
+            .collect();
+        let mut out = vec![root];
+        while let Some((pid, parent)) = queue.pop() {
             if !seen.insert(pid) {
                 continue;
             }
-            if let Ok(d) = self.procs.read(pid) {
-                queue.extend(procfs::children(pid));
-                out.push(d);
+            // The child may have exited and its PID been reused between the two
+            // reads: only a process that is still the parent's child, and younger
+            // than it, belongs to the tree.
+            match self.procs.read(pid) {
+                Ok(d) if d.ppid == parent.pid && d.id.start_ticks >= parent.start_ticks => {
+                    queue.extend(
+                        procfs::children(pid, d.threads)
+                            .into_iter()
+                            .map(|c| (c, d.id)),
+                    );
+                    out.push(d);
+                }
+                _ => {}
             }
         }
         out

@@ -10,6 +10,8 @@ use shared::ProcId;
 
 /// How long a command line is trusted before it is read again.
 const CMDLINE_TTL: Duration = Duration::from_secs(5);
+/// How often /etc/passwd may be re-read for a uid it did not have.
+const PASSWD_TTL: Duration = Duration::from_secs(30);
 
 /// One process's `/proc` facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +26,7 @@ pub struct ProcDetails {
     pub cmdline: Vec<String>,
     pub rss_bytes: u64,
     pub started_at_ms: u64,
+    pub threads: i64,
 }
 
 /// Reads `/proc`, caching what rarely changes.
@@ -33,6 +36,9 @@ pub struct ProcReader {
     ticks_per_second: u64,
     page_size: u64,
     users: HashMap<u32, String>,
+    /// When /etc/passwd was last read: a uid it lacks (common in containers) is
+    /// looked up again at most this often.
+    users_read: Instant,
     cmdlines: HashMap<ProcId, (Vec<String>, Instant)>,
 }
 
@@ -49,6 +55,7 @@ impl ProcReader {
             ticks_per_second: procfs::ticks_per_second().max(1),
             page_size: procfs::page_size(),
             users: read_passwd(),
+            users_read: Instant::now(),
             cmdlines: HashMap::new(),
         }
     }
@@ -86,6 +93,7 @@ impl ProcReader {
             cmdline,
             rss_bytes: stat.rss.saturating_mul(self.page_size),
             started_at_ms: self.boot_ms + stat.starttime * 1000 / self.ticks_per_second,
+            threads: stat.num_threads,
         })
     }
 
@@ -95,22 +103,29 @@ impl ProcReader {
     }
 
     fn user(&mut self, uid: u32) -> Option<String> {
-        if !self.users.contains_key(&uid) {
-            // A user added since start.
+        if !self.users.contains_key(&uid) && self.users_read.elapsed() > PASSWD_TTL {
+            // Perhaps a user added since the last read.
             self.users = read_passwd();
+            self.users_read = Instant::now();
         }
         self.users.get(&uid).cloned()
     }
 }
 
-/// A process's children across all its threads (`/proc/<pid>/task/*/children`).
-pub fn children(pid: u32) -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
+/// A process's children across all its threads (`/proc/<pid>/task/*/children`);
+/// `threads` (from its stat) spares listing the tasks of a single-threaded process.
+pub fn children(pid: u32, threads: i64) -> Vec<u32> {
+    let files: Vec<std::path::PathBuf> = if threads == 1 {
+        vec![format!("/proc/{pid}/task/{pid}/children").into()]
+    } else {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return Vec::new();
+        };
+        tasks.flatten().map(|t| t.path().join("children")).collect()
     };
-    let mut out: Vec<u32> = tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+    let mut out: Vec<u32> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
         .flat_map(|s| {
             s.split_ascii_whitespace()
                 .filter_map(|p| p.parse().ok())
@@ -208,12 +223,16 @@ mod tests {
     fn finds_children_and_listeners() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        assert_eq!(listeners(port), vec![std::process::id()]);
+        assert!(listeners(port).contains(&std::process::id()));
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
             .expect("spawn");
-        assert!(children(std::process::id()).contains(&child.id()));
+        let threads = ProcReader::new()
+            .read(std::process::id())
+            .expect("self")
+            .threads;
+        assert!(children(std::process::id(), threads).contains(&child.id()));
         child.kill().expect("kill");
         child.wait().expect("reap");
     }

@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use simhost::{GpuSpec, GpuView, HostView};
 
-use driver::{Driver, driver};
+use driver::driver;
 use types::*;
 
 /// Runs an export's body; a panic must never cross the C boundary.
@@ -34,7 +34,7 @@ fn code(r: Result<(), NvmlReturn>) -> NvmlReturn {
 /// query makes: initialised, known handle.
 fn with_gpu(
     device: NvmlDevice,
-    f: impl FnOnce(&Driver, u32, &GpuSpec, &GpuView) -> Result<(), NvmlReturn>,
+    f: impl FnOnce(u32, &GpuSpec, &GpuView) -> Result<(), NvmlReturn>,
 ) -> NvmlReturn {
     guard(|| {
         code((|| {
@@ -43,7 +43,22 @@ fn with_gpu(
             let view: std::sync::Arc<HostView> = drv.view()?;
             let spec = &drv.inventory.gpus[index as usize];
             let gpu = &view.gpus[index as usize];
-            f(&drv, index, spec, gpu)
+            f(index, spec, gpu)
+        })())
+    })
+}
+
+/// As [`with_gpu`] for fixed properties: no host view is read, so they answer
+/// even when the host's live state cannot be read.
+fn with_spec(
+    device: NvmlDevice,
+    f: impl FnOnce(u32, &GpuSpec) -> Result<(), NvmlReturn>,
+) -> NvmlReturn {
+    guard(|| {
+        code((|| {
+            let drv = driver()?;
+            let index = drv.index_of(device)?;
+            f(index, &drv.inventory.gpus[index as usize])
         })())
     })
 }
@@ -264,7 +279,7 @@ pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, i, _, _| put(index, i))
+    with_spec(device, |i, _| put(index, i))
 }
 
 // ---------------------------------------------------------------- identity
@@ -275,7 +290,7 @@ pub extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, _| put_str(&spec.name, name, length))
+    with_spec(device, |_, spec| put_str(&spec.name, name, length))
 }
 
 #[unsafe(no_mangle)]
@@ -284,7 +299,7 @@ pub extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, _| put_str(&spec.uuid, uuid, length))
+    with_spec(device, |_, spec| put_str(&spec.uuid, uuid, length))
 }
 
 #[unsafe(no_mangle)]
@@ -293,24 +308,22 @@ pub extern "C" fn nvmlDeviceGetSerial(
     serial: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, _| {
-        put_str(&spec.serial, serial, length)
-    })
+    with_spec(device, |_, spec| put_str(&spec.serial, serial, length))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMinorNumber(device: NvmlDevice, minor: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, i, _, _| put(minor, i))
+    with_spec(device, |i, _| put(minor, i))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetBrand(device: NvmlDevice, brand: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| put(brand, BRAND_NVIDIA_RTX))
+    with_spec(device, |_, _| put(brand, BRAND_NVIDIA_RTX))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetArchitecture(device: NvmlDevice, arch: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| put(arch, ARCH_BLACKWELL))
+    with_spec(device, |_, _| put(arch, ARCH_BLACKWELL))
 }
 
 #[unsafe(no_mangle)]
@@ -319,7 +332,7 @@ pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
     major: *mut c_int,
     minor: *mut c_int,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| {
+    with_spec(device, |_, _| {
         put(major, 12)?;
         put(minor, 0)
     })
@@ -327,7 +340,7 @@ pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo) -> NvmlReturn {
-    with_gpu(device, |_, i, spec, _| {
+    with_spec(device, |i, spec| {
         // "00000000:18:00.0" → domain, bus, device.
         let mut parts = spec.pci_bus_id.split([':', '.']);
         let mut next = || {
@@ -360,7 +373,7 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo)
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut Memory) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, gpu| {
+    with_gpu(device, |_, spec, gpu| {
         let used = gpu.used_bytes + spec.reserved_bytes;
         put(
             memory,
@@ -378,7 +391,7 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, gpu| {
+    with_gpu(device, |_, spec, gpu| {
         if memory.is_null() {
             return Err(ERROR_INVALID_ARGUMENT);
         }
@@ -406,7 +419,7 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
     device: NvmlDevice,
     utilization: *mut Utilization,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, gpu| {
+    with_gpu(device, |_, _, gpu| {
         put(
             utilization,
             Utilization {
@@ -423,7 +436,7 @@ pub extern "C" fn nvmlDeviceGetTemperature(
     sensor: c_uint,
     temp: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, gpu| {
+    with_gpu(device, |_, _, gpu| {
         if sensor != TEMPERATURE_GPU {
             return Err(ERROR_INVALID_ARGUMENT);
         }
@@ -433,7 +446,7 @@ pub extern "C" fn nvmlDeviceGetTemperature(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, gpu| put(power, gpu.power_mw))
+    with_gpu(device, |_, _, gpu| put(power, gpu.power_mw))
 }
 
 #[unsafe(no_mangle)]
@@ -441,7 +454,7 @@ pub extern "C" fn nvmlDeviceGetPowerManagementLimit(
     device: NvmlDevice,
     limit: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, _| put(limit, spec.power_limit_mw))
+    with_spec(device, |_, spec| put(limit, spec.power_limit_mw))
 }
 
 #[unsafe(no_mangle)]
@@ -478,7 +491,7 @@ pub extern "C" fn nvmlDeviceGetClockInfo(
     kind: c_uint,
     mhz: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, gpu| {
+    with_gpu(device, |_, spec, gpu| {
         put(mhz, clock(spec, gpu, kind, false)?)
     })
 }
@@ -489,7 +502,7 @@ pub extern "C" fn nvmlDeviceGetMaxClockInfo(
     kind: c_uint,
     mhz: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, gpu| {
+    with_gpu(device, |_, spec, gpu| {
         put(mhz, clock(spec, gpu, kind, true)?)
     })
 }
@@ -500,7 +513,7 @@ pub extern "C" fn nvmlDeviceGetPerformanceState(
     device: NvmlDevice,
     pstate: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, spec, gpu| {
+    with_gpu(device, |_, spec, gpu| {
         let busy = gpu.util_gpu_percent > 0 || gpu.used_bytes > spec.baseline_bytes;
         put(pstate, if busy { 0 } else { 8 })
     })
@@ -511,18 +524,18 @@ pub extern "C" fn nvmlDeviceGetPersistenceMode(
     device: NvmlDevice,
     mode: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| put(mode, FEATURE_ENABLED))
+    with_spec(device, |_, _| put(mode, FEATURE_ENABLED))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetComputeMode(device: NvmlDevice, mode: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| put(mode, COMPUTEMODE_DEFAULT))
+    with_spec(device, |_, _| put(mode, COMPUTEMODE_DEFAULT))
 }
 
 /// Server-edition boards are passively cooled: no fan to report, as on the real card.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetFanSpeed(device: NvmlDevice, _speed: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+    with_spec(device, |_, _| Err(ERROR_NOT_SUPPORTED))
 }
 
 #[unsafe(no_mangle)]
@@ -531,12 +544,12 @@ pub extern "C" fn nvmlDeviceGetFanSpeed_v2(
     _fan: c_uint,
     _speed: *mut c_uint,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+    with_spec(device, |_, _| Err(ERROR_NOT_SUPPORTED))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetNumFans(device: NvmlDevice, fans: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| put(fans, 0))
+    with_spec(device, |_, _| put(fans, 0))
 }
 
 // ---------------------------------------------------------------- processes
@@ -559,7 +572,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, gpu| {
+    with_gpu(device, |_, _, gpu| {
         put_list(&compute_processes(gpu), count, infos)
     })
 }
@@ -579,7 +592,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
     count: *mut c_uint,
     infos: *mut ProcessInfoV1,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, gpu| {
+    with_gpu(device, |_, _, gpu| {
         let v1: Vec<ProcessInfoV1> = gpu
             .processes
             .iter()
@@ -599,9 +612,7 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| {
-        put_list::<ProcessInfo>(&[], count, infos)
-    })
+    with_spec(device, |_, _| put_list::<ProcessInfo>(&[], count, infos))
 }
 
 #[unsafe(no_mangle)]
@@ -629,5 +640,5 @@ pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
     device: NvmlDevice,
     _energy: *mut c_ulonglong,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, _, _| Err(ERROR_NOT_SUPPORTED))
+    with_spec(device, |_, _| Err(ERROR_NOT_SUPPORTED))
 }

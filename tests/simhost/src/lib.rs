@@ -20,7 +20,7 @@ mod observe;
 mod proc_stat;
 
 pub use inventory::{GpuSpec, Inventory};
-pub use observe::{GpuView, HostView, ProcessUse, observe};
+pub use observe::{GpuView, HostView, ProcessUse, observe, observe_with};
 pub use proc_stat::{ProcStat, parse_proc_stat, read_proc_stat};
 
 use std::io;

@@ -49,7 +49,11 @@ enum Owner {
 /// Reads the host directory at `now_ms`. Exited owners get a tombstone on first
 /// sight, and their files are removed once the release delay has passed.
 pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
-    let inventory = Inventory::load(dir)?;
+    observe_with(dir, Inventory::load(dir)?, now_ms)
+}
+
+/// As [`observe`], with an inventory already read (a driver reads it once, at init).
+pub fn observe_with(dir: &Path, inventory: Inventory, now_ms: u64) -> io::Result<HostView> {
     let mut load: Vec<(u64, u32, Vec<ProcessUse>)> = vec![(0, 0, Vec::new()); inventory.gpus.len()];
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
@@ -59,14 +63,13 @@ pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
         if !(name.starts_with("alloc-") && name.ends_with(".json")) {
             continue;
         }
-        let alloc: Allocation = match fs::read(&path) {
-            Ok(body) => match serde_json::from_slice(&body) {
-                Ok(a) => a,
-                // Written atomically, so unparsable means not ours: skip it.
-                Err(_) => continue,
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+        // Written atomically, so an unparsable file is not ours; an unreadable one
+        // (another user's, say) or one released meanwhile is skipped too.
+        let Some(alloc) = fs::read(&path)
+            .ok()
+            .and_then(|body| serde_json::from_slice::<Allocation>(&body).ok())
+        else {
+            continue;
         };
         let live = match owner_state(&path, &alloc, inventory.release_delay_ms, now_ms)? {
             Owner::Released => continue,
@@ -116,6 +119,11 @@ fn owner_state(path: &Path, alloc: &Allocation, delay_ms: u64, now_ms: u64) -> i
     }
     let tomb = path.with_extension("gone");
     let gone_at = if create_atomic(&tomb, now_ms.to_string().as_bytes())? {
+        if !path.exists() {
+            // Another reader released it after we listed it: our tombstone is stray.
+            remove_if_present(&tomb)?;
+            return Ok(Owner::Released);
+        }
         now_ms
     } else {
         match fs::read_to_string(&tomb) {
