@@ -5,10 +5,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use procfs::process::{FDTarget, Process};
+use std::os::unix::fs::MetadataExt;
+
+use procfs::FromRead;
+use procfs::process::{FDTarget, Process, Stat};
 use shared::ProcId;
 
-/// How long a command line is trusted before it is read again.
+/// How long a command line and owner are trusted before they are read again.
 const CMDLINE_TTL: Duration = Duration::from_secs(5);
 /// How often /etc/passwd may be re-read for a uid it did not have.
 const PASSWD_TTL: Duration = Duration::from_secs(30);
@@ -39,7 +42,16 @@ pub struct ProcReader {
     /// When /etc/passwd was last read: a uid it lacks (common in containers) is
     /// looked up again at most this often.
     users_read: Instant,
-    cmdlines: HashMap<ProcId, (Vec<String>, Instant)>,
+    cached: HashMap<ProcId, Cached>,
+}
+
+/// What rarely changes for one identity.
+#[derive(Debug)]
+struct Cached {
+    uid: Option<u32>,
+    user: Option<String>,
+    cmdline: Vec<String>,
+    read_at: Instant,
 }
 
 impl Default for ProcReader {
@@ -56,50 +68,60 @@ impl ProcReader {
             page_size: procfs::page_size(),
             users: read_passwd(),
             users_read: Instant::now(),
-            cmdlines: HashMap::new(),
+            cached: HashMap::new(),
         }
     }
 
     /// One process; `Err` says why it could not be read (usually: it has exited).
+    /// One read of `/proc/<pid>/stat` per call; owner and command line are read
+    /// once per identity and refreshed every [`CMDLINE_TTL`].
     pub fn read(&mut self, pid: u32) -> Result<ProcDetails, String> {
-        let proc = Process::new(pid as i32).map_err(|e| reason(&e))?;
-        let stat = proc.stat().map_err(|e| reason(&e))?;
+        let stat = Stat::from_file(format!("/proc/{pid}/stat")).map_err(|e| reason(&e))?;
         let id = ProcId {
             pid,
             start_ticks: stat.starttime,
         };
-        let uid = proc.uid().ok();
-        let user = uid.and_then(|u| self.user(u));
-        let cmdline = match self.cmdlines.get(&id) {
-            Some((c, at)) if at.elapsed() < CMDLINE_TTL => c.clone(),
-            _ => {
-                let c = proc
-                    .cmdline()
-                    .ok()
-                    .filter(|c| !c.is_empty())
-                    .unwrap_or_else(|| vec![format!("[{}]", stat.comm)]);
-                self.cmdlines.insert(id, (c.clone(), Instant::now()));
-                c
-            }
-        };
+        let fresh = self
+            .cached
+            .get(&id)
+            .is_some_and(|c| c.read_at.elapsed() < CMDLINE_TTL);
+        if !fresh {
+            let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
+            let cmdline = Process::new(pid as i32)
+                .and_then(|p| p.cmdline())
+                .ok()
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| vec![format!("[{}]", stat.comm)]);
+            let user = uid.and_then(|u| self.user(u));
+            self.cached.insert(
+                id,
+                Cached {
+                    uid,
+                    user,
+                    cmdline,
+                    read_at: Instant::now(),
+                },
+            );
+        }
+        let c = self.cached.get(&id).ok_or("cache")?;
         Ok(ProcDetails {
             id,
             state: stat.state,
             ppid: stat.ppid.max(0) as u32,
             pgid: stat.pgrp,
             sid: stat.session,
-            uid,
-            user,
-            cmdline,
+            uid: c.uid,
+            user: c.user.clone(),
+            cmdline: c.cmdline.clone(),
             rss_bytes: stat.rss.saturating_mul(self.page_size),
             started_at_ms: self.boot_ms + stat.starttime * 1000 / self.ticks_per_second,
             threads: stat.num_threads,
         })
     }
 
-    /// Forgets cached command lines of processes not seen in the last sample.
+    /// Forgets what was cached about processes not seen in the last sample.
     pub fn retain(&mut self, seen: &[ProcId]) {
-        self.cmdlines.retain(|id, _| seen.contains(id));
+        self.cached.retain(|id, _| seen.contains(id));
     }
 
     fn user(&mut self, uid: u32) -> Option<String> {
