@@ -171,7 +171,7 @@ pub(crate) fn Header() -> impl IntoView {
                             data-testid="simulated-banner"
                             title="NVML is drainwatch's simulated host: GPUs, memory and processes are made up"
                         >
-                            "simulated host · numbers are simulated, not from a real GPU"
+                            "simulated host · not a real GPU"
                         </span>
                     </Show>
                 </span>
