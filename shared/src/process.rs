@@ -58,6 +58,30 @@ pub struct ProcessInfo {
 }
 
 impl ProcessInfo {
+    /// A PID known only from NVML: `/proc` had nothing for it, for `reason`.
+    pub fn without_proc(
+        pid: u32,
+        gpu_mem: Vec<GpuMemUse>,
+        role: ProcessRole,
+        reason: String,
+    ) -> Self {
+        Self {
+            pid,
+            start_ticks: None,
+            started_at_ms: None,
+            ppid: None,
+            pgid: None,
+            sid: None,
+            uid: None,
+            user: None,
+            cmdline: Vec::new(),
+            rss_bytes: None,
+            gpu_mem,
+            role,
+            proc_error: Some(reason),
+        }
+    }
+
     /// The full identity, when `/proc` gave the start time.
     pub fn id(&self) -> Option<ProcId> {
         self.start_ticks.map(|start_ticks| ProcId {

@@ -55,24 +55,15 @@ fn sample() -> Sample {
                 role: ProcessRole::Server,
                 proc_error: None,
             },
-            ProcessInfo {
-                pid: 5000,
-                start_ticks: None,
-                started_at_ms: None,
-                ppid: None,
-                pgid: None,
-                sid: None,
-                uid: None,
-                user: None,
-                cmdline: vec![],
-                rss_bytes: None,
-                gpu_mem: vec![GpuMemUse {
+            ProcessInfo::without_proc(
+                5000,
+                vec![GpuMemUse {
                     gpu_index: 1,
                     used_bytes: None,
                 }],
-                role: ProcessRole::Foreign,
-                proc_error: Some("exited (no /proc entry)".into()),
-            },
+                ProcessRole::Foreign,
+                "exited (no /proc entry)".into(),
+            ),
         ],
         server: Some(ServerIdentity {
             root: ProcId {

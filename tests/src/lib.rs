@@ -21,6 +21,17 @@ use shared::Snapshot;
 use simhost::{HOST_DIR_ENV, Inventory};
 
 pub const MIB: u64 = 1 << 20;
+
+/// Trailing arguments that make a simulated process's command line read like an
+/// SGLang launch on port 30000 — the server's and the foreign decoy's alike.
+const DECOY: &[&str] = &[
+    "--",
+    "python3",
+    "-m",
+    "sglang.launch_server",
+    "--port",
+    "30000",
+];
 pub const GIB: u64 = 1 << 30;
 
 /// `target/debug`, found from the running test binary (`target/debug/deps/…`).
@@ -162,14 +173,7 @@ impl SimServer {
             Command::new(bin("simserver"))
                 .args(["launch", "--port", "0", "--tp", &tp.to_string()])
                 .args(["--warmup-ms", &warmup_ms.to_string()])
-                .args([
-                    "--",
-                    "python3",
-                    "-m",
-                    "sglang.launch_server",
-                    "--port",
-                    "30000",
-                ])
+                .args(DECOY)
                 .env(HOST_DIR_ENV, host.path())
                 .stdout(Stdio::piped()),
         )?;
@@ -203,14 +207,7 @@ pub fn spawn_foreign(host: &SimHost, gpu: u32, gib: f64) -> anyhow::Result<Proc>
                 "--mem-gib",
                 &gib.to_string(),
             ])
-            .args([
-                "--",
-                "python3",
-                "-m",
-                "sglang.launch_server",
-                "--port",
-                "30000",
-            ])
+            .args(DECOY)
             .env(HOST_DIR_ENV, host.path()),
     )
 }

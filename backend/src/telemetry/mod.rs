@@ -225,21 +225,7 @@ fn process_info(
             gpu_mem,
             role,
         },
-        Err(reason) => ProcessInfo {
-            pid,
-            start_ticks: None,
-            started_at_ms: None,
-            ppid: None,
-            pgid: None,
-            sid: None,
-            uid: None,
-            user: None,
-            cmdline: Vec::new(),
-            rss_bytes: None,
-            gpu_mem,
-            role,
-            proc_error: Some(reason),
-        },
+        Err(reason) => ProcessInfo::without_proc(pid, gpu_mem, role, reason),
     }
 }
 

@@ -86,7 +86,9 @@ impl ProcReader {
             .get(&id)
             .is_some_and(|c| c.read_at.elapsed() < CMDLINE_TTL);
         if !fresh {
-            let uid = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
+            let uid = std::fs::metadata(format!("/proc/{pid}"))
+                .ok()
+                .map(|m| m.uid());
             let cmdline = Process::new(pid as i32)
                 .and_then(|p| p.cmdline())
                 .ok()
