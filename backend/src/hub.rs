@@ -119,6 +119,8 @@ impl Hub {
             latest: self.latest().map(|p| p.sample.clone()),
             history,
             history_step_ms: self.history_step_ms(),
+            server: None,
+            restarts: Vec::new(),
         }
     }
 }

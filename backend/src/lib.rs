@@ -13,5 +13,6 @@
 pub mod api;
 pub mod config;
 pub mod hub;
+pub mod restart;
 pub mod startup;
 pub mod telemetry;

@@ -188,6 +188,8 @@ impl AppState {
             ServerMsg::Snapshot(snapshot) => self.apply_snapshot(snapshot, now_ms),
             ServerMsg::Sample(sample) => self.apply_sample(sample, now_ms),
             ServerMsg::Pong { .. } => {}
+            // Restart controls arrive with the server panel.
+            ServerMsg::Server(_) | ServerMsg::Restart(_) => {}
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
                 self.notice

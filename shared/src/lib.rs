@@ -5,6 +5,7 @@
 //! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
+//! - [`restart`]: the managed server, its flags, guarded restarts and their history.
 //! - [`sample`]: one reading of the whole host, the host's static facts and the history.
 //! - [`units`]: how the UI writes numbers (bytes, watts, ages), with their units.
 //! - [`tree`]: how deep each listed process sits in the process tree.
@@ -19,6 +20,7 @@ pub mod gpu;
 pub mod holders;
 pub mod process;
 pub mod protocol;
+pub mod restart;
 pub mod sample;
 pub mod tree;
 pub mod units;

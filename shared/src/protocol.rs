@@ -7,13 +7,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::restart::{RestartSummary, ServerStatus};
 use crate::{Sample, Snapshot};
 
 /// Bumped on every incompatible change to any type in this crate.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Server → client.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMsg {
     /// First message on every connection.
@@ -26,6 +27,10 @@ pub enum ServerMsg {
     Snapshot(Snapshot),
     /// One new sample.
     Sample(Sample),
+    /// The managed server changed (phase, generation, operation, failure, log).
+    Server(ServerStatus),
+    /// A restart record was added or changed (for the history table).
+    Restart(RestartSummary),
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

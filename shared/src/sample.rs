@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::restart::{RestartSummary, ServerStatus};
 use crate::{GpuSample, ProcId, ProcessInfo};
 
 /// What the backend knows about NVML itself. Initialised once; a failure is kept
@@ -103,7 +104,7 @@ impl HistoryPoint {
 
 /// Everything a client needs to draw the page from nothing: sent on connect, after
 /// a resync, and by `GET /api/state`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub host: HostInfo,
     /// The newest sample; `None` only before the first one is taken.
@@ -111,4 +112,11 @@ pub struct Snapshot {
     /// Oldest first, at most one point per `history_step_ms`.
     pub history: Vec<HistoryPoint>,
     pub history_step_ms: u64,
+    /// The managed server; `None` when drainwatch runs without a server config
+    /// (view only).
+    #[serde(default)]
+    pub server: Option<ServerStatus>,
+    /// The newest restarts, newest first.
+    #[serde(default)]
+    pub restarts: Vec<RestartSummary>,
 }

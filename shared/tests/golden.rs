@@ -99,6 +99,90 @@ fn snapshot() -> Snapshot {
             util_gpu_percent: vec![Some(85), None],
         }],
         history_step_ms: 1000,
+        server: Some(server_status()),
+        restarts: vec![restart_summary()],
+    }
+}
+
+fn flags(tp: &str) -> restart::Flags {
+    restart::Flags::from([
+        ("--tp".to_owned(), tp.to_owned()),
+        ("SGLANG_OPT_USE_TILELANG_INDEXER".to_owned(), "1".to_owned()),
+    ])
+}
+
+fn server_status() -> restart::ServerStatus {
+    use restart::*;
+    ServerStatus {
+        name: "dsv3".into(),
+        phase: Phase::Failed,
+        phase_since_ms: 1_764_680_100_000,
+        generation: 7,
+        root: None,
+        started_at_ms: None,
+        flags: flags("8"),
+        default_flags: flags("8"),
+        allowed: vec![
+            FlagSpec {
+                name: "--tp".into(),
+                kind: FlagKind::Arg,
+                ty: FlagType::Int { min: 1, max: 8 },
+                help: Some("tensor parallel size".into()),
+            },
+            FlagSpec {
+                name: "SGLANG_OPT_USE_TILELANG_INDEXER".into(),
+                kind: FlagKind::Env,
+                ty: FlagType::Enum {
+                    values: vec!["0".into(), "1".into()],
+                },
+                help: None,
+            },
+        ],
+        port: 30000,
+        gpus: vec![0, 1],
+        operation: None,
+        failure: Some(Failure::LaunchFailed {
+            cause: LaunchCause::Oom,
+            log_tail: vec!["torch.OutOfMemoryError: CUDA out of memory.".into()],
+        }),
+        adoptable: None,
+        typical_ms: std::collections::BTreeMap::from([
+            (Phase::Draining, 4_200),
+            (Phase::WarmingUp, 91_000),
+        ]),
+        log_tail: vec!["[2026-12-02 16:00:00] server started".into()],
+    }
+}
+
+fn restart_summary() -> restart::RestartSummary {
+    use restart::*;
+    RestartSummary {
+        id: 12,
+        kind: OpKind::Restart,
+        requested_by: "127.0.0.1:51234".into(),
+        started_at_ms: 1_764_680_000_000,
+        finished_at_ms: Some(1_764_680_100_000),
+        from_flags: flags("8"),
+        to_flags: flags("4"),
+        outcome: Outcome::Failed,
+        failure: Some(Failure::VerifyFailed {
+            reason: "GPU 3 at 1.5 GiB (idle baseline 4 MiB)".into(),
+            holders: vec![Holder {
+                pid: 999,
+                user: Some("bob".into()),
+                cmdline: vec!["python3".into(), "notebook.py".into()],
+                gpu_index: 3,
+                used_bytes: Some(1_610_612_736),
+                ours: false,
+            }],
+        }),
+        durations: Durations {
+            drain_ms: Some(4_100),
+            kill_ms: None,
+            verify_ms: Some(60_000),
+            warmup_ms: None,
+            total_ms: Some(64_100),
+        },
     }
 }
 
@@ -114,6 +198,8 @@ fn server_cases() -> Vec<(&'static str, ServerMsg)> {
         ("snapshot", ServerMsg::Snapshot(snapshot())),
         ("sample", ServerMsg::Sample(sample())),
         ("pong", ServerMsg::Pong { nonce: 7 }),
+        ("server", ServerMsg::Server(server_status())),
+        ("restart", ServerMsg::Restart(restart_summary())),
         (
             "error",
             ServerMsg::Error {

@@ -1,6 +1,10 @@
 //! drainwatch's settings: parsed from the command line (and `DRAINWATCH_*`
-//! environment variables) by clap, validated once at start. Nothing else reads argv
-//! or the environment for settings.
+//! environment variables) by clap, plus the managed server's TOML file
+//! ([`file`]) with its flag allow-list ([`flags`]); all validated once at start.
+//! Nothing else reads argv, the environment or the file for settings.
+
+pub mod file;
+pub mod flags;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,7 +32,7 @@ pub struct Config {
 
     /// How much history to keep for late-joining clients (e.g. 90s, 10m; at most 1h),
     /// one point per second.
-    #[arg(long, env = "DRAINWATCH_HISTORY", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "DRAINWATCH_HISTORY", default_value = "10m", value_parser = parse_history)]
     pub history: Duration,
 
     /// TCP port the managed model server listens on; the process that holds that
@@ -39,6 +43,15 @@ pub struct Config {
     /// Log filter, e.g. `info`, `debug`, `drainwatch=debug,tower_http=info`.
     #[arg(long, env = "DRAINWATCH_LOG", default_value = "info")]
     pub log_level: String,
+
+    /// The managed server's configuration (TOML): how to launch it, which flags a
+    /// restart may change, timeouts. Without it drainwatch only watches.
+    #[arg(long, env = "DRAINWATCH_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Where the restart history (SQLite) and launch logs are kept.
+    #[arg(long, env = "DRAINWATCH_DATA_DIR", default_value = "drainwatch-data")]
+    pub data_dir: PathBuf,
 
     /// Samples buffered per WebSocket client before it is resynced by a snapshot.
     #[arg(long, env = "DRAINWATCH_CLIENT_BUFFER", default_value_t = 64,
@@ -71,14 +84,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             ));
         }
     };
-    if ms == 0 {
+    Ok(Duration::from_millis(ms))
+}
+
+/// A history length: more than zero, at most an hour (every client gets the
+/// whole history on connect, so it must stay a sensible size).
+fn parse_history(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
         return Err("history must be longer than zero".to_owned());
     }
-    // Every client gets the whole history on connect: keep that a sensible size.
-    if ms > 3_600_000 {
+    if d > Duration::from_secs(3_600) {
         return Err(format!("`{s}` is more than 1h of history"));
     }
-    Ok(Duration::from_millis(ms))
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -92,10 +111,12 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
-        assert!(parse_duration("0s").is_err());
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5d").is_err());
-        assert!(parse_duration("2h").is_err());
+        assert!(parse_history("0s").is_err());
+        assert!(parse_history("2h").is_err());
+        assert_eq!(parse_history("1h"), Ok(Duration::from_secs(3600)));
     }
 
     #[test]

@@ -1,0 +1,435 @@
+//! The managed server's TOML file: how to launch it (a program and an argument
+//! vector, never a shell string), how to tell it is ready, how long each stage may
+//! take, and which flags a restart may change. Parsed and validated once; every
+//! error names the key and what is wrong with it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use shared::restart::{FlagKind, FlagSpec, FlagType};
+
+use super::flags::AllowList;
+use super::parse_duration;
+
+/// Why the file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The validated configuration of the managed server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// What an operator types to confirm a restart.
+    pub name: String,
+    pub program: PathBuf,
+    /// The base argument vector; allow-listed flags are applied on top.
+    pub args: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    /// Base environment added to drainwatch's own.
+    pub env: BTreeMap<String, String>,
+    pub port: u16,
+    pub gpus: Vec<u32>,
+    pub health_url: String,
+    pub readiness: Readiness,
+    pub metrics_url: String,
+    pub timeouts: Timeouts,
+    pub verify: Verify,
+    pub allow: AllowList,
+}
+
+/// A real request that must succeed before the server counts as ready: some
+/// servers answer `/health` and then hang on the first completion.
+#[derive(Debug, Clone)]
+pub struct Readiness {
+    pub url: String,
+    /// JSON body to POST.
+    pub body: serde_json::Value,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// SIGTERM → exit, before escalating to SIGKILL.
+    pub drain: Duration,
+    /// SIGKILL → every tracked process gone.
+    pub kill_grace: Duration,
+    /// Gone → every GPU back at its baseline.
+    pub verify: Duration,
+    /// Spawn → ready.
+    pub warmup: Duration,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Verify {
+    /// How far above its idle baseline a GPU may be and still count as idle.
+    pub tolerance_bytes: u64,
+    /// The idle baseline of a GPU drainwatch has not yet seen idle.
+    pub baseline_bytes: u64,
+    /// Consecutive samples that must agree.
+    pub samples: u32,
+}
+
+// ---------------------------------------------------------------- raw TOML
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    server: RawServer,
+    #[serde(default)]
+    timeouts: RawTimeouts,
+    #[serde(default)]
+    verify: RawVerify,
+    #[serde(default)]
+    flags: Vec<RawFlag>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    name: String,
+    program: PathBuf,
+    #[serde(default)]
+    args: Vec<String>,
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    port: u16,
+    gpus: Vec<u32>,
+    health_path: Option<String>,
+    metrics_path: Option<String>,
+    #[serde(default)]
+    readiness: RawReadiness,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReadiness {
+    path: Option<String>,
+    body: Option<toml::Value>,
+    timeout: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    drain: Option<String>,
+    kill_grace: Option<String>,
+    verify: Option<String>,
+    warmup: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVerify {
+    tolerance_mib: Option<u64>,
+    baseline_mib: Option<u64>,
+    samples: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlag {
+    name: String,
+    kind: FlagKind,
+    #[serde(rename = "type")]
+    ty: String,
+    min: Option<toml::Value>,
+    max: Option<toml::Value>,
+    values: Option<Vec<String>>,
+    help: Option<String>,
+}
+
+impl ServerConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut cfg = Self::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
+        // Relative paths with a directory part are relative to the file itself; a
+        // bare program name is looked up in PATH when launched.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if cfg.program.is_relative() && cfg.program.components().count() > 1 {
+            cfg.program = dir.join(&cfg.program);
+        }
+        if let Some(cwd) = cfg.cwd.as_mut().filter(|c| c.is_relative()) {
+            *cwd = dir.join(&*cwd);
+        }
+        Ok(cfg)
+    }
+
+    /// Parses and validates the file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
+        let s = raw.server;
+        if s.name.trim().is_empty() {
+            return Err("server.name must not be empty".to_owned());
+        }
+        if s.program.as_os_str().is_empty() {
+            return Err("server.program must not be empty".to_owned());
+        }
+        if s.port == 0 {
+            return Err("server.port must be a port number (1–65535)".to_owned());
+        }
+        if s.gpus.is_empty() {
+            return Err(
+                "server.gpus must list the GPUs the server uses, e.g. [0, 1, 2, 3]".to_owned(),
+            );
+        }
+        for (k, v) in &s.env {
+            check_env_name(k).map_err(|e| format!("server.env: {e}"))?;
+            if v.contains('\0') {
+                return Err(format!("server.env.{k}: values cannot contain NUL"));
+            }
+        }
+        if s.args.iter().any(|a| a.contains('\0')) {
+            return Err("server.args: arguments cannot contain NUL".to_owned());
+        }
+        let base = format!("http://127.0.0.1:{}", s.port);
+        let path_of = |p: Option<String>, default: &str, key: &str| -> Result<String, String> {
+            let p = p.unwrap_or_else(|| default.to_owned());
+            if !p.starts_with('/') {
+                return Err(format!("server.{key} must start with `/`, got `{p}`"));
+            }
+            Ok(format!("{base}{p}"))
+        };
+        let readiness = Readiness {
+            url: path_of(s.readiness.path, "/v1/completions", "readiness.path")?,
+            body: match s.readiness.body {
+                Some(v) => {
+                    serde_json::to_value(v).map_err(|e| format!("server.readiness.body: {e}"))?
+                }
+                None => serde_json::json!({
+                    "model": "default",
+                    "prompt": "Say OK.",
+                    "max_tokens": 4,
+                    "temperature": 0,
+                }),
+            },
+            timeout: duration(s.readiness.timeout, "30s", "server.readiness.timeout")?,
+        };
+        let t = raw.timeouts;
+        let timeouts = Timeouts {
+            drain: duration(t.drain, "60s", "timeouts.drain")?,
+            kill_grace: duration(t.kill_grace, "10s", "timeouts.kill_grace")?,
+            verify: duration(t.verify, "60s", "timeouts.verify")?,
+            warmup: duration(t.warmup, "15m", "timeouts.warmup")?,
+        };
+        let v = raw.verify;
+        let verify = Verify {
+            tolerance_bytes: v.tolerance_mib.unwrap_or(64) << 20,
+            baseline_bytes: v.baseline_mib.unwrap_or(4) << 20,
+            samples: match v.samples.unwrap_or(3) {
+                0 => return Err("verify.samples must be at least 1".to_owned()),
+                n => n,
+            },
+        };
+        let specs = raw
+            .flags
+            .into_iter()
+            .map(flag_spec)
+            .collect::<Result<Vec<_>, _>>()?;
+        let allow = AllowList::new(specs, &s.args, &s.env)?;
+        Ok(Self {
+            name: s.name.trim().to_owned(),
+            program: s.program,
+            args: s.args,
+            cwd: s.cwd,
+            env: s.env,
+            port: s.port,
+            gpus: s.gpus,
+            health_url: path_of(s.health_path, "/health", "health_path")?,
+            metrics_url: path_of(s.metrics_path, "/metrics", "metrics_path")?,
+            readiness,
+            timeouts,
+            verify,
+            allow,
+        })
+    }
+}
+
+fn duration(v: Option<String>, default: &str, key: &str) -> Result<Duration, String> {
+    let d = parse_duration(v.as_deref().unwrap_or(default)).map_err(|e| format!("{key}: {e}"))?;
+    if d.is_zero() {
+        return Err(format!("{key} must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// Environment variable names: letters, digits, `_`, not starting with a digit.
+pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{name}` is not a valid environment variable name"))
+    }
+}
+
+fn number(v: &Option<toml::Value>, key: &str) -> Result<Option<f64>, String> {
+    match v {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
+        Some(toml::Value::Float(f)) => Ok(Some(*f)),
+        Some(other) => Err(format!("flag {key} must be a number, got {other}")),
+    }
+}
+
+fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
+    let name = f.name.trim().to_owned();
+    match f.kind {
+        FlagKind::Env => check_env_name(&name).map_err(|e| format!("flags: {e}"))?,
+        FlagKind::Arg => {
+            if !name.starts_with("--") || name.len() < 3 || name.contains(['=', ' ', '\0']) {
+                return Err(format!(
+                    "flags: argument `{name}` must look like `--name` (no `=` or spaces)"
+                ));
+            }
+        }
+    }
+    let min = number(&f.min, &format!("`{name}`.min"))?;
+    let max = number(&f.max, &format!("`{name}`.max"))?;
+    let ty = match f.ty.as_str() {
+        "bool" => FlagType::Bool,
+        "int" => {
+            let (min, max) = (
+                min.unwrap_or(i64::MIN as f64),
+                max.unwrap_or(i64::MAX as f64),
+            );
+            if min.fract() != 0.0 || max.fract() != 0.0 {
+                return Err(format!(
+                    "flags: `{name}`: an int flag needs whole-number min and max"
+                ));
+            }
+            FlagType::Int {
+                min: min as i64,
+                max: max as i64,
+            }
+        }
+        "float" => FlagType::Float {
+            min: min.unwrap_or(f64::MIN),
+            max: max.unwrap_or(f64::MAX),
+        },
+        "enum" => match f.values {
+            Some(values) if !values.is_empty() => FlagType::Enum { values },
+            _ => {
+                return Err(format!(
+                    "flags: `{name}`: an enum flag needs `values = [...]`"
+                ));
+            }
+        },
+        other => {
+            return Err(format!(
+                "flags: `{name}`: unknown type `{other}` (use bool, int, float or enum)"
+            ));
+        }
+    };
+    if let FlagType::Int { min, max } = ty {
+        if min > max {
+            return Err(format!("flags: `{name}`: min is above max"));
+        }
+    }
+    if let FlagType::Float { min, max } = ty {
+        if min > max || min.is_nan() || max.is_nan() {
+            return Err(format!("flags: `{name}`: min is above max"));
+        }
+    }
+    Ok(FlagSpec {
+        name,
+        kind: f.kind,
+        ty,
+        help: f.help,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [server]
+        name = "demo"
+        program = "/bin/true"
+        port = 30000
+        gpus = [0, 1]
+    "#;
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let c = ServerConfig::parse(MINIMAL).expect("valid");
+        assert_eq!(c.name, "demo");
+        assert_eq!(c.health_url, "http://127.0.0.1:30000/health");
+        assert_eq!(c.readiness.url, "http://127.0.0.1:30000/v1/completions");
+        assert_eq!(c.timeouts.drain, Duration::from_secs(60));
+        assert_eq!(c.verify.tolerance_bytes, 64 << 20);
+        assert_eq!(c.verify.samples, 3);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            (MINIMAL.replace("port = 30000", "port = 0"), "server.port"),
+            (MINIMAL.replace("gpus = [0, 1]", "gpus = []"), "server.gpus"),
+            (
+                format!("{MINIMAL}\n[timeouts]\ndrain = \"soon\""),
+                "timeouts.drain",
+            ),
+            (
+                format!("{MINIMAL}\n[timeouts]\nwarmup = \"0s\""),
+                "timeouts.warmup",
+            ),
+            (
+                format!("{MINIMAL}\n[verify]\nsamples = 0"),
+                "verify.samples",
+            ),
+            (
+                MINIMAL.replace("port = 30000", "port = 30000\nshell = \"bash -c\""),
+                "shell",
+            ),
+            (
+                format!(
+                    "{MINIMAL}\n[[flags]]\nname = \"--tp\"\nkind = \"arg\"\ntype = \"integer\""
+                ),
+                "unknown type",
+            ),
+            (
+                format!("{MINIMAL}\n[[flags]]\nname = \"tp\"\nkind = \"arg\"\ntype = \"int\""),
+                "--name",
+            ),
+            (
+                format!("{MINIMAL}\n[[flags]]\nname = \"A-B\"\nkind = \"env\"\ntype = \"bool\""),
+                "environment variable name",
+            ),
+            (
+                format!("{MINIMAL}\n[[flags]]\nname = \"X\"\nkind = \"env\"\ntype = \"enum\""),
+                "values",
+            ),
+        ];
+        for (text, needle) in cases {
+            let err = ServerConfig::parse(&text).expect_err(needle);
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+    }
+
+    #[test]
+    fn shipped_examples_are_valid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        for name in ["sglang.toml", "vllm.toml", "demo.toml"] {
+            ServerConfig::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+}

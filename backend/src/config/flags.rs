@@ -1,0 +1,441 @@
+//! The allow-list: which flags a restart may change and to what. A request names
+//! flags and values; anything off the list or of the wrong type is refused with a
+//! message naming it. Accepted values become argv entries and environment
+//! entries — never text for a shell — so metacharacters are inert.
+
+use std::collections::BTreeMap;
+
+use shared::restart::{FlagKind, FlagSpec, FlagType, Flags};
+
+/// A refused flag change, worded for the operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FlagError(pub String);
+
+/// The allow-listed flags and their defaults (their values in the config's base
+/// command line and environment).
+#[derive(Debug, Clone)]
+pub struct AllowList {
+    specs: Vec<FlagSpec>,
+    defaults: Flags,
+}
+
+/// What to run: the argument vector, variables to set, variables to remove.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub env_remove: Vec<String>,
+}
+
+impl AllowList {
+    /// Reads each flag's default from the base argv and environment, and checks it
+    /// against the flag's own type.
+    pub fn new(
+        specs: Vec<FlagSpec>,
+        base_args: &[String],
+        base_env: &BTreeMap<String, String>,
+    ) -> Result<Self, String> {
+        let mut defaults = Flags::new();
+        for (i, spec) in specs.iter().enumerate() {
+            if specs[..i].iter().any(|s| s.name == spec.name) {
+                return Err(format!("flags: `{}` is listed twice", spec.name));
+            }
+            let found = match spec.kind {
+                FlagKind::Env => base_env.get(&spec.name).cloned(),
+                FlagKind::Arg => arg_value(base_args, spec),
+            };
+            if let Some(v) = found {
+                let v = check(spec, &v)
+                    .map_err(|e| format!("flags: the base value of {e} (fix server.args/env)"))?;
+                defaults.insert(spec.name.clone(), v);
+            }
+        }
+        Ok(Self { specs, defaults })
+    }
+
+    pub fn specs(&self) -> &[FlagSpec] {
+        &self.specs
+    }
+
+    pub fn defaults(&self) -> &Flags {
+        &self.defaults
+    }
+
+    fn spec(&self, name: &str) -> Result<&FlagSpec, FlagError> {
+        self.specs.iter().find(|s| s.name == name).ok_or_else(|| {
+            let allowed: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+            FlagError(if allowed.is_empty() {
+                format!("unknown flag `{name}`: this server allows no flag changes")
+            } else {
+                format!(
+                    "unknown flag `{name}`: not in the allow-list (allowed: {})",
+                    allowed.join(", ")
+                )
+            })
+        })
+    }
+
+    /// The flags after `changes` (a value sets a flag, `None` resets it to its
+    /// default) are applied to `current`. All or nothing: one bad entry refuses all.
+    pub fn resolve(
+        &self,
+        current: &Flags,
+        changes: &BTreeMap<String, Option<String>>,
+    ) -> Result<Flags, FlagError> {
+        let mut next = current.clone();
+        for (name, value) in changes {
+            let spec = self.spec(name)?;
+            match value {
+                Some(v) => {
+                    next.insert(name.clone(), check(spec, v).map_err(FlagError)?);
+                }
+                None => match self.defaults.get(name) {
+                    Some(d) => {
+                        next.insert(name.clone(), d.clone());
+                    }
+                    None => {
+                        next.remove(name);
+                    }
+                },
+            }
+        }
+        Ok(next)
+    }
+
+    /// The command line and environment that run the server with `flags`.
+    pub fn invocation(
+        &self,
+        base_args: &[String],
+        base_env: &BTreeMap<String, String>,
+        flags: &Flags,
+    ) -> Invocation {
+        let mut args = base_args.to_vec();
+        let mut env = base_env.clone();
+        let mut env_remove = Vec::new();
+        for spec in &self.specs {
+            let value = flags.get(&spec.name);
+            match spec.kind {
+                FlagKind::Env => match value {
+                    Some(v) => {
+                        env.insert(spec.name.clone(), v.clone());
+                    }
+                    None => {
+                        env.remove(&spec.name);
+                        env_remove.push(spec.name.clone());
+                    }
+                },
+                FlagKind::Arg => {
+                    let entry: Vec<String> = match (value, &spec.ty) {
+                        (Some(v), FlagType::Bool) if v == "true" => vec![spec.name.clone()],
+                        (Some(_), FlagType::Bool) | (None, _) => Vec::new(),
+                        (Some(v), _) => vec![spec.name.clone(), v.clone()],
+                    };
+                    args = replace_arg(&args, spec, entry);
+                }
+            }
+        }
+        Invocation {
+            args,
+            env,
+            env_remove,
+        }
+    }
+}
+
+/// Validates one value against its flag's type; returns it in canonical form.
+fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
+    let name = &spec.name;
+    let v = raw.trim();
+    if v.chars().any(char::is_control) {
+        return Err(format!(
+            "`{name}`: values cannot contain control characters"
+        ));
+    }
+    match &spec.ty {
+        FlagType::Bool => match v {
+            "true" | "false" => Ok(v.to_owned()),
+            _ => Err(format!("`{name}` must be true or false, got `{raw}`")),
+        },
+        FlagType::Int { min, max } => match v.parse::<i64>() {
+            Ok(n) if (*min..=*max).contains(&n) => Ok(n.to_string()),
+            _ => Err(format!(
+                "`{name}` must be an integer from {min} to {max}, got `{raw}`"
+            )),
+        },
+        FlagType::Float { min, max } => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && *min <= x && x <= *max => Ok(x.to_string()),
+            _ => Err(format!(
+                "`{name}` must be a number from {min} to {max}, got `{raw}`"
+            )),
+        },
+        FlagType::Enum { values } => {
+            if values.iter().any(|a| a == v) {
+                Ok(v.to_owned())
+            } else {
+                Err(format!(
+                    "`{name}` must be one of {}, got `{raw}`",
+                    values.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// The flag's value in an argument vector (`--x v`, `--x=v`, or a bare boolean `--x`).
+fn arg_value(args: &[String], spec: &FlagSpec) -> Option<String> {
+    let prefix = format!("{}=", spec.name);
+    let mut found = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if let Some(v) = a.strip_prefix(&prefix) {
+            found = Some(v.to_owned());
+        } else if *a == spec.name {
+            if matches!(spec.ty, FlagType::Bool) {
+                found = Some("true".to_owned());
+            } else if let Some(v) = args.get(i + 1) {
+                found = Some(v.clone());
+                i += 1;
+            }
+        }
+        i += 1;
+    }
+    match (found, &spec.ty) {
+        (None, FlagType::Bool) => Some("false".to_owned()),
+        (f, _) => f,
+    }
+}
+
+/// `args` with every occurrence of the flag removed and `entry` put where the
+/// first occurrence was (or at the end).
+fn replace_arg(args: &[String], spec: &FlagSpec, entry: Vec<String>) -> Vec<String> {
+    let prefix = format!("{}=", spec.name);
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut at = None;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if a.starts_with(&prefix) || *a == spec.name {
+            at.get_or_insert(out.len());
+            if *a == spec.name && !matches!(spec.ty, FlagType::Bool) {
+                i += 1; // its value
+            }
+        } else {
+            out.push(a.clone());
+        }
+        i += 1;
+    }
+    let at = at.unwrap_or(out.len());
+    out.splice(at..at, entry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, kind: FlagKind, ty: FlagType) -> FlagSpec {
+        FlagSpec {
+            name: name.into(),
+            kind,
+            ty,
+            help: None,
+        }
+    }
+
+    fn list() -> (AllowList, Vec<String>, BTreeMap<String, String>) {
+        let args: Vec<String> = ["-m", "sglang.launch_server", "--tp", "8", "--port", "30000"]
+            .map(String::from)
+            .to_vec();
+        let env = BTreeMap::from([("NCCL_DEBUG".to_owned(), "WARN".to_owned())]);
+        let specs = vec![
+            spec("--tp", FlagKind::Arg, FlagType::Int { min: 1, max: 8 }),
+            spec("--enable-torch-compile", FlagKind::Arg, FlagType::Bool),
+            spec(
+                "--mem-fraction-static",
+                FlagKind::Arg,
+                FlagType::Float {
+                    min: 0.5,
+                    max: 0.95,
+                },
+            ),
+            spec(
+                "SGLANG_OPT_USE_TILELANG_INDEXER",
+                FlagKind::Env,
+                FlagType::Enum {
+                    values: vec!["0".into(), "1".into()],
+                },
+            ),
+        ];
+        (
+            AllowList::new(specs, &args, &env).expect("valid"),
+            args,
+            env,
+        )
+    }
+
+    fn set(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_come_from_the_base_command() {
+        let (a, _, _) = list();
+        assert_eq!(a.defaults().get("--tp").map(String::as_str), Some("8"));
+        assert_eq!(
+            a.defaults()
+                .get("--enable-torch-compile")
+                .map(String::as_str),
+            Some("false")
+        );
+        assert!(!a.defaults().contains_key("SGLANG_OPT_USE_TILELANG_INDEXER"));
+    }
+
+    #[test]
+    fn changes_are_validated_and_canonical() {
+        let (a, _, _) = list();
+        let cur = a.defaults().clone();
+        let next = a
+            .resolve(
+                &cur,
+                &set(&[
+                    ("--tp", Some(" 04 ")),
+                    ("SGLANG_OPT_USE_TILELANG_INDEXER", Some("1")),
+                    ("--mem-fraction-static", Some("0.850")),
+                ]),
+            )
+            .expect("valid");
+        assert_eq!(next["--tp"], "4");
+        assert_eq!(next["SGLANG_OPT_USE_TILELANG_INDEXER"], "1");
+        assert_eq!(next["--mem-fraction-static"], "0.85");
+        // Reset to default.
+        let back = a
+            .resolve(
+                &next,
+                &set(&[("--tp", None), ("SGLANG_OPT_USE_TILELANG_INDEXER", None)]),
+            )
+            .expect("valid");
+        assert_eq!(back["--tp"], "8");
+        assert!(!back.contains_key("SGLANG_OPT_USE_TILELANG_INDEXER"));
+    }
+
+    #[test]
+    fn refusals_name_the_flag() {
+        let (a, _, _) = list();
+        let cur = a.defaults().clone();
+        for (changes, needle) in [
+            (set(&[("--rm-rf", Some("/"))]), "unknown flag `--rm-rf`"),
+            (
+                set(&[("--tp", Some("eight"))]),
+                "`--tp` must be an integer from 1 to 8",
+            ),
+            (
+                set(&[("--tp", Some("9"))]),
+                "`--tp` must be an integer from 1 to 8",
+            ),
+            (
+                set(&[("--enable-torch-compile", Some("yes"))]),
+                "true or false",
+            ),
+            (
+                set(&[("SGLANG_OPT_USE_TILELANG_INDEXER", Some("2"))]),
+                "one of 0, 1",
+            ),
+            (
+                set(&[("--mem-fraction-static", Some("NaN"))]),
+                "from 0.5 to 0.95",
+            ),
+            (set(&[("--tp", Some("4\n--evil"))]), "control characters"),
+        ] {
+            let err = a.resolve(&cur, &changes).expect_err(needle);
+            assert!(err.0.contains(needle), "{needle}: {err}");
+        }
+        // All or nothing.
+        assert!(
+            a.resolve(&cur, &set(&[("--tp", Some("4")), ("--bogus", Some("1"))]))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn invocation_replaces_in_place_and_appends_new_flags() {
+        let (a, args, env) = list();
+        let flags = a
+            .resolve(
+                a.defaults(),
+                &set(&[
+                    ("--tp", Some("4")),
+                    ("--enable-torch-compile", Some("true")),
+                    ("SGLANG_OPT_USE_TILELANG_INDEXER", Some("1")),
+                ]),
+            )
+            .expect("valid");
+        let inv = a.invocation(&args, &env, &flags);
+        assert_eq!(
+            inv.args,
+            [
+                "-m",
+                "sglang.launch_server",
+                "--tp",
+                "4",
+                "--port",
+                "30000",
+                "--enable-torch-compile"
+            ]
+        );
+        assert_eq!(inv.env["SGLANG_OPT_USE_TILELANG_INDEXER"], "1");
+        assert_eq!(inv.env["NCCL_DEBUG"], "WARN");
+        // Unset env flags are removed from what drainwatch's own environment passes on.
+        let inv = a.invocation(&args, &env, a.defaults());
+        assert_eq!(
+            inv.env_remove,
+            vec!["SGLANG_OPT_USE_TILELANG_INDEXER".to_owned()]
+        );
+        assert_eq!(inv.args, args);
+    }
+
+    #[test]
+    fn shell_metacharacters_stay_one_argv_entry() {
+        let specs = vec![spec(
+            "--served-model-name",
+            FlagKind::Arg,
+            FlagType::Enum {
+                values: vec!["a; rm -rf / #".into()],
+            },
+        )];
+        let a = AllowList::new(specs, &[], &BTreeMap::new()).expect("valid");
+        let flags = a
+            .resolve(
+                &Flags::new(),
+                &set(&[("--served-model-name", Some("a; rm -rf / #"))]),
+            )
+            .expect("valid");
+        let inv = a.invocation(&[], &BTreeMap::new(), &flags);
+        assert_eq!(inv.args, ["--served-model-name", "a; rm -rf / #"]);
+    }
+
+    #[test]
+    fn equals_form_and_bad_base_values() {
+        let specs = vec![spec(
+            "--tp",
+            FlagKind::Arg,
+            FlagType::Int { min: 1, max: 4 },
+        )];
+        let args = vec!["--tp=2".to_owned()];
+        let a = AllowList::new(specs.clone(), &args, &BTreeMap::new()).expect("valid");
+        assert_eq!(a.defaults()["--tp"], "2");
+        let inv = a.invocation(
+            &args,
+            &BTreeMap::new(),
+            &Flags::from([("--tp".into(), "3".into())]),
+        );
+        assert_eq!(inv.args, ["--tp", "3"]);
+        let err = AllowList::new(specs, &["--tp".into(), "8".into()], &BTreeMap::new())
+            .expect_err("8 > 4");
+        assert!(err.contains("base value"), "{err}");
+    }
+}

@@ -1,0 +1,509 @@
+//! The guarded restart as a pure state machine: inputs (an operator's request, an
+//! observation of the host, a spawn result, the root's exit, probe results) and
+//! the current time go in; the next phase and the effects to carry out come out.
+//! No I/O and no clock of its own, so every path is tested with explicit times.
+//!
+//! Restart: Ready → Draining (SIGTERM) → Killing (SIGKILL, if the drain timed out)
+//! → Verifying (no process of ours on any GPU and every GPU at baseline, for N
+//! samples) → Launching → WarmingUp (health, then a real completion) → Ready.
+//! Stop ends after Verifying; Start begins at Verifying.
+
+use shared::restart::{Failure, Flags, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
+
+use crate::config::file::Timeouts;
+
+/// What the host looks like now, as the manager sees it from the latest sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// Processes of the server (tracked by PID + start time) still alive.
+    pub ours_alive: usize,
+    /// Processes of ours that NVML still lists with memory (alive or being torn down).
+    pub ours_on_gpu: Vec<Holder>,
+    /// Foreign processes with memory on a GPU the server needs.
+    pub foreign_on_gpu: Vec<Holder>,
+    /// GPUs the server needs that are above baseline + tolerance: (gpu, used, baseline).
+    pub over_baseline: Vec<(u32, u64, u64)>,
+}
+
+impl Observation {
+    fn clean(&self) -> bool {
+        self.ours_on_gpu.is_empty() && self.over_baseline.is_empty()
+    }
+
+    /// Everything that still stands between the GPUs and their baselines is foreign.
+    fn only_foreign_left(&self) -> bool {
+        self.ours_alive == 0 && self.ours_on_gpu.is_empty() && !self.foreign_on_gpu.is_empty()
+    }
+
+    fn why_not_clean(&self) -> String {
+        if let Some(h) = self.ours_on_gpu.first() {
+            return format!(
+                "pid {} of ours still holds {} on GPU {}",
+                h.pid,
+                h.used_bytes
+                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
+                h.gpu_index
+            );
+        }
+        match self.over_baseline.first() {
+            Some((gpu, used, base)) => format!(
+                "GPU {gpu} at {} (idle baseline {})",
+                shared::units::fmt_bytes(*used),
+                shared::units::fmt_bytes(*base)
+            ),
+            None => "GPUs not idle".to_owned(),
+        }
+    }
+}
+
+/// Something that happened, fed to [`Machine::step`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// An accepted operation (the manager already checked the guards).
+    Begin { kind: OpKind, to_flags: Flags },
+    /// A new sample was turned into an observation.
+    Observe(Observation),
+    /// The server process was started.
+    Spawned,
+    /// The server could not be started.
+    SpawnFailed(LaunchCause),
+    /// The server's root process exited.
+    RootExited {
+        code: Option<i32>,
+        signal: Option<i32>,
+        /// The exit looked like running out of GPU memory (from the log).
+        oom: bool,
+    },
+    /// `/health` answered 200.
+    Healthy,
+    /// The readiness probe (a real completion) succeeded.
+    Ready,
+    /// An already running server was taken over (adopted or re-found after a restart
+    /// of drainwatch).
+    Attached,
+}
+
+/// What the manager must do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// A phase change, to record and push: the new phase, what happened, and the
+    /// timeline marker it sets, if any.
+    Entered {
+        phase: Phase,
+        note: String,
+        marker: Option<MarkerKind>,
+    },
+    /// SIGTERM to the server's process group.
+    Sigterm,
+    /// SIGKILL to the group and to every tracked process still alive.
+    KillAll,
+    /// Start the server with these flags.
+    Launch(Flags),
+    /// Start probing `/health` and readiness for the new server.
+    Probe,
+    /// Sample fast (≥ 20 Hz) while an operation runs.
+    FastSampling(bool),
+    /// The operation ended.
+    Finished {
+        outcome: Outcome,
+        failure: Option<Failure>,
+    },
+    /// The server died outside an operation.
+    Crashed(Failure),
+}
+
+#[derive(Debug, Clone)]
+struct Op {
+    kind: OpKind,
+    to_flags: Flags,
+    /// Launch after verifying (restart, start) or stop there (stop).
+    launch: bool,
+}
+
+/// The restart state machine.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    timeouts: Timeouts,
+    verify_samples: u32,
+    phase: Phase,
+    since_ms: u64,
+    op: Option<Op>,
+    streak: u32,
+    /// Processes of ours alive at the last observation.
+    alive: usize,
+}
+
+impl Machine {
+    pub fn new(timeouts: Timeouts, verify_samples: u32, now_ms: u64) -> Self {
+        Self {
+            timeouts,
+            verify_samples: verify_samples.max(1),
+            phase: Phase::Stopped,
+            since_ms: now_ms,
+            op: None,
+            streak: 0,
+            alive: 0,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn since_ms(&self) -> u64 {
+        self.since_ms
+    }
+
+    /// The operation in flight.
+    pub fn busy(&self) -> Option<OpKind> {
+        self.op.as_ref().map(|o| o.kind)
+    }
+
+    /// Whether `kind` may begin now; `Err` says why not.
+    pub fn can_begin(&self, kind: OpKind) -> Result<(), String> {
+        if let Some(op) = &self.op {
+            return Err(format!(
+                "a {} is already running ({})",
+                op_name(op.kind),
+                self.phase.label()
+            ));
+        }
+        match kind {
+            OpKind::Stop if self.phase == Phase::Stopped && self.alive == 0 => {
+                Err("the server is already stopped".to_owned())
+            }
+            OpKind::Start if self.phase == Phase::Ready => {
+                Err("the server is already running; restart it instead".to_owned())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn enter(
+        &mut self,
+        phase: Phase,
+        now: u64,
+        note: String,
+        marker: Option<MarkerKind>,
+        fx: &mut Vec<Effect>,
+    ) {
+        self.phase = phase;
+        self.since_ms = now;
+        self.streak = 0;
+        fx.push(Effect::Entered {
+            phase,
+            note,
+            marker,
+        });
+    }
+
+    fn elapsed(&self, now: u64) -> u64 {
+        now.saturating_sub(self.since_ms)
+    }
+
+    fn finish(&mut self, phase: Phase, now: u64, failure: Option<Failure>, fx: &mut Vec<Effect>) {
+        let note = failure
+            .as_ref()
+            .map_or_else(|| phase.label().to_owned(), Failure::summary);
+        let marker = if failure.is_some() {
+            Some(MarkerKind::Failed)
+        } else if phase == Phase::Ready {
+            Some(MarkerKind::Ready)
+        } else {
+            None
+        };
+        self.enter(phase, now, note, marker, fx);
+        self.op = None;
+        fx.push(Effect::FastSampling(false));
+        fx.push(Effect::Finished {
+            outcome: if failure.is_some() {
+                Outcome::Failed
+            } else {
+                Outcome::Succeeded
+            },
+            failure,
+        });
+    }
+
+    fn fail(&mut self, now: u64, failure: Failure, fx: &mut Vec<Effect>) {
+        self.finish(Phase::Failed, now, Some(failure), fx);
+    }
+
+    /// Advances the machine; returns what to do.
+    pub fn step(&mut self, input: Input, now: u64) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        match input {
+            Input::Begin { kind, to_flags } => self.begin(kind, to_flags, now, &mut fx),
+            Input::Observe(obs) => self.observe(&obs, now, &mut fx),
+            Input::Spawned if self.phase == Phase::Launching => {
+                self.enter(
+                    Phase::WarmingUp,
+                    now,
+                    "spawned; waiting for /health".to_owned(),
+                    None,
+                    &mut fx,
+                );
+                fx.push(Effect::Probe);
+            }
+            Input::SpawnFailed(cause) if self.phase == Phase::Launching => {
+                let failure = Failure::LaunchFailed {
+                    cause,
+                    log_tail: Vec::new(),
+                };
+                self.fail(now, failure, &mut fx);
+            }
+            Input::RootExited { code, signal, oom } => {
+                self.root_exited(code, signal, oom, now, &mut fx)
+            }
+            Input::Healthy if self.phase == Phase::WarmingUp => fx.push(Effect::Entered {
+                phase: Phase::WarmingUp,
+                note: "/health answers 200; probing with a completion".to_owned(),
+                marker: None,
+            }),
+            Input::Ready if self.phase == Phase::WarmingUp => {
+                self.finish(Phase::Ready, now, None, &mut fx);
+            }
+            Input::Attached => {
+                self.op = None;
+                self.alive = self.alive.max(1);
+                self.enter(
+                    Phase::Ready,
+                    now,
+                    "attached to the running server".to_owned(),
+                    None,
+                    &mut fx,
+                );
+            }
+            // Late or stray results (a probe after a failure, say) change nothing.
+            Input::Spawned | Input::SpawnFailed(_) | Input::Healthy | Input::Ready => {}
+        }
+        fx
+    }
+
+    fn begin(&mut self, kind: OpKind, to_flags: Flags, now: u64, fx: &mut Vec<Effect>) {
+        if self.can_begin(kind).is_err() {
+            return;
+        }
+        let launch = matches!(kind, OpKind::Restart | OpKind::Start);
+        self.op = Some(Op {
+            kind,
+            to_flags,
+            launch,
+        });
+        fx.push(Effect::FastSampling(true));
+        if self.alive > 0 {
+            self.enter(
+                Phase::Draining,
+                now,
+                "SIGTERM to the server's process group".to_owned(),
+                Some(MarkerKind::Sigterm),
+                fx,
+            );
+            fx.push(Effect::Sigterm);
+        } else {
+            self.enter(
+                Phase::Verifying,
+                now,
+                "no process of ours alive; checking the GPUs".to_owned(),
+                None,
+                fx,
+            );
+        }
+    }
+
+    fn observe(&mut self, obs: &Observation, now: u64, fx: &mut Vec<Effect>) {
+        self.alive = obs.ours_alive;
+        match self.phase {
+            Phase::Draining if obs.ours_alive == 0 => self.enter(
+                Phase::Verifying,
+                now,
+                "all processes of ours exited".to_owned(),
+                None,
+                fx,
+            ),
+            Phase::Draining if self.elapsed(now) >= ms(self.timeouts.drain) => {
+                self.enter(
+                    Phase::Killing,
+                    now,
+                    format!(
+                        "drain timed out after {} s with {} process(es) alive; SIGKILL",
+                        self.timeouts.drain.as_secs(),
+                        obs.ours_alive
+                    ),
+                    Some(MarkerKind::Sigkill),
+                    fx,
+                );
+                fx.push(Effect::KillAll);
+            }
+            Phase::Killing if obs.ours_alive == 0 => self.enter(
+                Phase::Verifying,
+                now,
+                "all processes of ours are gone".to_owned(),
+                None,
+                fx,
+            ),
+            Phase::Killing if self.elapsed(now) >= ms(self.timeouts.kill_grace) => {
+                let reason = format!("{} process(es) of ours survived SIGKILL", obs.ours_alive);
+                let failure = Failure::VerifyFailed {
+                    reason,
+                    holders: obs.ours_on_gpu.clone(),
+                };
+                self.fail(now, failure, fx);
+            }
+            // New descendants can appear until the last one is gone.
+            Phase::Killing => fx.push(Effect::KillAll),
+            Phase::Verifying => self.verify(obs, now, fx),
+            Phase::WarmingUp if self.elapsed(now) >= ms(self.timeouts.warmup) => {
+                fx.push(Effect::KillAll);
+                let cause = LaunchCause::WarmupTimeout {
+                    after_ms: self.elapsed(now),
+                };
+                let failure = Failure::LaunchFailed {
+                    cause,
+                    log_tail: Vec::new(),
+                };
+                self.fail(now, failure, fx);
+            }
+            Phase::Ready if obs.ours_alive == 0 => {
+                let failure = Failure::Crashed {
+                    code: None,
+                    signal: None,
+                    log_tail: Vec::new(),
+                };
+                self.crashed(failure, now, fx);
+            }
+            _ => {}
+        }
+    }
+
+    fn verify(&mut self, obs: &Observation, now: u64, fx: &mut Vec<Effect>) {
+        if obs.ours_alive > 0 {
+            // Something of ours came back (or was never killed): kill it again.
+            self.streak = 0;
+            fx.push(Effect::KillAll);
+        } else if obs.clean() {
+            self.streak += 1;
+            if self.streak >= self.verify_samples {
+                self.verified(now, fx);
+                return;
+            }
+        } else if obs.only_foreign_left() {
+            self.streak += 1;
+            if self.streak >= self.verify_samples {
+                let failure = Failure::ForeignHolders {
+                    holders: obs.foreign_on_gpu.clone(),
+                };
+                self.fail(now, failure, fx);
+                return;
+            }
+        } else {
+            self.streak = 0;
+        }
+        if self.elapsed(now) >= ms(self.timeouts.verify) {
+            let mut holders = obs.ours_on_gpu.clone();
+            holders.extend(obs.foreign_on_gpu.iter().cloned());
+            let failure = Failure::VerifyFailed {
+                reason: format!(
+                    "not idle after {} s: {}",
+                    self.timeouts.verify.as_secs(),
+                    obs.why_not_clean()
+                ),
+                holders,
+            };
+            self.fail(now, failure, fx);
+        }
+    }
+
+    fn verified(&mut self, now: u64, fx: &mut Vec<Effect>) {
+        let Some(op) = self.op.clone() else { return };
+        if op.launch {
+            fx.push(Effect::Entered {
+                phase: Phase::Verifying,
+                note: format!(
+                    "verified: every GPU idle for {} samples",
+                    self.verify_samples
+                ),
+                marker: Some(MarkerKind::Verified),
+            });
+            self.enter(
+                Phase::Launching,
+                now,
+                "launching".to_owned(),
+                Some(MarkerKind::Launch),
+                fx,
+            );
+            fx.push(Effect::Launch(op.to_flags));
+        } else {
+            fx.push(Effect::Entered {
+                phase: Phase::Verifying,
+                note: "verified: every GPU idle".to_owned(),
+                marker: Some(MarkerKind::Verified),
+            });
+            self.finish(Phase::Stopped, now, None, fx);
+        }
+    }
+
+    fn root_exited(
+        &mut self,
+        code: Option<i32>,
+        signal: Option<i32>,
+        oom: bool,
+        now: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        match self.phase {
+            Phase::Launching | Phase::WarmingUp => {
+                fx.push(Effect::KillAll);
+                let cause = if oom {
+                    LaunchCause::Oom
+                } else {
+                    LaunchCause::Exited { code, signal }
+                };
+                let failure = Failure::LaunchFailed {
+                    cause,
+                    log_tail: Vec::new(),
+                };
+                self.fail(now, failure, fx);
+            }
+            Phase::Ready => {
+                fx.push(Effect::KillAll);
+                let failure = Failure::Crashed {
+                    code,
+                    signal,
+                    log_tail: Vec::new(),
+                };
+                self.crashed(failure, now, fx);
+            }
+            // Draining, Killing: expected; the observations carry on from here.
+            _ => {}
+        }
+    }
+
+    fn crashed(&mut self, failure: Failure, now: u64, fx: &mut Vec<Effect>) {
+        self.enter(
+            Phase::Crashed,
+            now,
+            failure.summary(),
+            Some(MarkerKind::Failed),
+            fx,
+        );
+        fx.push(Effect::Crashed(failure));
+    }
+}
+
+fn ms(d: std::time::Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+pub fn op_name(kind: OpKind) -> &'static str {
+    match kind {
+        OpKind::Restart => "restart",
+        OpKind::Stop => "stop",
+        OpKind::Start => "start",
+        OpKind::Adopt => "adoption",
+    }
+}
+
+#[cfg(test)]
+#[path = "machine_tests.rs"]
+mod tests;

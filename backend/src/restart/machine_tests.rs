@@ -1,0 +1,443 @@
+//! Every path of the restart machine, driven by explicit times.
+
+use std::time::Duration;
+
+use shared::restart::{Failure, Flags, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
+
+use super::*;
+
+const S: u64 = 1_000;
+
+fn timeouts() -> Timeouts {
+    Timeouts {
+        drain: Duration::from_secs(30),
+        kill_grace: Duration::from_secs(5),
+        verify: Duration::from_secs(20),
+        warmup: Duration::from_secs(90),
+    }
+}
+
+fn flags(tp: &str) -> Flags {
+    Flags::from([("--tp".to_owned(), tp.to_owned())])
+}
+
+fn alive(n: usize) -> Input {
+    Input::Observe(Observation {
+        ours_alive: n,
+        ..Observation::default()
+    })
+}
+
+fn clean() -> Input {
+    alive(0)
+}
+
+fn holder(pid: u32, gpu: u32, ours: bool) -> Holder {
+    Holder {
+        pid,
+        user: Some("ml".into()),
+        cmdline: vec!["python3".into()],
+        gpu_index: gpu,
+        used_bytes: Some(90 << 30),
+        ours,
+    }
+}
+
+/// A machine whose server is up.
+fn ready() -> Machine {
+    let mut m = Machine::new(timeouts(), 3, 0);
+    m.step(Input::Attached, 0);
+    m.step(alive(9), 0);
+    assert_eq!(m.phase(), Phase::Ready);
+    m
+}
+
+fn has(fx: &[Effect], want: &Effect) -> bool {
+    fx.iter().any(|e| e == want)
+}
+
+fn entered(fx: &[Effect]) -> Vec<Phase> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Entered { phase, .. } => Some(*phase),
+            _ => None,
+        })
+        .collect()
+}
+
+fn finished(fx: &[Effect]) -> Option<(Outcome, Option<Failure>)> {
+    fx.iter().find_map(|e| match e {
+        Effect::Finished { outcome, failure } => Some((*outcome, failure.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_clean_restart_walks_every_phase() {
+    let mut m = ready();
+    let fx = m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("4"),
+        },
+        10 * S,
+    );
+    assert_eq!(m.phase(), Phase::Draining);
+    assert!(has(&fx, &Effect::Sigterm) && has(&fx, &Effect::FastSampling(true)));
+    assert_eq!(m.busy(), Some(OpKind::Restart));
+
+    // Draining with requests in flight, within the timeout: nothing changes.
+    assert!(m.step(alive(9), 20 * S).is_empty());
+    m.step(clean(), 25 * S);
+    assert_eq!(m.phase(), Phase::Verifying);
+
+    // Two idle samples are not enough; the third launches with the new flags.
+    assert!(!has(
+        &m.step(clean(), 25 * S + 100),
+        &Effect::Launch(flags("4"))
+    ));
+    m.step(clean(), 25 * S + 200);
+    let fx = m.step(clean(), 25 * S + 300);
+    assert_eq!(m.phase(), Phase::Launching);
+    assert!(has(&fx, &Effect::Launch(flags("4"))));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Entered {
+            marker: Some(MarkerKind::Verified),
+            ..
+        }
+    )));
+
+    let fx = m.step(Input::Spawned, 26 * S);
+    assert_eq!(m.phase(), Phase::WarmingUp);
+    assert!(has(&fx, &Effect::Probe));
+    m.step(Input::Healthy, 100 * S);
+    assert_eq!(m.phase(), Phase::WarmingUp);
+    let fx = m.step(Input::Ready, 110 * S);
+    assert_eq!(m.phase(), Phase::Ready);
+    assert_eq!(finished(&fx), Some((Outcome::Succeeded, None)));
+    assert!(has(&fx, &Effect::FastSampling(false)));
+    assert_eq!(m.busy(), None);
+}
+
+#[test]
+fn a_server_that_ignores_sigterm_is_killed_after_the_drain_timeout() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    assert!(m.step(alive(9), 29 * S).is_empty());
+    let fx = m.step(alive(9), 30 * S);
+    assert_eq!(m.phase(), Phase::Killing);
+    assert!(has(&fx, &Effect::KillAll));
+    // Still alive a moment later (a new descendant, say): killed again.
+    assert!(has(&m.step(alive(1), 31 * S), &Effect::KillAll));
+    m.step(clean(), 32 * S);
+    assert_eq!(m.phase(), Phase::Verifying);
+}
+
+#[test]
+fn survivors_of_sigkill_fail_the_restart_without_launching() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(alive(2), 30 * S);
+    let obs = Observation {
+        ours_alive: 1,
+        ours_on_gpu: vec![holder(77, 0, true)],
+        ..Observation::default()
+    };
+    let fx = m.step(Input::Observe(obs), 35 * S);
+    assert_eq!(m.phase(), Phase::Failed);
+    let (outcome, failure) = finished(&fx).expect("finished");
+    assert_eq!(outcome, Outcome::Failed);
+    match failure {
+        Some(Failure::VerifyFailed { reason, holders }) => {
+            assert!(reason.contains("survived SIGKILL"), "{reason}");
+            assert_eq!(holders[0].pid, 77);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Launch(_))));
+}
+
+#[test]
+fn memory_still_held_after_exit_delays_the_launch() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    let tearing_down = Observation {
+        ours_on_gpu: vec![holder(42, 3, true)],
+        over_baseline: vec![(3, 90 << 30, 4 << 20)],
+        ..Observation::default()
+    };
+    for t in 2..10 {
+        m.step(Input::Observe(tearing_down.clone()), t * S);
+        assert_eq!(m.phase(), Phase::Verifying);
+    }
+    // A clean sample between dirty ones does not count towards the streak.
+    m.step(clean(), 10 * S);
+    m.step(Input::Observe(tearing_down.clone()), 10 * S + 100);
+    m.step(clean(), 11 * S);
+    m.step(clean(), 11 * S + 100);
+    assert_eq!(m.phase(), Phase::Verifying);
+    m.step(clean(), 11 * S + 200);
+    assert_eq!(m.phase(), Phase::Launching);
+}
+
+#[test]
+fn memory_that_never_returns_fails_verification_naming_the_gpu() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    let stuck = Observation {
+        over_baseline: vec![(5, 2 << 30, 4 << 20)],
+        ..Observation::default()
+    };
+    m.step(Input::Observe(stuck.clone()), 20 * S);
+    assert_eq!(m.phase(), Phase::Verifying);
+    let fx = m.step(Input::Observe(stuck), 21 * S);
+    match finished(&fx) {
+        Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, .. }))) => {
+            assert!(reason.contains("GPU 5 at 2.0 GiB"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_foreign_holder_refuses_the_launch_and_is_named() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    let foreign = Observation {
+        foreign_on_gpu: vec![holder(999, 3, false)],
+        over_baseline: vec![(3, 1536 << 20, 4 << 20)],
+        ..Observation::default()
+    };
+    m.step(Input::Observe(foreign.clone()), 2 * S);
+    m.step(Input::Observe(foreign.clone()), 2 * S + 100);
+    let fx = m.step(Input::Observe(foreign), 2 * S + 200);
+    assert_eq!(m.phase(), Phase::Failed);
+    match finished(&fx) {
+        Some((Outcome::Failed, Some(Failure::ForeignHolders { holders }))) => {
+            assert_eq!(holders[0].pid, 999);
+            assert!(!holders[0].ours);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn launch_failures_are_classified() {
+    for (input, want) in [
+        (
+            Input::RootExited {
+                code: Some(1),
+                signal: None,
+                oom: true,
+            },
+            LaunchCause::Oom,
+        ),
+        (
+            Input::RootExited {
+                code: Some(3),
+                signal: None,
+                oom: false,
+            },
+            LaunchCause::Exited {
+                code: Some(3),
+                signal: None,
+            },
+        ),
+        (
+            Input::SpawnFailed(LaunchCause::PortInUse {
+                holder_pid: Some(5),
+            }),
+            LaunchCause::PortInUse {
+                holder_pid: Some(5),
+            },
+        ),
+    ] {
+        let mut m = Machine::new(timeouts(), 1, 0);
+        m.step(
+            Input::Begin {
+                kind: OpKind::Start,
+                to_flags: flags("8"),
+            },
+            0,
+        );
+        m.step(clean(), 100);
+        assert_eq!(m.phase(), Phase::Launching);
+        if !matches!(input, Input::SpawnFailed(_)) {
+            m.step(Input::Spawned, 200);
+        }
+        let fx = m.step(input, 300);
+        assert_eq!(m.phase(), Phase::Failed);
+        match finished(&fx) {
+            Some((Outcome::Failed, Some(Failure::LaunchFailed { cause, .. }))) => {
+                assert_eq!(cause, want)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_warm_up_that_never_ends_times_out_and_kills_the_half_started_server() {
+    let mut m = Machine::new(timeouts(), 1, 0);
+    m.step(
+        Input::Begin {
+            kind: OpKind::Start,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), 0);
+    m.step(Input::Spawned, 0);
+    m.step(Input::Healthy, 5 * S);
+    assert!(m.step(alive(9), 89 * S).is_empty());
+    let fx = m.step(alive(9), 90 * S);
+    assert!(has(&fx, &Effect::KillAll));
+    match finished(&fx) {
+        Some((
+            Outcome::Failed,
+            Some(Failure::LaunchFailed {
+                cause: LaunchCause::WarmupTimeout { after_ms },
+                ..
+            }),
+        )) => {
+            assert_eq!(after_ms, 90 * S)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_server_that_dies_on_its_own_is_crashed() {
+    let mut m = ready();
+    let fx = m.step(
+        Input::RootExited {
+            code: None,
+            signal: Some(9),
+            oom: false,
+        },
+        5 * S,
+    );
+    assert_eq!(m.phase(), Phase::Crashed);
+    assert!(has(&fx, &Effect::KillAll));
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Crashed(Failure::Crashed {
+            signal: Some(9),
+            ..
+        })
+    )));
+
+    // An adopted server is not our child: its death shows as nothing alive.
+    let mut m = ready();
+    m.step(alive(0), 6 * S);
+    assert_eq!(m.phase(), Phase::Crashed);
+}
+
+#[test]
+fn stop_verifies_and_ends_stopped() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Stop,
+            to_flags: Flags::new(),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    m.step(clean(), S + 100);
+    m.step(clean(), S + 200);
+    let fx = m.step(clean(), S + 300);
+    assert_eq!(m.phase(), Phase::Stopped);
+    assert_eq!(finished(&fx), Some((Outcome::Succeeded, None)));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Launch(_))));
+    assert_eq!(entered(&fx), vec![Phase::Verifying, Phase::Stopped]);
+}
+
+#[test]
+fn one_operation_at_a_time() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("4"),
+        },
+        0,
+    );
+    let err = m.can_begin(OpKind::Restart).expect_err("busy");
+    assert!(err.contains("already running"), "{err}");
+    assert!(m.can_begin(OpKind::Stop).is_err());
+    // A second Begin that slipped through changes nothing.
+    assert!(
+        m.step(
+            Input::Begin {
+                kind: OpKind::Stop,
+                to_flags: Flags::new()
+            },
+            1
+        )
+        .is_empty()
+    );
+
+    let stopped = Machine::new(timeouts(), 3, 0);
+    assert!(stopped.can_begin(OpKind::Stop).is_err());
+    assert!(stopped.can_begin(OpKind::Start).is_ok());
+    assert!(ready().can_begin(OpKind::Start).is_err());
+}
+
+#[test]
+fn late_probe_results_after_a_failure_change_nothing() {
+    let mut m = Machine::new(timeouts(), 1, 0);
+    m.step(
+        Input::Begin {
+            kind: OpKind::Start,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), 0);
+    m.step(Input::Spawned, 0);
+    m.step(
+        Input::RootExited {
+            code: Some(1),
+            signal: None,
+            oom: false,
+        },
+        S,
+    );
+    assert!(m.step(Input::Ready, 2 * S).is_empty());
+    assert_eq!(m.phase(), Phase::Failed);
+}

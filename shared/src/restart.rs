@@ -1,0 +1,374 @@
+//! The managed server and its guarded restarts: where the server is in its life
+//! ([`Phase`]), which flags a restart may change ([`FlagSpec`]), why an operation
+//! failed ([`Failure`]), and the recorded history ([`RestartSummary`],
+//! [`RestartDetail`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ProcId;
+
+/// Flag name (an environment variable such as `SGLANG_OPT_USE_TILELANG_INDEXER`,
+/// or an argument such as `--tp`) → its value as text. Booleans are `"true"` /
+/// `"false"`. A flag that is not set does not appear.
+pub type Flags = BTreeMap<String, String>;
+
+/// Where the managed server is. Ready → Draining → Killing → Verifying →
+/// Launching → WarmingUp → Ready is a restart; Failed and Crashed say why in
+/// [`ServerStatus::failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// No server is running under drainwatch (never started, stopped, or not adopted yet).
+    Stopped,
+    /// SIGTERM sent to the server's process group; waiting for it to finish its
+    /// in-flight requests and exit.
+    Draining,
+    /// SIGKILL sent to the group and to every tracked descendant still alive.
+    Killing,
+    /// Waiting until NVML shows no process of ours and every GPU is back at its idle
+    /// baseline, for several consecutive samples.
+    Verifying,
+    /// Spawning the server with the new flags.
+    Launching,
+    /// Spawned; waiting for `/health`, then for a real completion to answer.
+    WarmingUp,
+    Ready,
+    /// An operation failed; the server is not running (see the failure).
+    Failed,
+    /// The server died while nobody was restarting it.
+    Crashed,
+}
+
+impl Phase {
+    /// Phases during which an operation is in flight.
+    pub fn is_busy(self) -> bool {
+        matches!(
+            self,
+            Self::Draining | Self::Killing | Self::Verifying | Self::Launching | Self::WarmingUp
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::Draining => "draining",
+            Self::Killing => "killing",
+            Self::Verifying => "verifying",
+            Self::Launching => "launching",
+            Self::WarmingUp => "warming up",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+            Self::Crashed => "crashed",
+        }
+    }
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    Restart,
+    Stop,
+    Start,
+    /// Take over a server that was already running on the configured port.
+    Adopt,
+}
+
+/// Whether a flag is passed in the environment or on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlagKind {
+    Env,
+    Arg,
+}
+
+/// The values a flag may take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FlagType {
+    /// `"true"` / `"false"`; for an argument, present or absent.
+    Bool,
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float {
+        min: f64,
+        max: f64,
+    },
+    Enum {
+        values: Vec<String>,
+    },
+}
+
+/// One entry of the allow-list: a restart may change this flag, within these values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlagSpec {
+    pub name: String,
+    pub kind: FlagKind,
+    #[serde(flatten)]
+    pub ty: FlagType,
+    /// What it does, for the restart dialog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+/// An operation in flight (or the last one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// The restart record's id in the history.
+    pub id: i64,
+    pub kind: OpKind,
+    pub started_at_ms: u64,
+    /// Who asked (the client's address, or a user once authentication exists).
+    pub requested_by: String,
+    pub from_flags: Flags,
+    pub to_flags: Flags,
+}
+
+/// A process that holds GPU memory, named in a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub user: Option<String>,
+    pub cmdline: Vec<String>,
+    pub gpu_index: u32,
+    pub used_bytes: Option<u64>,
+    /// True for a process of the managed server (it survived the kill), false for a
+    /// foreign one.
+    pub ours: bool,
+}
+
+/// Why a launch failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum LaunchCause {
+    /// The server ran out of GPU memory while warming up.
+    Oom,
+    /// Something already listens on the server's port.
+    PortInUse { holder_pid: Option<u32> },
+    /// The server exited on its own during warm-up.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Not ready within the warm-up timeout.
+    WarmupTimeout { after_ms: u64 },
+    /// The program could not be started at all.
+    SpawnError { message: String },
+}
+
+/// Why an operation stopped short, or the server died.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Failure {
+    /// GPU memory did not return to baseline in time (or a process of ours survived
+    /// SIGKILL); nothing was launched.
+    VerifyFailed {
+        reason: String,
+        holders: Vec<Holder>,
+    },
+    /// A foreign process holds memory on a GPU the server needs; nothing was launched.
+    ForeignHolders { holders: Vec<Holder> },
+    LaunchFailed {
+        #[serde(flatten)]
+        cause: LaunchCause,
+        log_tail: Vec<String>,
+    },
+    /// The server exited outside an operation.
+    Crashed {
+        code: Option<i32>,
+        signal: Option<i32>,
+        log_tail: Vec<String>,
+    },
+    /// drainwatch itself stopped in the middle of the operation.
+    Interrupted,
+}
+
+impl Failure {
+    /// One line for tables and logs.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::VerifyFailed { reason, .. } => format!("verify failed: {reason}"),
+            Self::ForeignHolders { holders } => {
+                let pids: Vec<String> = holders.iter().map(|h| h.pid.to_string()).collect();
+                format!("foreign process holds GPU memory (pid {})", pids.join(", "))
+            }
+            Self::LaunchFailed { cause, .. } => match cause {
+                LaunchCause::Oom => "launch failed: out of GPU memory".to_owned(),
+                LaunchCause::PortInUse { holder_pid } => match holder_pid {
+                    Some(p) => format!("launch failed: port in use (pid {p})"),
+                    None => "launch failed: port in use".to_owned(),
+                },
+                LaunchCause::Exited { code, signal } => {
+                    format!("launch failed: {}", exit_text(*code, *signal))
+                }
+                LaunchCause::WarmupTimeout { after_ms } => {
+                    format!("launch failed: not ready after {} s", after_ms / 1000)
+                }
+                LaunchCause::SpawnError { message } => format!("launch failed: {message}"),
+            },
+            Self::Crashed { code, signal, .. } => format!("crashed: {}", exit_text(*code, *signal)),
+            Self::Interrupted => "interrupted: drainwatch stopped during the operation".to_owned(),
+        }
+    }
+}
+
+/// "exited with code 1", "killed by signal 9".
+pub fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(s)) => format!("killed by signal {s}"),
+        (Some(c), None) => format!("exited with code {c}"),
+        (None, None) => "exited".to_owned(),
+    }
+}
+
+/// The managed server as drainwatch supervises it. Pushed over `/ws` on every change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    /// The name an operator types to confirm a restart.
+    pub name: String,
+    pub phase: Phase,
+    pub phase_since_ms: u64,
+    /// Increases by one with every launch or adoption: a client that saw another
+    /// generation is looking at a stale view.
+    pub generation: u64,
+    pub root: Option<ProcId>,
+    /// When the running server was launched (or adopted).
+    pub started_at_ms: Option<u64>,
+    /// The flags the server runs (or last ran) with.
+    pub flags: Flags,
+    /// The config's base flags: what `null` in a request resets a flag to.
+    pub default_flags: Flags,
+    pub allowed: Vec<FlagSpec>,
+    pub port: u16,
+    /// The GPUs the server needs.
+    pub gpus: Vec<u32>,
+    /// The operation in flight, if any.
+    pub operation: Option<Operation>,
+    /// Why the last operation failed, or the server crashed.
+    pub failure: Option<Failure>,
+    /// A server found listening on the port that drainwatch does not manage yet.
+    pub adoptable: Option<ProcId>,
+    /// Typical duration of each phase over recent successful restarts (ms).
+    #[serde(default)]
+    pub typical_ms: BTreeMap<Phase, u64>,
+    /// The newest lines of the running (or last) launch's log.
+    pub log_tail: Vec<String>,
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Running,
+    Succeeded,
+    Failed,
+    Interrupted,
+}
+
+/// Time spent in each part of a restart, where it got that far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Durations {
+    pub drain_ms: Option<u64>,
+    pub kill_ms: Option<u64>,
+    pub verify_ms: Option<u64>,
+    /// Launch and warm-up together: spawn → ready.
+    pub warmup_ms: Option<u64>,
+    pub total_ms: Option<u64>,
+}
+
+/// One row of the restart history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartSummary {
+    pub id: i64,
+    pub kind: OpKind,
+    pub requested_by: String,
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+    pub from_flags: Flags,
+    pub to_flags: Flags,
+    pub outcome: Outcome,
+    pub failure: Option<Failure>,
+    pub durations: Durations,
+}
+
+/// A phase change, with when it happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub at_ms: u64,
+    pub phase: Phase,
+    /// What happened (e.g. "SIGTERM to process group 4200").
+    pub note: String,
+}
+
+/// Notable instants on a restart's timeline chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkerKind {
+    Sigterm,
+    Sigkill,
+    Verified,
+    Launch,
+    Ready,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    pub kind: MarkerKind,
+    pub at_ms: u64,
+}
+
+/// One point of a restart's per-GPU drain timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    pub at_ms: u64,
+    pub phase: Phase,
+    /// Per GPU, index order.
+    pub mem_used_bytes: Vec<Option<u64>>,
+    /// Requests the server was still running (from its metrics), when known.
+    pub running_requests: Option<u32>,
+}
+
+/// A restart with everything recorded about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartDetail {
+    pub summary: RestartSummary,
+    pub transitions: Vec<Transition>,
+    pub markers: Vec<Marker>,
+    pub timeline: Vec<TimelinePoint>,
+    pub log_tail: Vec<String>,
+}
+
+/// `POST /api/restart` (and `/api/start`): the flags to change and the guards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartRequest {
+    /// The server generation the client saw; a different current one means its view
+    /// is stale and the request is refused.
+    pub generation: u64,
+    /// Flags to change: a value sets it, `null` resets it to the config's default.
+    /// Flags not named keep their current value.
+    #[serde(default)]
+    pub flags: BTreeMap<String, Option<String>>,
+    /// The server's name, typed by the operator.
+    pub confirm: String,
+}
+
+/// `POST /api/stop` and `/api/adopt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    pub generation: u64,
+    pub confirm: String,
+}
+
+/// An accepted operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accepted {
+    pub id: i64,
+    pub kind: OpKind,
+}
