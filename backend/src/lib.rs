@@ -15,4 +15,5 @@ pub mod config;
 pub mod hub;
 pub mod restart;
 pub mod startup;
+pub mod store;
 pub mod telemetry;

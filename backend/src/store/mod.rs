@@ -1,0 +1,392 @@
+//! The history: restarts, their transitions, per-GPU drain timelines, launch logs,
+//! the audit log, and the server instances drainwatch runs. SQLite in WAL mode; the
+//! only module that writes SQL.
+//!
+//! Writes go to one writer thread and are committed in batches at most
+//! [`BATCH`] apart, so killing drainwatch with SIGKILL loses at most that much.
+//! Reads use their own connection. On open, a restart left running by a previous
+//! drainwatch is marked interrupted.
+
+mod read;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use shared::ProcId;
+use shared::restart::{
+    Durations, Failure, Flags, MarkerKind, OpKind, Outcome, RestartDetail, RestartSummary,
+    TimelinePoint, Transition,
+};
+use tokio::sync::oneshot;
+
+/// Longest time between a write and its commit.
+pub const BATCH: Duration = Duration::from_millis(250);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("the database writer has stopped")]
+    WriterGone,
+}
+
+/// A server instance drainwatch launched or adopted, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    pub generation: u64,
+    pub root: ProcId,
+    pub pgid: i32,
+    pub flags: Flags,
+    pub started_at_ms: u64,
+    pub log_path: Option<PathBuf>,
+}
+
+/// What a previous run left behind.
+#[derive(Debug, Clone, Default)]
+pub struct Recovered {
+    /// Restarts that were running and are now marked interrupted.
+    pub interrupted: Vec<i64>,
+    /// The last instance not recorded as ended.
+    pub instance: Option<Instance>,
+    /// The highest generation ever recorded.
+    pub generation: u64,
+}
+
+/// One audited attempt.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AuditEntry {
+    pub at_ms: u64,
+    pub peer: String,
+    pub action: String,
+    pub request: String,
+    pub outcome: String,
+    pub detail: String,
+}
+
+enum Write {
+    Begin {
+        kind: OpKind,
+        requested_by: String,
+        from: Flags,
+        to: Flags,
+        at_ms: u64,
+        reply: oneshot::Sender<Result<i64, StoreError>>,
+    },
+    Transition(i64, Transition, Option<MarkerKind>),
+    Point(i64, TimelinePoint),
+    Finish {
+        id: i64,
+        at_ms: u64,
+        outcome: Outcome,
+        failure: Option<Failure>,
+        durations: Durations,
+    },
+    Log(i64, Vec<String>),
+    Audit(AuditEntry),
+    Instance(Instance),
+    InstanceEnded(u64, u64),
+    Flush(oneshot::Sender<()>),
+}
+
+/// A handle on the store; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    writer: mpsc::Sender<Write>,
+    reader: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Write")
+    }
+}
+
+fn text<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// An enum's snake_case name, as serde writes it.
+pub(crate) fn name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) `dir/drainwatch.sqlite3`, migrates it, recovers
+    /// what a previous run left, and starts the writer thread.
+    pub fn open(dir: &Path, now_ms: u64) -> Result<(Self, Recovered), StoreError> {
+        let path = dir.join("drainwatch.sqlite3");
+        let open = |p: &Path| -> Result<Connection, StoreError> {
+            let c = Connection::open(p).map_err(|source| StoreError::Open {
+                path: p.to_owned(),
+                source,
+            })?;
+            schema::configure(&c)?;
+            Ok(c)
+        };
+        let mut conn = open(&path)?;
+        schema::migrate(&mut conn)?;
+        let recovered = read::recover(&mut conn, now_ms)?;
+        let reader = open(&path)?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("store-writer".to_owned())
+            .spawn(move || writer(conn, rx))
+            .map_err(|e| StoreError::Open {
+                path: path.clone(),
+                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+            })?;
+        Ok((
+            Self {
+                writer: tx,
+                reader: Arc::new(Mutex::new(reader)),
+            },
+            recovered,
+        ))
+    }
+
+    fn send(&self, w: Write) {
+        if self.writer.send(w).is_err() {
+            tracing::error!("the database writer has stopped; a history entry is lost");
+        }
+    }
+
+    /// Records a new operation; returns its id once committed.
+    pub async fn begin(
+        &self,
+        kind: OpKind,
+        requested_by: &str,
+        from: &Flags,
+        to: &Flags,
+        at_ms: u64,
+    ) -> Result<i64, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Write::Begin {
+            kind,
+            requested_by: requested_by.to_owned(),
+            from: from.clone(),
+            to: to.clone(),
+            at_ms,
+            reply,
+        });
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    pub fn transition(&self, id: i64, t: Transition, marker: Option<MarkerKind>) {
+        self.send(Write::Transition(id, t, marker));
+    }
+
+    pub fn point(&self, id: i64, p: TimelinePoint) {
+        self.send(Write::Point(id, p));
+    }
+
+    pub fn finish(
+        &self,
+        id: i64,
+        at_ms: u64,
+        outcome: Outcome,
+        failure: Option<Failure>,
+        durations: Durations,
+    ) {
+        self.send(Write::Finish {
+            id,
+            at_ms,
+            outcome,
+            failure,
+            durations,
+        });
+    }
+
+    pub fn log_tail(&self, id: i64, lines: Vec<String>) {
+        self.send(Write::Log(id, lines));
+    }
+
+    pub fn audit(&self, entry: AuditEntry) {
+        self.send(Write::Audit(entry));
+    }
+
+    pub fn instance(&self, i: Instance) {
+        self.send(Write::Instance(i));
+    }
+
+    pub fn instance_ended(&self, generation: u64, at_ms: u64) {
+        self.send(Write::InstanceEnded(generation, at_ms));
+    }
+
+    /// Waits until everything sent so far is committed.
+    pub async fn flush(&self) {
+        let (tx, rx) = oneshot::channel();
+        self.send(Write::Flush(tx));
+        let _ = rx.await;
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let reader = Arc::clone(&self.reader);
+        tokio::task::spawn_blocking(move || {
+            let conn = reader.lock().unwrap_or_else(|p| p.into_inner());
+            f(&conn).map_err(StoreError::from)
+        })
+        .await
+        .map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// The newest restarts, newest first.
+    pub async fn restarts(&self, limit: u32) -> Result<Vec<RestartSummary>, StoreError> {
+        self.read(move |c| read::restarts(c, limit)).await
+    }
+
+    pub async fn detail(&self, id: i64) -> Result<Option<RestartDetail>, StoreError> {
+        self.read(move |c| read::detail(c, id)).await
+    }
+
+    pub async fn audit_log(&self, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
+        self.read(move |c| read::audit(c, limit)).await
+    }
+
+    /// Typical (median) duration of each phase over recent successful restarts.
+    pub async fn typical(
+        &self,
+    ) -> Result<std::collections::BTreeMap<shared::restart::Phase, u64>, StoreError> {
+        self.read(read::typical).await
+    }
+}
+
+/// The writer thread: applies writes in transactions of at most [`BATCH`].
+fn writer(mut conn: Connection, rx: mpsc::Receiver<Write>) {
+    while let Ok(first) = rx.recv() {
+        let deadline = Instant::now() + BATCH;
+        let mut replies: Vec<Box<dyn FnOnce(bool) + Send>> = Vec::new();
+        let result = (|| -> rusqlite::Result<()> {
+            let tx = conn.transaction()?;
+            let mut next = Some(first);
+            while let Some(w) = next.take() {
+                let urgent = matches!(w, Write::Begin { .. } | Write::Flush(_));
+                apply(&tx, w, &mut replies)?;
+                if urgent {
+                    break;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                next = rx.recv_timeout(left).ok();
+            }
+            tx.commit()
+        })();
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "writing the history failed");
+        }
+        for r in replies {
+            r(result.is_ok());
+        }
+    }
+}
+
+fn apply(
+    tx: &rusqlite::Transaction<'_>,
+    w: Write,
+    replies: &mut Vec<Box<dyn FnOnce(bool) + Send>>,
+) -> rusqlite::Result<()> {
+    match w {
+        Write::Begin {
+            kind,
+            requested_by,
+            from,
+            to,
+            at_ms,
+            reply,
+        } => {
+            tx.execute(
+                "INSERT INTO restarts (kind, requested_by, started_at_ms, from_flags, to_flags, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'running')",
+                params![name(&kind), requested_by, at_ms as i64, text(&from), text(&to)],
+            )?;
+            let id = tx.last_insert_rowid();
+            replies.push(Box::new(move |ok| {
+                let _ = reply.send(if ok {
+                    Ok(id)
+                } else {
+                    Err(StoreError::WriterGone)
+                });
+            }));
+        }
+        Write::Transition(id, t, marker) => {
+            tx.execute(
+                "INSERT INTO transitions (restart_id, at_ms, phase, note, marker) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, t.at_ms as i64, name(&t.phase), t.note, marker.map(|m| name(&m))],
+            )?;
+        }
+        Write::Point(id, p) => {
+            tx.execute(
+                "INSERT INTO timeline (restart_id, at_ms, phase, mem, running) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, p.at_ms as i64, name(&p.phase), text(&p.mem_used_bytes), p.running_requests],
+            )?;
+        }
+        Write::Finish {
+            id,
+            at_ms,
+            outcome,
+            failure,
+            durations,
+        } => {
+            tx.execute(
+                "UPDATE restarts SET finished_at_ms = ?2, outcome = ?3, failure = ?4, durations = ?5 WHERE id = ?1",
+                params![id, at_ms as i64, name(&outcome), failure.as_ref().map(text), text(&durations)],
+            )?;
+        }
+        Write::Log(id, lines) => {
+            tx.execute(
+                "INSERT INTO logs (restart_id, lines) VALUES (?1, ?2)
+                 ON CONFLICT(restart_id) DO UPDATE SET lines = excluded.lines",
+                params![id, text(&lines)],
+            )?;
+        }
+        Write::Audit(a) => {
+            tx.execute(
+                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![a.at_ms as i64, a.peer, a.action, a.request, a.outcome, a.detail],
+            )?;
+        }
+        Write::Instance(i) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO instances
+                 (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    i.generation as i64,
+                    i.root.pid,
+                    i.root.start_ticks as i64,
+                    i.pgid,
+                    text(&i.flags),
+                    i.started_at_ms as i64,
+                    i.log_path.map(|p| p.display().to_string())
+                ],
+            )?;
+        }
+        Write::InstanceEnded(generation, at_ms) => {
+            tx.execute(
+                "UPDATE instances SET ended_at_ms = ?2 WHERE generation = ?1 AND ended_at_ms IS NULL",
+                params![generation as i64, at_ms as i64],
+            )?;
+        }
+        Write::Flush(done) => replies.push(Box::new(move |_| {
+            let _ = done.send(());
+        })),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

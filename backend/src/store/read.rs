@@ -1,0 +1,205 @@
+//! Queries, and the recovery that runs when the store opens.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use shared::ProcId;
+use shared::restart::{
+    Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary, TimelinePoint,
+    Transition,
+};
+
+use super::{AuditEntry, Instance, Recovered};
+
+fn parse<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+/// An enum stored by its snake_case name.
+fn named<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    parse(&serde_json::Value::String(s.to_owned()).to_string())
+}
+
+/// Marks restarts a previous run left running as interrupted, and finds the last
+/// instance not recorded as ended.
+pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Recovered> {
+    let tx = conn.transaction()?;
+    let interrupted: Vec<i64> = {
+        let mut q = tx.prepare("SELECT id FROM restarts WHERE outcome = 'running'")?;
+        q.query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?
+    };
+    for id in &interrupted {
+        tx.execute(
+            "UPDATE restarts SET outcome = 'interrupted', finished_at_ms = ?2, failure = ?3 WHERE id = ?1",
+            params![id, now_ms as i64, super::text(&Failure::Interrupted)],
+        )?;
+        tx.execute(
+            "INSERT INTO transitions (restart_id, at_ms, phase, note, marker) VALUES (?1, ?2, 'failed', ?3, 'failed')",
+            params![id, now_ms as i64, Failure::Interrupted.summary()],
+        )?;
+    }
+    let generation: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(generation), 0) FROM instances",
+        [],
+        |r| r.get(0),
+    )?;
+    let instance = tx
+        .query_row(
+            "SELECT generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path
+             FROM instances WHERE ended_at_ms IS NULL ORDER BY generation DESC LIMIT 1",
+            [],
+            |r| {
+                Ok(Instance {
+                    generation: r.get::<_, i64>(0)? as u64,
+                    root: ProcId {
+                        pid: r.get(1)?,
+                        start_ticks: r.get::<_, i64>(2)? as u64,
+                    },
+                    pgid: r.get(3)?,
+                    flags: parse(&r.get::<_, String>(4)?)?,
+                    started_at_ms: r.get::<_, i64>(5)? as u64,
+                    log_path: r.get::<_, Option<String>>(6)?.map(PathBuf::from),
+                })
+            },
+        )
+        .optional()?;
+    tx.commit()?;
+    Ok(Recovered {
+        interrupted,
+        instance,
+        generation: generation.max(0) as u64,
+    })
+}
+
+const SUMMARY_COLUMNS: &str = "id, kind, requested_by, started_at_ms, finished_at_ms, from_flags, to_flags, outcome, failure, durations";
+
+fn summary(r: &Row<'_>) -> rusqlite::Result<RestartSummary> {
+    Ok(RestartSummary {
+        id: r.get(0)?,
+        kind: named::<OpKind>(&r.get::<_, String>(1)?)?,
+        requested_by: r.get(2)?,
+        started_at_ms: r.get::<_, i64>(3)? as u64,
+        finished_at_ms: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+        from_flags: parse::<Flags>(&r.get::<_, String>(5)?)?,
+        to_flags: parse::<Flags>(&r.get::<_, String>(6)?)?,
+        outcome: named::<Outcome>(&r.get::<_, String>(7)?)?,
+        failure: match r.get::<_, Option<String>>(8)? {
+            Some(f) => Some(parse(&f)?),
+            None => None,
+        },
+        durations: parse(&r.get::<_, String>(9)?)?,
+    })
+}
+
+pub(super) fn restarts(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<RestartSummary>> {
+    let mut q = conn.prepare(&format!(
+        "SELECT {SUMMARY_COLUMNS} FROM restarts ORDER BY id DESC LIMIT ?1"
+    ))?;
+    q.query_map([limit], summary)?.collect()
+}
+
+pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<RestartDetail>> {
+    let Some(summary) = conn
+        .query_row(
+            &format!("SELECT {SUMMARY_COLUMNS} FROM restarts WHERE id = ?1"),
+            [id],
+            summary,
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let mut transitions = Vec::new();
+    let mut markers = Vec::new();
+    let mut q = conn.prepare(
+        "SELECT at_ms, phase, note, marker FROM transitions WHERE restart_id = ?1 ORDER BY at_ms, rowid",
+    )?;
+    let mut rows = q.query([id])?;
+    while let Some(r) = rows.next()? {
+        let at_ms = r.get::<_, i64>(0)? as u64;
+        transitions.push(Transition {
+            at_ms,
+            phase: named::<Phase>(&r.get::<_, String>(1)?)?,
+            note: r.get(2)?,
+        });
+        if let Some(m) = r.get::<_, Option<String>>(3)? {
+            markers.push(Marker {
+                kind: named(&m)?,
+                at_ms,
+            });
+        }
+    }
+    let mut q = conn.prepare(
+        "SELECT at_ms, phase, mem, running FROM timeline WHERE restart_id = ?1 ORDER BY at_ms, rowid",
+    )?;
+    let timeline = q
+        .query_map([id], |r| {
+            Ok(TimelinePoint {
+                at_ms: r.get::<_, i64>(0)? as u64,
+                phase: named(&r.get::<_, String>(1)?)?,
+                mem_used_bytes: parse(&r.get::<_, String>(2)?)?,
+                running_requests: r.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let log_tail = conn
+        .query_row("SELECT lines FROM logs WHERE restart_id = ?1", [id], |r| {
+            r.get::<_, String>(0)
+        })
+        .optional()?
+        .map(|s| parse(&s))
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Some(RestartDetail {
+        summary,
+        transitions,
+        markers,
+        timeline,
+        log_tail,
+    }))
+}
+
+pub(super) fn audit(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<AuditEntry>> {
+    let mut q = conn.prepare(
+        "SELECT at_ms, peer, action, request, outcome, detail FROM audit ORDER BY id DESC LIMIT ?1",
+    )?;
+    q.query_map([limit], |r| {
+        Ok(AuditEntry {
+            at_ms: r.get::<_, i64>(0)? as u64,
+            peer: r.get(1)?,
+            action: r.get(2)?,
+            request: r.get(3)?,
+            outcome: r.get(4)?,
+            detail: r.get(5)?,
+        })
+    })?
+    .collect()
+}
+
+/// Median time spent in each phase over the last 20 successful restarts.
+pub(super) fn typical(conn: &Connection) -> rusqlite::Result<BTreeMap<Phase, u64>> {
+    let mut q = conn.prepare(
+        "SELECT durations FROM restarts WHERE outcome = 'succeeded' AND kind = 'restart'
+         ORDER BY id DESC LIMIT 20",
+    )?;
+    let all: Vec<shared::restart::Durations> = q
+        .query_map([], |r| parse(&r.get::<_, String>(0)?))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out = BTreeMap::new();
+    let pick: [(Phase, fn(&shared::restart::Durations) -> Option<u64>); 4] = [
+        (Phase::Draining, |d| d.drain_ms),
+        (Phase::Killing, |d| d.kill_ms),
+        (Phase::Verifying, |d| d.verify_ms),
+        (Phase::WarmingUp, |d| d.warmup_ms),
+    ];
+    for (phase, get) in pick {
+        let mut v: Vec<u64> = all.iter().filter_map(get).collect();
+        if !v.is_empty() {
+            v.sort_unstable();
+            out.insert(phase, v[v.len() / 2]);
+        }
+    }
+    Ok(out)
+}

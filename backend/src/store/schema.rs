@@ -1,0 +1,85 @@
+//! The database's shape, as numbered migrations. `PRAGMA user_version` records
+//! how many have run; each runs once, in its own transaction. Never edit a
+//! migration that has shipped: add the next one.
+
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: restarts, their transitions and drain timelines, launch logs, the audit
+    // log, and the server instances drainwatch launched or adopted.
+    "
+    CREATE TABLE restarts (
+        id             INTEGER PRIMARY KEY,
+        kind           TEXT    NOT NULL,
+        requested_by   TEXT    NOT NULL,
+        started_at_ms  INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        from_flags     TEXT    NOT NULL,
+        to_flags       TEXT    NOT NULL,
+        outcome        TEXT    NOT NULL,
+        failure        TEXT,
+        durations      TEXT    NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE transitions (
+        restart_id INTEGER NOT NULL REFERENCES restarts(id),
+        at_ms      INTEGER NOT NULL,
+        phase      TEXT    NOT NULL,
+        note       TEXT    NOT NULL,
+        marker     TEXT
+    );
+    CREATE INDEX transitions_by_restart ON transitions(restart_id, at_ms);
+    CREATE TABLE timeline (
+        restart_id INTEGER NOT NULL REFERENCES restarts(id),
+        at_ms      INTEGER NOT NULL,
+        phase      TEXT    NOT NULL,
+        mem        TEXT    NOT NULL,
+        running    INTEGER
+    );
+    CREATE INDEX timeline_by_restart ON timeline(restart_id, at_ms);
+    CREATE TABLE logs (
+        restart_id INTEGER PRIMARY KEY REFERENCES restarts(id),
+        lines      TEXT NOT NULL
+    );
+    CREATE TABLE audit (
+        id      INTEGER PRIMARY KEY,
+        at_ms   INTEGER NOT NULL,
+        peer    TEXT    NOT NULL,
+        action  TEXT    NOT NULL,
+        request TEXT    NOT NULL,
+        outcome TEXT    NOT NULL,
+        detail  TEXT    NOT NULL
+    );
+    CREATE TABLE instances (
+        generation       INTEGER PRIMARY KEY,
+        root_pid         INTEGER NOT NULL,
+        root_start_ticks INTEGER NOT NULL,
+        pgid             INTEGER NOT NULL,
+        flags            TEXT    NOT NULL,
+        started_at_ms    INTEGER NOT NULL,
+        log_path         TEXT,
+        ended_at_ms      INTEGER
+    );
+    ",
+];
+
+/// Brings the database up to the newest schema.
+pub(super) fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let done: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(done.max(0) as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// Settings for every connection: WAL (readers never block the writer), a busy
+/// timeout instead of immediate "database is locked", foreign keys on.
+pub(super) fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! The store against a real SQLite file in a temp dir.
+
+use shared::restart::{
+    Durations, Failure, Flags, MarkerKind, OpKind, Outcome, Phase, TimelinePoint, Transition,
+};
+
+use super::*;
+
+fn flags(tp: &str) -> Flags {
+    Flags::from([("--tp".to_owned(), tp.to_owned())])
+}
+
+#[tokio::test]
+async fn a_restart_round_trips_with_its_timeline() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, rec) = Store::open(dir.path(), 1_000).expect("open");
+    assert!(rec.interrupted.is_empty() && rec.instance.is_none() && rec.generation == 0);
+
+    let id = store
+        .begin(
+            OpKind::Restart,
+            "127.0.0.1:5000",
+            &flags("8"),
+            &flags("4"),
+            1_000,
+        )
+        .await
+        .expect("begin");
+    store.transition(
+        id,
+        Transition {
+            at_ms: 1_000,
+            phase: Phase::Draining,
+            note: "SIGTERM".into(),
+        },
+        Some(MarkerKind::Sigterm),
+    );
+    for i in 0..5u64 {
+        store.point(
+            id,
+            TimelinePoint {
+                at_ms: 1_000 + i * 50,
+                phase: Phase::Draining,
+                mem_used_bytes: vec![Some(90 << 30), None],
+                running_requests: Some(5 - i as u32),
+            },
+        );
+    }
+    store.log_tail(id, vec!["line 1".into(), "line 2".into()]);
+    store.finish(
+        id,
+        9_000,
+        Outcome::Succeeded,
+        None,
+        Durations {
+            drain_ms: Some(2_000),
+            total_ms: Some(8_000),
+            ..Durations::default()
+        },
+    );
+    store.flush().await;
+
+    let list = store.restarts(10).await.expect("list");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].outcome, Outcome::Succeeded);
+    assert_eq!(list[0].to_flags, flags("4"));
+    let d = store.detail(id).await.expect("detail").expect("exists");
+    assert_eq!(d.timeline.len(), 5);
+    assert_eq!(d.timeline[4].running_requests, Some(1));
+    assert_eq!(d.markers[0].kind, MarkerKind::Sigterm);
+    assert_eq!(d.log_tail, vec!["line 1".to_owned(), "line 2".to_owned()]);
+    assert!(store.detail(id + 1).await.expect("query").is_none());
+    assert_eq!(
+        store
+            .typical()
+            .await
+            .expect("typical")
+            .get(&Phase::Draining),
+        Some(&2_000)
+    );
+}
+
+#[tokio::test]
+async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_found() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let id = {
+        let (store, _) = Store::open(dir.path(), 1_000).expect("open");
+        let id = store
+            .begin(OpKind::Restart, "peer", &flags("8"), &flags("4"), 1_000)
+            .await
+            .expect("begin");
+        store.instance(Instance {
+            generation: 3,
+            root: ProcId {
+                pid: 4242,
+                start_ticks: 99,
+            },
+            pgid: 4242,
+            flags: flags("8"),
+            started_at_ms: 500,
+            log_path: None,
+        });
+        store.flush().await;
+        id
+    };
+    let (store, rec) = Store::open(dir.path(), 5_000).expect("reopen");
+    assert_eq!(rec.interrupted, vec![id]);
+    assert_eq!(rec.generation, 3);
+    assert_eq!(rec.instance.as_ref().map(|i| i.root.pid), Some(4242));
+    let s = &store.restarts(5).await.expect("list")[0];
+    assert_eq!(s.outcome, Outcome::Interrupted);
+    assert_eq!(s.failure, Some(Failure::Interrupted));
+    assert_eq!(s.finished_at_ms, Some(5_000));
+
+    store.instance_ended(3, 6_000);
+    store.flush().await;
+    drop(store);
+    let (_, rec) = Store::open(dir.path(), 7_000).expect("reopen");
+    assert!(rec.instance.is_none());
+    assert!(rec.interrupted.is_empty());
+}
+
+#[tokio::test]
+async fn audit_entries_are_kept_newest_first() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, _) = Store::open(dir.path(), 0).expect("open");
+    for i in 0..3 {
+        store.audit(AuditEntry {
+            at_ms: i,
+            peer: "127.0.0.1:1".into(),
+            action: "restart".into(),
+            request: "{}".into(),
+            outcome: if i == 2 {
+                "accepted".into()
+            } else {
+                "refused".into()
+            },
+            detail: String::new(),
+        });
+    }
+    store.flush().await;
+    let log = store.audit_log(2).await.expect("audit");
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].outcome, "accepted");
+}
