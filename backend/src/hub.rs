@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::Utf8Bytes;
+use shared::restart::{RestartSummary, ServerStatus};
 use shared::{HistoryPoint, HostInfo, Sample, ServerMsg, Snapshot};
 use tokio::sync::{broadcast, watch};
 
@@ -21,6 +22,8 @@ pub struct Published {
 
 /// The smallest spacing of history points sent in a snapshot.
 const HISTORY_STEP_MS: u64 = 1_000;
+/// Restarts a snapshot carries (the table's first page).
+const RECENT_RESTARTS: usize = 20;
 
 #[derive(Debug)]
 pub struct Hub {
@@ -29,6 +32,10 @@ pub struct Hub {
     stream: broadcast::Sender<Arc<Published>>,
     history: Mutex<VecDeque<HistoryPoint>>,
     history_len: usize,
+    /// The managed server's status and restart records, pushed as they change.
+    server: watch::Sender<Option<ServerStatus>>,
+    restarts: Mutex<Vec<RestartSummary>>,
+    events: broadcast::Sender<Utf8Bytes>,
 }
 
 impl Hub {
@@ -44,7 +51,52 @@ impl Hub {
             stream,
             history: Mutex::new(VecDeque::with_capacity(history_len)),
             history_len,
+            server: watch::Sender::new(None),
+            restarts: Mutex::new(Vec::new()),
+            events: broadcast::channel(256).0,
         }
+    }
+
+    /// Sets the restart history a snapshot starts from (newest first).
+    pub fn set_restarts(&self, mut recent: Vec<RestartSummary>) {
+        recent.truncate(RECENT_RESTARTS);
+        *self.restarts.lock().unwrap_or_else(|p| p.into_inner()) = recent;
+    }
+
+    /// The managed server changed: keep it for snapshots and push it.
+    pub fn publish_server(&self, status: ServerStatus) {
+        self.push_event(&ServerMsg::Server(status.clone()));
+        self.server.send_replace(Some(status));
+    }
+
+    /// A restart record was created or changed.
+    pub fn publish_restart(&self, summary: RestartSummary) {
+        {
+            let mut r = self.restarts.lock().unwrap_or_else(|p| p.into_inner());
+            r.retain(|x| x.id != summary.id);
+            r.insert(0, summary.clone());
+            r.sort_by(|a, b| b.id.cmp(&a.id));
+            r.truncate(RECENT_RESTARTS);
+        }
+        self.push_event(&ServerMsg::Restart(summary));
+    }
+
+    fn push_event(&self, msg: &ServerMsg) {
+        match serde_json::to_string(msg) {
+            Ok(j) => {
+                let _ = self.events.send(Utf8Bytes::from(j));
+            }
+            Err(e) => tracing::error!(error = %e, "cannot serialize an event"),
+        }
+    }
+
+    /// Server status and restart records as they change (already serialized).
+    pub fn subscribe_events(&self) -> broadcast::Receiver<Utf8Bytes> {
+        self.events.subscribe()
+    }
+
+    pub fn server_status(&self) -> Option<ServerStatus> {
+        self.server.borrow().clone()
     }
 
     pub fn host(&self) -> &HostInfo {
@@ -119,8 +171,12 @@ impl Hub {
             latest: self.latest().map(|p| p.sample.clone()),
             history,
             history_step_ms: self.history_step_ms(),
-            server: None,
-            restarts: Vec::new(),
+            server: self.server_status(),
+            restarts: self
+                .restarts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 }

@@ -16,4 +16,5 @@ pub mod hub;
 pub mod restart;
 pub mod startup;
 pub mod store;
+pub mod supervisor;
 pub mod telemetry;

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
@@ -14,8 +15,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
 use crate::config::Config;
+use crate::config::file::ServerConfig;
 use crate::hub::Hub;
-use crate::telemetry::{Telemetry, sampler};
+use crate::restart::manager::{Manager, ManagerHandle, Parts};
+use crate::store::Store;
+use crate::supervisor;
+use crate::telemetry::{ServerHint, Telemetry, sampler};
 
 /// Per-connection kernel send buffer (the kernel doubles it). Enough for the UI's
 /// files over a slow link; small enough that a client which stops reading backs up
@@ -30,33 +35,97 @@ pub struct Application {
     listener: TcpListener,
     hub: Arc<Hub>,
     sampler: sampler::SamplerHandle,
+    /// The managed server's manager, its handle and the history, when configured.
+    managed: Option<Managed>,
+}
+
+#[derive(Debug)]
+struct Managed {
+    manager: Manager,
+    handle: ManagerHandle,
+    requests: tokio::sync::mpsc::Receiver<crate::restart::manager::Request>,
+    store: Store,
 }
 
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let server_cfg = match &config.config {
+            Some(path) => Some(Arc::new(ServerConfig::load(path)?)),
+            None => None,
+        };
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| bind_error(config.bind, &e))?;
-        let (lib, port) = (config.nvml_lib.clone(), config.server_port);
+        let now = crate::telemetry::now_ms();
+        let opened = match &server_cfg {
+            Some(_) => {
+                std::fs::create_dir_all(&config.data_dir).with_context(|| {
+                    format!(
+                        "cannot create the data folder {}",
+                        config.data_dir.display()
+                    )
+                })?;
+                supervisor::become_subreaper()
+                    .context("cannot become the child subreaper of the server's processes")?;
+                Some(Store::open(&config.data_dir, now)?)
+            }
+            None => None,
+        };
+        let server_port = config.server_port.or(server_cfg.as_ref().map(|c| c.port));
+        let hint = Arc::new(ServerHint::default());
+        let (lib, hint2) = (config.nvml_lib.clone(), Arc::clone(&hint));
         // Loading a driver library blocks: keep it off the async threads.
-        let telemetry = tokio::task::spawn_blocking(move || Telemetry::new(&lib, port))
-            .await
-            .context("failed to open NVML")?;
+        let telemetry =
+            tokio::task::spawn_blocking(move || Telemetry::new(&lib, server_port, hint2))
+                .await
+                .context("failed to open NVML")?;
         let host = HostInfo {
             hostname: hostname(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             nvml: telemetry.nvml_status().clone(),
             sample_interval_ms: config.sample_interval_ms,
             history_ms: config.history.as_millis() as u64,
-            server_port: config.server_port,
+            server_port,
         };
         let hub = Arc::new(Hub::new(host, config.client_buffer as usize));
-        let sampler = sampler::spawn(telemetry, Arc::clone(&hub), config.sample_interval())
-            .context("failed to start the sampler thread")?;
+        let fast = Arc::new(AtomicBool::new(false));
+        let sampler = sampler::spawn(
+            telemetry,
+            Arc::clone(&hub),
+            config.sample_interval(),
+            Arc::clone(&fast),
+        )
+        .context("failed to start the sampler thread")?;
+        let managed = match (server_cfg, opened) {
+            (Some(cfg), Some((store, recovered))) => {
+                if !recovered.interrupted.is_empty() {
+                    tracing::warn!(ids = ?recovered.interrupted, "marked restarts interrupted by the last shutdown");
+                }
+                hub.set_restarts(store.restarts(20).await.unwrap_or_default());
+                let (manager, handle, requests) = Manager::new(Parts {
+                    cfg,
+                    hub: Arc::clone(&hub),
+                    store: store.clone(),
+                    hint,
+                    fast,
+                    log_dir: config.data_dir.join("logs"),
+                    recovered,
+                })
+                .await;
+                Some(Managed {
+                    manager,
+                    handle,
+                    requests,
+                    store,
+                })
+            }
+            _ => None,
+        };
         Ok(Self {
             listener,
             hub,
             sampler,
+            managed,
         })
     }
 
@@ -68,17 +137,27 @@ impl Application {
         &self.hub
     }
 
-    /// Serves until `shutdown` resolves, then closes every socket and stops sampling.
+    /// Serves until `shutdown` resolves, then closes every socket, lets the
+    /// manager commit its history, and stops sampling.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (sockets, mut sockets_closed) = mpsc::channel::<()>(1);
+        let (manager_task, handle, store) = match self.managed {
+            Some(m) => {
+                let task = tokio::spawn(m.manager.run(m.requests, stop_rx.clone()));
+                (Some(task), Some(m.handle), Some(m.store))
+            }
+            None => (None, None, None),
+        };
         let app = api::router(AppState {
             hub: Arc::clone(&self.hub),
             shutdown: stop_rx,
             sockets,
+            manager: handle,
+            store,
         });
         let listener = self.listener.tap_io(|tcp| {
             let sock = socket2::SockRef::from(&*tcp);
@@ -89,15 +168,21 @@ impl Application {
             }
             let _ = tcp.set_nodelay(true);
         });
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                let _ = stop_tx.send(true);
-            })
-            .await
-            .context("server error");
+        let served = axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        })
+        .await
+        .context("server error");
         // Upgraded sockets outlive axum's graceful wait: give each its close handshake.
         let _ = tokio::time::timeout(SOCKETS_CLOSE_WAIT, sockets_closed.recv()).await;
+        if let Some(task) = manager_task {
+            let _ = tokio::time::timeout(SOCKETS_CLOSE_WAIT, task).await;
+        }
         self.sampler.stop();
         served
     }

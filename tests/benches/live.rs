@@ -44,7 +44,11 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 fn sample_cost(host: &SimHost, port: u16) -> anyhow::Result<()> {
     // SAFETY: single-threaded at this point; NVML reads it at init below.
     unsafe { std::env::set_var(simhost::HOST_DIR_ENV, host.path()) };
-    let mut t = drainwatch::telemetry::Telemetry::new(&host.nvml_lib(), Some(port));
+    let mut t = drainwatch::telemetry::Telemetry::new(
+        &host.nvml_lib(),
+        Some(port),
+        std::sync::Arc::default(),
+    );
     let warm = t.sample();
     anyhow::ensure!(
         warm.gpus.len() == 8,

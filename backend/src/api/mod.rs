@@ -2,6 +2,7 @@
 //! the [`Hub`]; nothing here touches NVML or `/proc`.
 
 mod assets;
+mod ops;
 mod ws;
 
 use std::sync::Arc;
@@ -9,15 +10,18 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get, post};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tower_http::compression::CompressionLayer;
 
 use crate::hub::Hub;
+use crate::restart::manager::ManagerHandle;
+use crate::store::Store;
 
 /// What every handler shares.
 #[derive(Debug, Clone)]
@@ -27,16 +31,30 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// Each open socket holds a clone; shutdown waits until all are dropped.
     pub sockets: mpsc::Sender<()>,
+    /// The restart manager, when drainwatch manages a server (`--config`).
+    pub manager: Option<ManagerHandle>,
+    pub store: Option<Store>,
 }
+
+/// Largest request body accepted; restart requests are a few hundred bytes.
+const MAX_BODY: usize = 64 * 1024;
 
 /// The whole HTTP surface; tests may drive it without a socket.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/state", get(api_state))
-        .route("/api/{*rest}", get(api_not_found))
+        .route("/api/restart", post(ops::restart))
+        .route("/api/start", post(ops::start))
+        .route("/api/stop", post(ops::stop))
+        .route("/api/adopt", post(ops::adopt))
+        .route("/api/restarts", get(ops::restarts))
+        .route("/api/restarts/{id}", get(ops::restart_detail))
+        .route("/api/audit", get(ops::audit))
+        .route("/api/{*rest}", any(api_not_found))
         .route("/ws", get(ws::upgrade))
         .fallback(assets::serve)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(CompressionLayer::new())
         .with_state(state)
 }

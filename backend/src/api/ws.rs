@@ -83,6 +83,7 @@ pub(crate) async fn serve<S, R>(
 {
     // Subscribe before the snapshot: nothing published in between is lost.
     let mut rx = hub.subscribe();
+    let mut events = hub.subscribe_events();
     let hello = ServerMsg::Hello {
         protocol_version: PROTOCOL_VERSION,
         server_version: hub.host().version.clone(),
@@ -150,6 +151,21 @@ pub(crate) async fn serve<S, R>(
                         }
                     }
                 }
+                event = events.recv() => match event {
+                    Ok(json) => {
+                        if send(&mut sink, timing.send_timeout, Message::Text(json)).await.is_err() {
+                            break End::SendFailed;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        events = events.resubscribe();
+                        match send_snapshot(&hub, &mut sink, timing.send_timeout).await {
+                            Ok(seq) => last_seq = last_seq.max(seq),
+                            Err(()) => break End::SendFailed,
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break End::Shutdown,
+                },
                 _ = ping.tick() => {
                     if last_heard.elapsed() > timing.peer_timeout {
                         break End::PeerSilent;

@@ -2,3 +2,6 @@
 //! that feeds it observations and carries out its effects.
 
 pub mod machine;
+pub mod manager;
+mod observe;
+mod probe;

@@ -5,43 +5,38 @@
 pub mod nvml;
 pub mod procfs;
 pub mod sampler;
+pub mod server;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use shared::{
-    GpuMemUse, GpuSample, NvmlStatus, ProcId, ProcessInfo, ProcessRole, Sample, ServerIdentity,
-};
+use shared::{GpuMemUse, GpuSample, NvmlStatus, ProcId, ProcessInfo, ProcessRole, Sample};
 
 use self::nvml::NvmlReader;
 use self::procfs::{ProcDetails, ProcReader};
-
-/// How often to look for the server's listener while none is known. The lookup
-/// scans every process's descriptors, so it is rate-limited.
-const SERVER_LOOKUP_EVERY: Duration = Duration::from_secs(2);
+pub use self::server::{Hint, ServerHint};
 
 /// Reads the whole host; owned by the sampler thread.
 #[derive(Debug)]
 pub struct Telemetry {
     nvml: NvmlReader,
     procs: ProcReader,
-    server_port: Option<u16>,
-    server_root: Option<ProcId>,
-    last_lookup: Option<Instant>,
-    /// Per GPU: memory used the last time NVML listed no process on it.
+    finder: server::Finder,
+    /// Per GPU: the least memory seen used while NVML listed no process on it (a
+    /// leak can only raise what an idle GPU shows, so the minimum is the baseline).
     baselines: Vec<Option<u64>>,
     seq: u64,
 }
 
 impl Telemetry {
-    pub fn new(nvml_lib: &Path, server_port: Option<u16>) -> Self {
+    /// `server_port` finds the server by its listener when `hint` names no root.
+    pub fn new(nvml_lib: &Path, server_port: Option<u16>, hint: Arc<ServerHint>) -> Self {
         Self {
             nvml: NvmlReader::open(nvml_lib),
             procs: ProcReader::new(),
-            server_port,
-            server_root: None,
-            last_lookup: None,
+            finder: server::Finder::new(server_port, hint),
             baselines: Vec::new(),
             seq: 0,
         }
@@ -93,10 +88,7 @@ impl Telemetry {
             }
         }
 
-        let (server, tree) = match self.find_server() {
-            Some((server, root)) => (Some(server), self.server_tree(root)),
-            None => (None, Vec::new()),
-        };
+        let (server, tree) = self.finder.find(&mut self.procs);
         let mut pids: Vec<u32> = gpu_mem.keys().copied().collect();
         pids.extend(tree.iter().map(|d| d.id.pid));
         pids.sort_unstable();
@@ -125,80 +117,6 @@ impl Telemetry {
             server,
             processes_error,
         }
-    }
-
-    /// The server's root: the process holding the listener on the configured port.
-    /// Once found it is kept, by PID and start time, for as long as it lives.
-    fn find_server(&mut self) -> Option<(ServerIdentity, ProcDetails)> {
-        let port = self.server_port?;
-        if let Some(root) = self.server_root {
-            match self.procs.read(root.pid) {
-                Ok(d) if d.id == root && !matches!(d.state, 'Z' | 'X') => {
-                    return Some((ServerIdentity { root, port }, d));
-                }
-                _ => {
-                    tracing::info!(pid = root.pid, "server root exited");
-                    self.server_root = None;
-                    self.last_lookup = None;
-                }
-            }
-        }
-        if self
-            .last_lookup
-            .is_some_and(|t| t.elapsed() < SERVER_LOOKUP_EVERY)
-        {
-            return None;
-        }
-        self.last_lookup = Some(Instant::now());
-        let holders: Vec<ProcDetails> = procfs::listeners(port)
-            .into_iter()
-            .filter_map(|pid| self.procs.read(pid).ok())
-            .collect();
-        // Forked children may share the listener: the root is the one whose parent
-        // does not hold it too.
-        let root = holders
-            .iter()
-            .find(|d| !holders.iter().any(|o| o.id.pid == d.ppid))?
-            .clone();
-        tracing::info!(pid = root.id.pid, port, "server found by its listener");
-        self.server_root = Some(root.id);
-        Some((
-            ServerIdentity {
-                root: root.id,
-                port,
-            },
-            root,
-        ))
-    }
-
-    /// The root and all its descendants, as they are now.
-    fn server_tree(&mut self, root: ProcDetails) -> Vec<ProcDetails> {
-        let mut seen = HashSet::from([root.id.pid]);
-        let mut queue: Vec<(u32, ProcId)> = procfs::children(root.id.pid, root.threads)
-            .into_iter()
-            .map(|c| (c, root.id))
-            .collect();
-        let mut out = vec![root];
-        while let Some((pid, parent)) = queue.pop() {
-            if !seen.insert(pid) {
-                continue;
-            }
-            // The child may have exited and its PID been reused between the two
-            // reads: only a process that is still the parent's child, and younger
-            // than it, belongs to the tree.
-            match self.procs.read(pid) {
-                Ok(d) if d.ppid == parent.pid && d.id.start_ticks >= parent.start_ticks => {
-                    queue.extend(
-                        procfs::children(pid, d.threads)
-                            .into_iter()
-                            .map(|c| (c, d.id)),
-                    );
-                    out.push(d);
-                }
-                _ => {}
-            }
-        }
-        out
     }
 }
 

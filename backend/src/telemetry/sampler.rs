@@ -3,6 +3,7 @@
 //! when its [`SamplerHandle`] is stopped or dropped.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -36,11 +37,17 @@ impl Drop for SamplerHandle {
     }
 }
 
-/// Starts sampling every `interval`.
+/// The interval while `fast` is set (an operation runs): drain timelines want
+/// at least 20 points a second.
+pub const FAST_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Starts sampling every `interval` (or [`FAST_INTERVAL`], if shorter, while
+/// `fast` is set).
 pub fn spawn(
     mut telemetry: Telemetry,
     hub: Arc<Hub>,
     interval: Duration,
+    fast: Arc<AtomicBool>,
 ) -> std::io::Result<SamplerHandle> {
     let (stop, stopped) = mpsc::channel::<()>();
     let thread = std::thread::Builder::new()
@@ -49,11 +56,16 @@ pub fn spawn(
             let mut next = Instant::now();
             loop {
                 hub.publish(telemetry.sample());
-                next += interval;
+                let period = if fast.load(Ordering::Relaxed) {
+                    interval.min(FAST_INTERVAL)
+                } else {
+                    interval
+                };
+                next += period;
                 let now = Instant::now();
                 if next < now {
                     // Fell behind (a slow read): skip ahead, do not burst.
-                    next = now + interval;
+                    next = now + period;
                 }
                 match stopped.recv_timeout(next - now) {
                     Err(mpsc::RecvTimeoutError::Timeout) => {}

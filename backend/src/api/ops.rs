@@ -1,0 +1,235 @@
+//! The restart API: `POST /api/restart | stop | start | adopt` and the history
+//! (`GET /api/restarts`, `/api/restarts/{id}`, `/api/audit`). Every attempt is
+//! audited by the manager, accepted or refused; refusals change nothing.
+
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{ConnectInfo, FromRequest, Path, Query, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shared::restart::{
+    Accepted, ConfirmRequest, OpKind, RestartDetail, RestartRequest, RestartSummary,
+};
+
+use super::{ApiError, AppState};
+use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
+use crate::store::{AuditEntry, Store};
+
+/// `Json`, with refusals worded for people: 400 for bad JSON, 413 for too big,
+/// 415 without a JSON content type.
+#[derive(Debug)]
+pub(super) struct Body<T>(T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(rejection) => {
+                let status = rejection.status();
+                let message = match &rejection {
+                    JsonRejection::MissingJsonContentType(_) => {
+                        "send the body as JSON (Content-Type: application/json)".to_owned()
+                    }
+                    _ if status == StatusCode::PAYLOAD_TOO_LARGE => {
+                        "request body too large".to_owned()
+                    }
+                    other => format!("invalid request: {}", other.body_text()),
+                };
+                Err(ApiError::new(status, message))
+            }
+        }
+    }
+}
+
+fn manager(state: &AppState) -> Result<&ManagerHandle, ApiError> {
+    state.manager.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "drainwatch runs without a server config (--config): there is no server to control",
+        )
+    })
+}
+
+fn store(state: &AppState) -> Result<&Store, ApiError> {
+    state.store.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "drainwatch runs without a server config: no history",
+        )
+    })
+}
+
+fn refused(r: Refusal) -> Response {
+    match r {
+        Refusal::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
+        Refusal::Stale(m) => ApiError::new(StatusCode::CONFLICT, m).into_response(),
+        Refusal::Conflict { message, operation } => (
+            StatusCode::CONFLICT,
+            Json(serde_json::json!({ "error": message, "running": operation })),
+        )
+            .into_response(),
+    }
+}
+
+async fn submit(
+    state: &AppState,
+    peer: SocketAddr,
+    kind: OpKind,
+    generation: u64,
+    confirm: String,
+    flags: std::collections::BTreeMap<String, Option<String>>,
+) -> Response {
+    let m = match manager(state) {
+        Ok(m) => m,
+        Err(e) => return e.into_response(),
+    };
+    let (reply, _) = tokio::sync::oneshot::channel();
+    let req = OpRequest {
+        kind,
+        generation,
+        confirm,
+        flags,
+        peer: peer.to_string(),
+        reply,
+    };
+    match m.submit(req).await {
+        Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+pub(super) async fn restart(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(req): Body<RestartRequest>,
+) -> Response {
+    submit(
+        &state,
+        peer,
+        OpKind::Restart,
+        req.generation,
+        req.confirm,
+        req.flags,
+    )
+    .await
+}
+
+pub(super) async fn start(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(req): Body<RestartRequest>,
+) -> Response {
+    submit(
+        &state,
+        peer,
+        OpKind::Start,
+        req.generation,
+        req.confirm,
+        req.flags,
+    )
+    .await
+}
+
+pub(super) async fn stop(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(req): Body<ConfirmRequest>,
+) -> Response {
+    submit(
+        &state,
+        peer,
+        OpKind::Stop,
+        req.generation,
+        req.confirm,
+        Default::default(),
+    )
+    .await
+}
+
+pub(super) async fn adopt(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(req): Body<ConfirmRequest>,
+) -> Response {
+    submit(
+        &state,
+        peer,
+        OpKind::Adopt,
+        req.generation,
+        req.confirm,
+        Default::default(),
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Page {
+    limit: Option<u32>,
+}
+
+fn limit(p: &Page) -> Result<u32, ApiError> {
+    match p.limit.unwrap_or(50) {
+        n @ 1..=1000 => Ok(n),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "limit must be from 1 to 1000",
+        )),
+    }
+}
+
+fn internal(e: crate::store::StoreError) -> ApiError {
+    tracing::error!(error = %e, "reading the history failed");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "reading the history failed",
+    )
+}
+
+pub(super) async fn restarts(
+    State(state): State<AppState>,
+    Query(page): Query<Page>,
+) -> Result<Json<Vec<RestartSummary>>, ApiError> {
+    let n = limit(&page)?;
+    store(&state)?.restarts(n).await.map(Json).map_err(internal)
+}
+
+pub(super) async fn restart_detail(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<RestartDetail>, ApiError> {
+    let id: i64 = id.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{id}` is not a restart id"),
+        )
+    })?;
+    match store(&state)?.detail(id).await.map_err(internal)? {
+        Some(d) => Ok(Json(d)),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no restart #{id}"),
+        )),
+    }
+}
+
+pub(super) async fn audit(
+    State(state): State<AppState>,
+    Query(page): Query<Page>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    let n = limit(&page)?;
+    store(&state)?
+        .audit_log(n)
+        .await
+        .map(Json)
+        .map_err(internal)
+}

@@ -1,0 +1,681 @@
+//! The restart manager: one task that owns the [`Machine`], takes operators'
+//! requests one at a time (so a second one is refused while the first runs),
+//! feeds it observations from every sample, the server's exit and probe results,
+//! and carries out its effects through the supervisor, the store and the hub.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use shared::ProcId;
+use shared::restart::{
+    Accepted, Failure, Flags, OpKind, Operation, Outcome, Phase, RestartSummary, ServerStatus,
+    TimelinePoint, Transition,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use super::machine::{Effect, Input, Machine, op_name};
+use super::observe::{durations, observe};
+use super::probe::{self, ProbeEvent};
+use crate::config::file::ServerConfig;
+use crate::hub::Hub;
+use crate::store::{AuditEntry, Instance, Store};
+use crate::supervisor::{self, LogTail};
+use crate::telemetry::{Hint, ServerHint, now_ms};
+
+/// A request the manager refused, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The request itself is wrong (unknown flag, bad value, wrong confirmation).
+    BadRequest(String),
+    /// Something is already running, or the server is not in a state for this.
+    Conflict {
+        message: String,
+        operation: Option<Operation>,
+    },
+    /// The client's view is out of date.
+    Stale(String),
+}
+
+/// An operator's request, validated here against the current state.
+#[derive(Debug)]
+pub struct Request {
+    pub kind: OpKind,
+    pub generation: u64,
+    pub confirm: String,
+    pub flags: BTreeMap<String, Option<String>>,
+    /// Who asked (the client's address).
+    pub peer: String,
+    pub reply: oneshot::Sender<Result<Accepted, Refusal>>,
+}
+
+/// The API's way to the manager.
+#[derive(Debug, Clone)]
+pub struct ManagerHandle {
+    tx: mpsc::Sender<Request>,
+}
+
+impl ManagerHandle {
+    pub async fn submit(&self, mut req: Request) -> Result<Accepted, Refusal> {
+        let (reply, rx) = oneshot::channel();
+        req.reply = reply;
+        let gone = || Refusal::Conflict {
+            message: "drainwatch is shutting down".to_owned(),
+            operation: None,
+        };
+        self.tx.send(req).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+}
+
+/// A server instance drainwatch is responsible for.
+#[derive(Debug, Clone)]
+struct Running {
+    root: ProcId,
+    pgid: i32,
+    /// drainwatch created its session, so its process group is exactly the server.
+    own_group: bool,
+    started_at_ms: u64,
+}
+
+/// The operation in flight, as recorded.
+#[derive(Debug, Clone)]
+struct OpRecord {
+    op: Operation,
+    entered: Vec<(Phase, u64)>,
+}
+
+/// Everything the manager task owns.
+#[derive(Debug)]
+pub struct Manager {
+    cfg: Arc<ServerConfig>,
+    hub: Arc<Hub>,
+    store: Store,
+    hint: Arc<ServerHint>,
+    fast: Arc<AtomicBool>,
+    machine: Machine,
+    generation: u64,
+    flags: Flags,
+    running: Option<Running>,
+    members: HashSet<ProcId>,
+    log: Option<LogTail>,
+    log_dir: PathBuf,
+    op: Option<OpRecord>,
+    failure: Option<Failure>,
+    adoptable: Option<ProcId>,
+    typical: BTreeMap<Phase, u64>,
+    client: reqwest::Client,
+    probe: Option<JoinHandle<()>>,
+    probe_tx: mpsc::Sender<(u64, ProbeEvent)>,
+    probe_rx: mpsc::Receiver<(u64, ProbeEvent)>,
+    running_requests: Arc<Mutex<Option<u32>>>,
+    last_status: Option<ServerStatus>,
+}
+
+/// What [`Manager::new`] needs.
+#[derive(Debug)]
+pub struct Parts {
+    pub cfg: Arc<ServerConfig>,
+    pub hub: Arc<Hub>,
+    pub store: Store,
+    pub hint: Arc<ServerHint>,
+    /// Set while an operation runs: the sampler then samples at ≥ 20 Hz.
+    pub fast: Arc<AtomicBool>,
+    pub log_dir: PathBuf,
+    pub recovered: crate::store::Recovered,
+}
+
+impl Manager {
+    pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Request>) {
+        let now = now_ms();
+        let (tx, rx) = mpsc::channel(16);
+        let (probe_tx, probe_rx) = mpsc::channel(8);
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap_or_default();
+        let running_requests = Arc::new(Mutex::new(None));
+        tokio::spawn(probe::scrape_running(
+            client.clone(),
+            p.cfg.metrics_url.clone(),
+            Arc::clone(&p.fast),
+            Arc::clone(&running_requests),
+        ));
+        let typical = p.store.typical().await.unwrap_or_default();
+        let mut m = Self {
+            machine: Machine::new(p.cfg.timeouts, p.cfg.verify.samples, now),
+            flags: p.cfg.allow.defaults().clone(),
+            generation: p.recovered.generation,
+            cfg: p.cfg,
+            hub: p.hub,
+            store: p.store,
+            hint: p.hint,
+            fast: p.fast,
+            running: None,
+            members: HashSet::new(),
+            log: None,
+            log_dir: p.log_dir,
+            op: None,
+            failure: None,
+            adoptable: None,
+            typical,
+            client,
+            probe: None,
+            probe_tx,
+            probe_rx,
+            running_requests,
+            last_status: None,
+        };
+        if let Some(inst) = p.recovered.instance {
+            m.reattach(inst);
+        }
+        m.publish_status(true);
+        (m, ManagerHandle { tx }, rx)
+    }
+
+    /// Picks up the server a previous drainwatch ran, if it still lives.
+    fn reattach(&mut self, inst: Instance) {
+        if !supervisor::alive(inst.root) {
+            tracing::info!(pid = inst.root.pid, "the recorded server is gone");
+            self.store.instance_ended(inst.generation, now_ms());
+            return;
+        }
+        tracing::info!(
+            pid = inst.root.pid,
+            generation = inst.generation,
+            "re-attached to the recorded server"
+        );
+        self.flags = inst.flags;
+        self.log = inst.log_path.map(|p| LogTail::follow(&p, false));
+        self.set_running(
+            Running {
+                root: inst.root,
+                pgid: inst.pgid,
+                own_group: true,
+                started_at_ms: inst.started_at_ms,
+            },
+            false,
+        );
+        self.feed(Input::Attached);
+    }
+
+    fn set_running(&mut self, r: Running, own_children: bool) {
+        self.members = HashSet::from([r.root]);
+        self.hint.set(Hint {
+            root: Some(r.root),
+            members: self.members.clone(),
+            own_children,
+        });
+        self.adoptable = None;
+        self.running = Some(r);
+    }
+
+    /// Serves until `shutdown` flips.
+    pub async fn run(
+        mut self,
+        mut requests: mpsc::Receiver<Request>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let mut samples = self.hub.watch_latest();
+        let mut sigchld = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(error = %e, "no SIGCHLD stream; reaping on the tick only");
+                None
+            }
+        };
+        let mut tick = tokio::time::interval(Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                Some(req) = requests.recv() => self.request(req).await,
+                changed = samples.changed() => {
+                    if changed.is_err() { break; }
+                    let latest = samples.borrow_and_update().clone();
+                    if let Some(p) = latest { self.on_sample(&p.sample); }
+                }
+                _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                    self.on_exits();
+                }
+                Some((generation, event)) = self.probe_rx.recv() => {
+                    if generation == self.generation {
+                        self.feed(match event { ProbeEvent::Healthy => Input::Healthy, ProbeEvent::Ready => Input::Ready });
+                    }
+                }
+                _ = tick.tick() => {
+                    self.on_exits();
+                    if let Some(l) = self.log.as_mut() { l.poll(); }
+                    self.publish_status(false);
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.store.flush().await;
+    }
+
+    fn on_exits(&mut self) {
+        for exit in supervisor::reap() {
+            let is_root = self
+                .running
+                .as_ref()
+                .is_some_and(|r| r.root.pid == exit.pid);
+            if !is_root {
+                continue;
+            }
+            tracing::info!(pid = exit.pid, code = ?exit.code, signal = ?exit.signal, "server root exited");
+            let oom = self.log.as_mut().is_some_and(|l| {
+                l.poll();
+                supervisor::looks_like_oom(&l.last(100))
+            });
+            self.feed(Input::RootExited {
+                code: exit.code,
+                signal: exit.signal,
+                oom,
+            });
+        }
+    }
+
+    fn on_sample(&mut self, sample: &shared::Sample) {
+        if self.running.is_some() {
+            let before = self.members.len();
+            self.members.extend(
+                sample
+                    .processes
+                    .iter()
+                    .filter(|p| p.role == shared::ProcessRole::Server)
+                    .filter_map(shared::ProcessInfo::id),
+            );
+            if self.members.len() != before {
+                let mut h = self.hint.get();
+                h.members = self.members.clone();
+                self.hint.set(h);
+            }
+        } else {
+            self.adoptable = sample.server.map(|s| s.root);
+        }
+        let obs = observe(sample, &self.members, &self.cfg);
+        self.feed(Input::Observe(obs));
+        if let Some(op) = &self.op {
+            if self.machine.phase().is_busy() {
+                let running = *self
+                    .running_requests
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                self.store.point(
+                    op.op.id,
+                    TimelinePoint {
+                        at_ms: sample.at_ms,
+                        phase: self.machine.phase(),
+                        mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
+                        running_requests: running,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Steps the machine and carries out what it asks.
+    fn feed(&mut self, input: Input) {
+        let effects = self.machine.step(input, now_ms());
+        let changed = !effects.is_empty();
+        for fx in effects {
+            self.effect(fx);
+        }
+        if changed {
+            self.publish_status(true);
+        }
+    }
+
+    fn effect(&mut self, fx: Effect) {
+        let now = now_ms();
+        match fx {
+            Effect::Entered {
+                phase,
+                note,
+                marker,
+            } => {
+                tracing::info!(phase = phase.label(), %note, "server phase");
+                if let Some(op) = self.op.as_mut() {
+                    if op.entered.last().is_none_or(|(p, _)| *p != phase) {
+                        op.entered.push((phase, now));
+                    }
+                    self.store.transition(
+                        op.op.id,
+                        Transition {
+                            at_ms: now,
+                            phase,
+                            note,
+                        },
+                        marker,
+                    );
+                }
+            }
+            Effect::Sigterm => self.signal_all(libc::SIGTERM),
+            Effect::KillAll => self.signal_all(libc::SIGKILL),
+            Effect::Launch(flags) => self.launch(flags),
+            Effect::Probe => {
+                if let Some(p) = self.probe.take() {
+                    p.abort();
+                }
+                self.probe = Some(tokio::spawn(probe::warmup(
+                    self.client.clone(),
+                    self.generation,
+                    self.cfg.health_url.clone(),
+                    self.cfg.readiness.clone(),
+                    self.probe_tx.clone(),
+                )));
+            }
+            Effect::FastSampling(on) => self.fast.store(on, Ordering::Relaxed),
+            Effect::Finished { outcome, failure } => self.finished(outcome, failure, now),
+            Effect::Crashed(failure) => {
+                let failure = self.with_log(failure);
+                tracing::warn!(failure = %failure.summary(), "server crashed");
+                self.failure = Some(failure);
+                self.ended(now);
+            }
+        }
+    }
+
+    /// SIGTERM/SIGKILL to the server: its own process group when drainwatch made
+    /// it, and each tracked member by identity (those that left the group too).
+    fn signal_all(&mut self, sig: i32) {
+        if let Some(r) = &self.running {
+            if r.own_group {
+                supervisor::signal_group(r.pgid, sig);
+            }
+        }
+        let members: Vec<ProcId> = self.members.iter().copied().collect();
+        let n = supervisor::signal_each(&members, sig);
+        tracing::info!(signal = sig, processes = n, "signalled the server");
+    }
+
+    fn launch(&mut self, flags: Flags) {
+        if let Some(p) = self.probe.take() {
+            p.abort();
+        }
+        if let Some(holder_pid) = supervisor::port_holder(self.cfg.port) {
+            self.feed(Input::SpawnFailed(
+                shared::restart::LaunchCause::PortInUse { holder_pid },
+            ));
+            return;
+        }
+        self.generation += 1;
+        let inv = self
+            .cfg
+            .allow
+            .invocation(&self.cfg.args, &self.cfg.env, &flags);
+        let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
+        supervisor::prune(&self.log_dir);
+        match supervisor::launch(&self.cfg, &inv, &log_path) {
+            Ok(l) => {
+                let now = now_ms();
+                tracing::info!(
+                    pid = l.root.pid,
+                    generation = self.generation,
+                    "server launched"
+                );
+                self.flags = flags;
+                self.failure = None;
+                self.log = Some(LogTail::follow(&l.log_path, true));
+                self.store.instance(Instance {
+                    generation: self.generation,
+                    root: l.root,
+                    pgid: l.pgid,
+                    flags: self.flags.clone(),
+                    started_at_ms: now,
+                    log_path: Some(l.log_path.clone()),
+                });
+                self.set_running(
+                    Running {
+                        root: l.root,
+                        pgid: l.pgid,
+                        own_group: true,
+                        started_at_ms: now,
+                    },
+                    true,
+                );
+                self.feed(Input::Spawned);
+            }
+            Err(cause) => self.feed(Input::SpawnFailed(cause)),
+        }
+    }
+
+    /// Puts the launch log's tail into a failure that carries one.
+    fn with_log(&mut self, mut failure: Failure) -> Failure {
+        let tail = self.log.as_mut().map(|l| {
+            l.poll();
+            l.last(40)
+        });
+        if let (
+            Some(tail),
+            Failure::LaunchFailed { log_tail, .. } | Failure::Crashed { log_tail, .. },
+        ) = (tail, &mut failure)
+        {
+            *log_tail = tail;
+        }
+        failure
+    }
+
+    /// The server is gone for good (stopped, crashed, failed launch).
+    fn ended(&mut self, now: u64) {
+        if self.running.take().is_some() {
+            self.store.instance_ended(self.generation, now);
+        }
+        if let Some(p) = self.probe.take() {
+            p.abort();
+        }
+        self.hint.set(Hint {
+            root: None,
+            members: self.members.clone(),
+            own_children: true,
+        });
+    }
+
+    fn finished(&mut self, outcome: Outcome, failure: Option<Failure>, now: u64) {
+        let failure = failure.map(|f| self.with_log(f));
+        let phase = self.machine.phase();
+        if matches!(phase, Phase::Stopped | Phase::Failed) {
+            self.ended(now);
+        }
+        self.failure = failure.clone();
+        let Some(op) = self.op.take() else { return };
+        let d = durations(&op.entered, op.op.started_at_ms, now);
+        if let Some(l) = self.log.as_mut() {
+            l.poll();
+            self.store.log_tail(op.op.id, l.last(200));
+        }
+        self.store
+            .finish(op.op.id, now, outcome, failure.clone(), d.clone());
+        if outcome == Outcome::Succeeded && op.op.kind == OpKind::Restart {
+            for (p, ms) in [
+                (Phase::Draining, d.drain_ms),
+                (Phase::Killing, d.kill_ms),
+                (Phase::Verifying, d.verify_ms),
+                (Phase::WarmingUp, d.warmup_ms),
+            ] {
+                if let Some(ms) = ms {
+                    // A running estimate until the store's median is re-read.
+                    self.typical.insert(p, ms);
+                }
+            }
+        }
+        self.hub.publish_restart(RestartSummary {
+            id: op.op.id,
+            kind: op.op.kind,
+            requested_by: op.op.requested_by,
+            started_at_ms: op.op.started_at_ms,
+            finished_at_ms: Some(now),
+            from_flags: op.op.from_flags,
+            to_flags: op.op.to_flags,
+            outcome,
+            failure,
+            durations: d,
+        });
+    }
+
+    pub(super) fn status(&self) -> ServerStatus {
+        ServerStatus {
+            name: self.cfg.name.clone(),
+            phase: self.machine.phase(),
+            phase_since_ms: self.machine.since_ms(),
+            generation: self.generation,
+            root: self.running.as_ref().map(|r| r.root),
+            started_at_ms: self.running.as_ref().map(|r| r.started_at_ms),
+            flags: self.flags.clone(),
+            default_flags: self.cfg.allow.defaults().clone(),
+            allowed: self.cfg.allow.specs().to_vec(),
+            port: self.cfg.port,
+            gpus: self.cfg.gpus.clone(),
+            operation: self.op.as_ref().map(|o| o.op.clone()),
+            failure: self.failure.clone(),
+            adoptable: self.adoptable,
+            typical_ms: self.typical.clone(),
+            log_tail: self.log.as_ref().map(|l| l.last(50)).unwrap_or_default(),
+        }
+    }
+
+    fn publish_status(&mut self, force: bool) {
+        let status = self.status();
+        if force || self.last_status.as_ref() != Some(&status) {
+            self.hub.publish_server(status.clone());
+            self.last_status = Some(status);
+        }
+    }
+
+    /// Validates a request against the current state; accepts at most one at a time.
+    async fn request(&mut self, req: Request) {
+        let outcome = self.check(&req);
+        let result = match outcome {
+            Err(refusal) => Err(refusal),
+            Ok(to_flags) => self.accept(&req, to_flags).await,
+        };
+        self.store.audit(AuditEntry {
+            at_ms: now_ms(),
+            peer: req.peer.clone(),
+            action: op_name(req.kind).to_owned(),
+            request: serde_json::to_string(&req.flags).unwrap_or_default(),
+            outcome: match &result {
+                Ok(a) => format!("accepted as #{}", a.id),
+                Err(_) => "refused".to_owned(),
+            },
+            detail: match &result {
+                Ok(_) => String::new(),
+                Err(Refusal::BadRequest(m) | Refusal::Stale(m)) => m.clone(),
+                Err(Refusal::Conflict { message, .. }) => message.clone(),
+            },
+        });
+        let _ = req.reply.send(result);
+    }
+
+    fn check(&self, req: &Request) -> Result<Flags, Refusal> {
+        if req.confirm.trim() != self.cfg.name {
+            return Err(Refusal::BadRequest(format!(
+                "type the server's name, `{}`, to confirm",
+                self.cfg.name
+            )));
+        }
+        if req.generation != self.generation {
+            return Err(Refusal::Stale(format!(
+                "the server changed since you looked (generation {} is now {}); review and try again",
+                req.generation, self.generation
+            )));
+        }
+        let conflict = |message: String| Refusal::Conflict {
+            message,
+            operation: self.op.as_ref().map(|o| o.op.clone()),
+        };
+        if req.kind == OpKind::Adopt {
+            if self.op.is_some() || self.running.is_some() {
+                return Err(conflict("drainwatch already manages a server".to_owned()));
+            }
+            if self.adoptable.is_none() {
+                return Err(conflict(format!(
+                    "no server is listening on port {}",
+                    self.cfg.port
+                )));
+            }
+        } else {
+            self.machine.can_begin(req.kind).map_err(conflict)?;
+        }
+        if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
+            return Err(Refusal::BadRequest(format!(
+                "a {} takes no flags",
+                op_name(req.kind)
+            )));
+        }
+        self.cfg
+            .allow
+            .resolve(&self.flags, &req.flags)
+            .map_err(|e| Refusal::BadRequest(e.0))
+    }
+
+    async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
+        let now = now_ms();
+        let id = self
+            .store
+            .begin(req.kind, &req.peer, &self.flags, &to_flags, now)
+            .await
+            .map_err(|e| Refusal::Conflict {
+                message: format!("cannot record the operation: {e}"),
+                operation: None,
+            })?;
+        self.op = Some(OpRecord {
+            op: Operation {
+                id,
+                kind: req.kind,
+                started_at_ms: now,
+                requested_by: req.peer.clone(),
+                from_flags: self.flags.clone(),
+                to_flags: to_flags.clone(),
+            },
+            entered: Vec::new(),
+        });
+        if req.kind == OpKind::Adopt {
+            self.adopt(now);
+        } else {
+            self.feed(Input::Begin {
+                kind: req.kind,
+                to_flags,
+            });
+        }
+        self.publish_status(true);
+        Ok(Accepted { id, kind: req.kind })
+    }
+
+    fn adopt(&mut self, now: u64) {
+        let Some(root) = self.adoptable else { return };
+        let pgid = std::fs::read_to_string(format!("/proc/{}/stat", root.pid))
+            .ok()
+            .and_then(|s| {
+                let after = s.rfind(')').map(|i| s[i + 1..].to_owned())?;
+                after.split_whitespace().nth(2)?.parse().ok()
+            })
+            .unwrap_or(0);
+        self.generation += 1;
+        self.store.instance(Instance {
+            generation: self.generation,
+            root,
+            pgid,
+            flags: self.flags.clone(),
+            started_at_ms: now,
+            log_path: None,
+        });
+        // Not our session: signal members one by one, never its group (it may be
+        // a shell's).
+        self.set_running(
+            Running {
+                root,
+                pgid,
+                own_group: false,
+                started_at_ms: now,
+            },
+            false,
+        );
+        self.log = None;
+        self.feed(Input::Attached);
+        self.finished(Outcome::Succeeded, None, now);
+    }
+}

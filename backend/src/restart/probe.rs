@@ -1,0 +1,105 @@
+//! HTTP towards the managed server: the warm-up probes (`/health` until 200, then
+//! a real completion until it comes back) and the metrics scrape that shows how
+//! many requests are still running during a drain.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::observe::running_requests;
+use crate::config::file::Readiness;
+
+/// A probe's finding about the server of one generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProbeEvent {
+    Healthy,
+    Ready,
+}
+
+/// Probes until the server is ready; reports each step once, tagged with its
+/// generation so a late answer about an old server is ignored.
+pub(crate) async fn warmup(
+    client: reqwest::Client,
+    generation: u64,
+    health_url: String,
+    readiness: Readiness,
+    tx: mpsc::Sender<(u64, ProbeEvent)>,
+) {
+    loop {
+        let ok = client
+            .get(&health_url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if ok {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    if tx.send((generation, ProbeEvent::Healthy)).await.is_err() {
+        return;
+    }
+    loop {
+        if completion(&client, &readiness).await {
+            let _ = tx.send((generation, ProbeEvent::Ready)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// One real request: it must answer 2xx and deliver its whole body in time
+/// (a streamed answer that stalls fails the timeout).
+async fn completion(client: &reqwest::Client, r: &Readiness) -> bool {
+    let sent = client
+        .post(&r.url)
+        .json(&r.body)
+        .timeout(r.timeout)
+        .send()
+        .await;
+    match sent {
+        Ok(resp) if resp.status().is_success() => resp.bytes().await.is_ok(),
+        Ok(resp) => {
+            tracing::debug!(status = %resp.status(), "readiness probe refused");
+            false
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "readiness probe failed");
+            false
+        }
+    }
+}
+
+/// Scrapes the server's metrics for running requests: every 250 ms while an
+/// operation runs (`busy`), every 2 s otherwise. `None` when the server has no
+/// metrics or is down.
+pub(crate) async fn scrape_running(
+    client: reqwest::Client,
+    url: String,
+    busy: Arc<AtomicBool>,
+    out: Arc<Mutex<Option<u32>>>,
+) {
+    loop {
+        let value = match client
+            .get(&url)
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
+        {
+            Ok(r) if r.status().is_success() => {
+                r.text().await.ok().and_then(|t| running_requests(&t))
+            }
+            _ => None,
+        };
+        *out.lock().unwrap_or_else(|p| p.into_inner()) = value;
+        let pause = if busy.load(Ordering::Relaxed) {
+            250
+        } else {
+            2_000
+        };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+}

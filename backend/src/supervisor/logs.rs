@@ -1,0 +1,179 @@
+//! Launch logs: the server writes straight into a file (so drainwatch can restart
+//! without breaking the server's stdout), and drainwatch follows the file for the
+//! newest lines. A file over [`MAX_LOG_BYTES`] is copied aside and truncated (the
+//! server appends, so it carries on at the new end); old launches' files are pruned.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// Lines kept in memory for the UI and for failure reports.
+const TAIL_LINES: usize = 200;
+/// A launch log larger than this is rotated once (to `*.1`).
+const MAX_LOG_BYTES: u64 = 64 << 20;
+/// Launch logs kept on disk.
+const KEEP_LOGS: usize = 20;
+/// Longest line kept (the rest is cut).
+const MAX_LINE: usize = 2_000;
+
+/// The newest lines of one launch's log file.
+#[derive(Debug)]
+pub struct LogTail {
+    path: PathBuf,
+    offset: u64,
+    partial: String,
+    lines: VecDeque<String>,
+}
+
+impl LogTail {
+    /// Follows `path`, starting at its current end (`from_start`: at its beginning).
+    pub fn follow(path: &Path, from_start: bool) -> Self {
+        let offset = if from_start {
+            0
+        } else {
+            std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        };
+        Self {
+            path: path.to_owned(),
+            offset,
+            partial: String::new(),
+            lines: VecDeque::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads what was appended since the last call; true if anything was.
+    pub fn poll(&mut self) -> bool {
+        let Ok(mut f) = File::open(&self.path) else {
+            return false;
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        if len < self.offset {
+            // Truncated (rotated): start over.
+            self.offset = 0;
+        }
+        if len == self.offset {
+            return false;
+        }
+        // Never read more than the tail can show.
+        let start = self
+            .offset
+            .max(len.saturating_sub((TAIL_LINES * MAX_LINE) as u64));
+        if f.seek(SeekFrom::Start(start)).is_err() {
+            return false;
+        }
+        let mut buf = Vec::new();
+        if f.take(len - start).read_to_end(&mut buf).is_err() {
+            return false;
+        }
+        self.offset = len;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        while let Some(i) = self.partial.find('\n') {
+            let line: String = self.partial[..i]
+                .trim_end_matches('\r')
+                .chars()
+                .take(MAX_LINE)
+                .collect();
+            self.partial.drain(..=i);
+            if self.lines.len() == TAIL_LINES {
+                self.lines.pop_front();
+            }
+            self.lines.push_back(line);
+        }
+        if self.partial.len() > MAX_LINE {
+            self.partial.clear();
+        }
+        if len > MAX_LOG_BYTES {
+            rotate(&self.path);
+        }
+        true
+    }
+
+    /// The newest `n` lines.
+    pub fn last(&self, n: usize) -> Vec<String> {
+        let skip = self.lines.len().saturating_sub(n);
+        self.lines.iter().skip(skip).cloned().collect()
+    }
+}
+
+/// Copies the file to `*.1` and truncates it.
+fn rotate(path: &Path) {
+    let aside = path.with_extension("log.1");
+    if std::fs::copy(path, &aside).is_ok() {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_len(0));
+    }
+}
+
+/// Deletes all but the newest [`KEEP_LOGS`] launch logs in `dir`.
+pub fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("launch-"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    logs.sort();
+    let excess = logs.len().saturating_sub(KEEP_LOGS * 2);
+    for (_, p) in logs.into_iter().take(excess) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Whether a log tail shows the process running out of (GPU) memory.
+pub fn looks_like_oom(lines: &[String]) -> bool {
+    lines.iter().rev().take(100).any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("out of memory") || l.contains("outofmemoryerror")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn follows_appends_and_partial_lines() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("launch-1.log");
+        let mut f = File::create(&path).expect("create");
+        writeln!(f, "before").expect("w");
+        let mut tail = LogTail::follow(&path, false);
+        assert!(!tail.poll());
+        write!(f, "one\ntw").expect("w");
+        assert!(tail.poll());
+        assert_eq!(tail.last(10), vec!["one".to_owned()]);
+        writeln!(f, "o").expect("w");
+        tail.poll();
+        assert_eq!(tail.last(10), vec!["one".to_owned(), "two".to_owned()]);
+        // Truncation starts over.
+        f.set_len(0).expect("truncate");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("reopen");
+        writeln!(f, "three").expect("w");
+        tail.poll();
+        assert_eq!(tail.last(1), vec!["three".to_owned()]);
+    }
+
+    #[test]
+    fn oom_is_recognised() {
+        let lines = vec![
+            "loading weights".to_owned(),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB".to_owned(),
+        ];
+        assert!(looks_like_oom(&lines));
+        assert!(!looks_like_oom(&["ready".to_owned()]));
+    }
+}
