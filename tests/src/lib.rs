@@ -8,6 +8,7 @@
 //! `cargo xtask test`, or `cargo build --all-targets`).
 
 pub mod browser;
+pub mod managed;
 pub mod ws;
 
 use std::io::{BufRead, BufReader};
@@ -296,4 +297,12 @@ impl TestApp {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// True while `pid` is alive and not a zombie.
+pub fn alive(pid: u32) -> bool {
+    simhost::read_proc_stat(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|s| !s.has_exited())
 }

@@ -1,18 +1,20 @@
-//! The launcher parent: binds the HTTP port, spawns one worker per GPU, serves
-//! `/health`, and tears the workers down on SIGTERM or when one of them dies.
+//! The launcher parent: binds the HTTP port, spawns one worker per GPU (tensor
+//! parallel), serves the API, and on SIGTERM stops — at once, after draining its
+//! requests (`slow-drain`), or not at all (`ignore-sigterm`). If a worker dies,
+//! it kills the rest and exits 1, as SGLang does.
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::modes::Modes;
+use crate::serve::{self, Server};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LaunchArgs {
@@ -26,92 +28,147 @@ pub(crate) struct LaunchArgs {
     tp: u32,
     #[arg(long, default_value_t = 3_000)]
     warmup_ms: u64,
+    /// GPU memory each worker takes, in GiB…
     #[arg(long, default_value_t = 88.0)]
     mem_gib: f64,
+    /// …or as a fraction of each GPU's memory, like SGLang's flag (wins if given).
+    #[arg(long)]
+    mem_fraction_static: Option<f64>,
+    /// Time between two generated tokens of one request, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    itl_ms: u64,
+    /// Time to the first token, in milliseconds.
+    #[arg(long, default_value_t = 40)]
+    ttft_ms: u64,
     /// Ignored: only shapes this process's command line.
     #[arg(last = true)]
     _decoy: Vec<String>,
-}
-
-#[derive(Debug)]
-struct Health {
-    ready: AtomicUsize,
-    tp: usize,
 }
 
 pub(crate) fn run(args: LaunchArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(serve(args))
+        .block_on(serve_until_stopped(args))
 }
 
-async fn serve(args: LaunchArgs) -> anyhow::Result<()> {
+async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
+    let modes = Modes::from_env().map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
-        .with_context(|| format!("cannot bind {}:{}", args.host, args.port))?;
+        .with_context(|| {
+            format!(
+                "cannot bind {}:{}: address already in use?",
+                args.host, args.port
+            )
+        })?;
     println!("simserver listening on http://{}", listener.local_addr()?);
-    let exe = std::env::current_exe()?;
-    let health = Arc::new(Health {
-        ready: AtomicUsize::new(0),
+    eprintln!(
+        "simserver: tp={} warmup={} ms modes={modes:?}",
+        args.tp, args.warmup_ms
+    );
+    let server = Arc::new(Server {
         tp: args.tp as usize,
+        ready: AtomicUsize::new(0),
+        draining: AtomicBool::new(false),
+        in_flight: AtomicUsize::new(0),
+        generation_tokens: AtomicU64::new(0),
+        prompt_tokens: AtomicU64::new(0),
+        requests: AtomicU64::new(0),
+        modes,
+        ttft: Duration::from_millis(args.ttft_ms),
+        itl: Duration::from_millis(args.itl_ms),
     });
-    let mut workers: Vec<Child> = Vec::new();
+    let mut workers = spawn_workers(&args, &server)?;
+    let app = serve::router(Arc::clone(&server));
+    let http = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let code = loop {
+        tokio::select! {
+            _ = term.recv() => {
+                if modes.ignore_sigterm {
+                    eprintln!("simserver: SIGTERM ignored");
+                    continue;
+                }
+                drain(&server, modes.slow_drain).await;
+                break 0;
+            }
+            _ = int.recv() => break 0,
+            rank = first_exit(&mut workers) => {
+                eprintln!("simserver: worker rank {rank} died; shutting down the server");
+                break 1;
+            }
+        }
+    };
+    http.abort();
+    stop(&mut workers).await;
+    eprintln!("simserver: exiting with code {code}");
+    std::process::exit(code);
+}
+
+/// Stops taking requests and waits (up to `limit`) for those in flight.
+async fn drain(server: &Server, limit: Option<Duration>) {
+    server.draining.store(true, Ordering::SeqCst);
+    let Some(limit) = limit else { return };
+    eprintln!(
+        "simserver: draining {} request(s)",
+        server.in_flight.load(Ordering::SeqCst)
+    );
+    let start = Instant::now();
+    while server.in_flight.load(Ordering::SeqCst) > 0 && start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[allow(unsafe_code)]
+fn spawn_workers(args: &LaunchArgs, server: &Arc<Server>) -> anyhow::Result<Vec<Child>> {
+    let exe = std::env::current_exe()?;
+    let parent = std::process::id() as i32;
+    let mut workers = Vec::new();
     for rank in 0..args.tp {
-        let mut child = Command::new(&exe)
-            .args([
-                "worker",
-                "--rank",
-                &rank.to_string(),
-                "--gpu",
-                &rank.to_string(),
-            ])
-            .args(["--warmup-ms", &args.warmup_ms.to_string()])
-            .args(["--mem-gib", &args.mem_gib.to_string()])
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .context("spawning a worker")?;
+        let mut cmd = Command::new(&exe);
+        cmd.args([
+            "worker",
+            "--rank",
+            &rank.to_string(),
+            "--gpu",
+            &rank.to_string(),
+        ])
+        .args(["--warmup-ms", &args.warmup_ms.to_string()])
+        .args(["--mem-gib", &args.mem_gib.to_string()])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+        if let Some(f) = args.mem_fraction_static {
+            cmd.args(["--mem-fraction", &f.to_string()]);
+        }
+        // Workers die with the launcher, however it dies (as SGLang's do).
+        // SAFETY: prctl and getppid are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().context("spawning a worker")?;
         if let Some(out) = child.stdout.take() {
-            let health = Arc::clone(&health);
+            let server = Arc::clone(server);
             tokio::spawn(async move {
                 let mut lines = BufReader::new(out).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     if line.starts_with("ready") {
-                        health.ready.fetch_add(1, Ordering::SeqCst);
+                        server.ready.fetch_add(1, Ordering::SeqCst);
                     }
                 }
             });
         }
         workers.push(child);
     }
-
-    let app = Router::new()
-        .route("/health", get(health_handler))
-        .with_state(Arc::clone(&health));
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let code = tokio::select! {
-        _ = term.recv() => 0,
-        _ = int.recv() => 0,
-        rank = first_exit(&mut workers) => {
-            eprintln!("simserver: worker rank {rank} died; shutting down the server");
-            1
-        }
-    };
-    server.abort();
-    stop(&mut workers).await;
-    std::process::exit(code);
-}
-
-async fn health_handler(State(h): State<Arc<Health>>) -> (StatusCode, &'static str) {
-    if h.ready.load(Ordering::SeqCst) >= h.tp {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "warming up")
-    }
+    Ok(workers)
 }
 
 /// Resolves with the rank of the first worker to exit.
@@ -127,6 +184,7 @@ async fn first_exit(workers: &mut [Child]) -> usize {
 }
 
 /// SIGTERM to every worker, then SIGKILL to those still alive after 3 s.
+#[allow(unsafe_code)]
 async fn stop(workers: &mut [Child]) {
     for w in workers.iter() {
         if let Some(pid) = w.id() {

@@ -9,10 +9,14 @@
 //! - `simserver foreign`: a process that holds GPU memory and is *not* part of any
 //!   server, whatever its command line says (the `pkill -f` trap).
 //!
+//! Misbehaviour for tests and the demo comes from `SIMSERVER_MODE` (see `modes`).
+//!
 //! Arguments after `--` are ignored: they only make the command line look like the
 //! real thing (`python3 -m sglang.launch_server --port 30000 …`).
 
 mod launch;
+mod modes;
+mod serve;
 mod worker;
 
 use clap::{Parser, Subcommand};

@@ -1,13 +1,17 @@
 //! One GPU worker: registers its memory with the simulated host and ramps it up
-//! like a real rank loading weights, then capturing CUDA graphs. Prints `ready`
-//! on stdout when warm; then holds its memory until killed.
+//! like a real rank loading weights, then capturing CUDA graphs. A GPU too full
+//! for it is an out-of-memory exit, as with CUDA. Prints `ready` on stdout when
+//! warm; then holds its memory until killed.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use simhost::{GpuUse, HOST_DIR_ENV, Registration};
+
+use crate::modes::Modes;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -20,9 +24,12 @@ pub(crate) struct WorkerArgs {
     /// Length of the warm-up in milliseconds.
     #[arg(long, default_value_t = 3_000)]
     warmup_ms: u64,
-    /// GPU memory held when warm, in GiB.
+    /// GPU memory held when warm, in GiB…
     #[arg(long, default_value_t = 88.0)]
     mem_gib: f64,
+    /// …or as a fraction of the GPU's memory (wins if given).
+    #[arg(long)]
+    mem_fraction: Option<f64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -31,6 +38,9 @@ pub(crate) struct ForeignArgs {
     gpu: u32,
     #[arg(long, default_value_t = 2.0)]
     mem_gib: f64,
+    /// Ignore SIGTERM (a leftover that only SIGKILL removes).
+    #[arg(long)]
+    ignore_sigterm: bool,
     /// Ignored: only shapes this process's command line.
     #[arg(last = true)]
     _decoy: Vec<String>,
@@ -43,7 +53,7 @@ fn host_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Memory and load at a fraction `f` (0..=1) of the warm-up.
-fn warmup_curve(f: f64, mem_gib: f64) -> (u64, u32) {
+fn warmup_curve(f: f64, target: f64) -> (u64, u32) {
     let f = f.clamp(0.0, 1.0);
     // 0–45 %: weights stream in (most of the memory); 45–60 %: KV cache pool is
     // reserved in one step; 60–100 %: CUDA graphs captured, memory creeps up.
@@ -61,22 +71,67 @@ fn warmup_curve(f: f64, mem_gib: f64) -> (u64, u32) {
     } else {
         85
     };
-    ((mem * mem_gib * GIB) as u64, util)
+    ((mem * target) as u64, util)
+}
+
+#[allow(unsafe_code)]
+fn ignore_sigterm() {
+    // SAFETY: setting a signal's disposition to ignore.
+    unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+}
+
+fn oom_exit(gpu: u32, want: u64, free: u64) -> ! {
+    eprintln!(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {:.2} GiB. GPU {gpu} has \
+         {:.2} GiB free.",
+        want as f64 / GIB,
+        free as f64 / GIB
+    );
+    std::process::exit(1);
 }
 
 pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
-    let reg =
-        Registration::for_self(&host_dir()?).context("registering with the simulated host")?;
+    let modes = Modes::from_env().map_err(anyhow::Error::msg)?;
+    if modes.ignore_sigterm {
+        ignore_sigterm();
+    }
+    let dir = host_dir()?;
+    let inventory = simhost::Inventory::load(&dir)?;
+    let total = inventory
+        .gpus
+        .get(args.gpu as usize)
+        .map(|g| g.total_bytes)
+        .with_context(|| format!("the simulated host has no GPU {}", args.gpu))?;
+    let target = match args.mem_fraction {
+        Some(f) => f.clamp(0.0, 1.0) * total as f64,
+        None => args.mem_gib * GIB,
+    };
+    let reg = Registration::for_self(&dir).context("registering with the simulated host")?;
+    if modes.orphan && args.rank == 0 {
+        leave_orphan(args.gpu)?;
+    }
     let start = Instant::now();
     let warmup = Duration::from_millis(args.warmup_ms);
+    let mut held = 0;
     loop {
         let f = start.elapsed().as_secs_f64() / warmup.as_secs_f64().max(1e-3);
-        let (used_bytes, util_percent) = warmup_curve(f, args.mem_gib);
+        let (want, util) = warmup_curve(f, target);
+        if modes.oom && f >= 0.5 {
+            oom_exit(args.gpu, want.saturating_sub(held), 0);
+        }
+        // Like cudaMalloc: what others hold on this GPU limits what we get.
+        let view = simhost::observe(&dir, simhost::now_ms())?;
+        let others = view.gpus[args.gpu as usize].used_bytes.saturating_sub(held);
+        let free = total.saturating_sub(others + held);
+        if want > held && want - held > free {
+            oom_exit(args.gpu, want - held, free);
+        }
         reg.set(&[GpuUse {
             gpu: args.gpu,
-            used_bytes,
-            util_percent: if f >= 1.0 { 0 } else { util_percent },
+            used_bytes: want,
+            util_percent: if f >= 1.0 { 0 } else { util },
         }])?;
+        held = want;
         if f >= 1.0 {
             break;
         }
@@ -85,12 +140,47 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     writeln!(out, "ready rank={}", args.rank)?;
     out.flush()?;
+    if let Some(after) = modes.crash_after {
+        std::thread::sleep(after);
+        eprintln!(
+            "simserver worker {}: fatal: NCCL watchdog timeout (simulated crash)",
+            args.rank
+        );
+        std::process::abort();
+    }
     loop {
         std::thread::park();
     }
 }
 
+/// A child that leaves the process group and outlives this worker, holding 2 GiB —
+/// the leftover that makes the next launch run out of memory.
+fn leave_orphan(gpu: u32) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        "foreign",
+        "--gpu",
+        &gpu.to_string(),
+        "--mem-gib",
+        "2",
+        "--ignore-sigterm",
+    ]);
+    // SAFETY: setsid is async-signal-safe and only affects the new child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn().context("spawning the leftover")?;
+    Ok(())
+}
+
 pub(crate) fn foreign(args: ForeignArgs) -> anyhow::Result<()> {
+    if args.ignore_sigterm {
+        ignore_sigterm();
+    }
     let reg = Registration::for_self(&host_dir()?)?;
     reg.set(&[GpuUse {
         gpu: args.gpu,
@@ -110,11 +200,11 @@ mod tests {
     fn ramp_is_monotonic_and_ends_at_target() {
         let mut last = 0;
         for i in 0..=100 {
-            let (m, _) = warmup_curve(f64::from(i) / 100.0, 88.0);
+            let (m, _) = warmup_curve(f64::from(i) / 100.0, 88.0 * GIB);
             assert!(m >= last, "step {i}");
             last = m;
         }
         assert_eq!(last, (88.0 * GIB) as u64);
-        assert_eq!(warmup_curve(0.0, 88.0).0, 0);
+        assert_eq!(warmup_curve(0.0, 88.0 * GIB).0, 0);
     }
 }

@@ -1,0 +1,4 @@
+//! Guarded restarts end to end: the real drainwatch managing the simulated server
+//! (real processes, signals and SQLite) on a simulated host, driven over HTTP.
+
+mod flow;

@@ -1,0 +1,80 @@
+//! Misbehaviour, chosen per launch by `SIMSERVER_MODE` (comma-separated, so a
+//! restart's environment flag can pick it): the ways real servers make restarts
+//! go wrong, for tests and the demo.
+
+use std::time::Duration;
+
+/// The modes of one launch. Workers inherit the variable, so they see the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Modes {
+    /// Launcher and workers ignore SIGTERM.
+    pub(crate) ignore_sigterm: bool,
+    /// Rank 0 leaves a process that escapes the process group and keeps GPU memory.
+    pub(crate) orphan: bool,
+    /// On SIGTERM, finish in-flight requests (up to this long) before exiting.
+    pub(crate) slow_drain: Option<Duration>,
+    /// Warm-up dies with a CUDA out-of-memory error halfway.
+    pub(crate) oom: bool,
+    /// A worker dies this long after the server is ready.
+    pub(crate) crash_after: Option<Duration>,
+    /// `/health` says 200, completions never answer.
+    pub(crate) hang_completions: bool,
+}
+
+pub(crate) const ENV: &str = "SIMSERVER_MODE";
+
+impl Modes {
+    pub(crate) fn from_env() -> Result<Self, String> {
+        Self::parse(&std::env::var(ENV).unwrap_or_default())
+    }
+
+    /// `"orphan,slow-drain=3000"` and the like; `normal` or empty is none.
+    pub(crate) fn parse(s: &str) -> Result<Self, String> {
+        let mut m = Self::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = match item.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (item, None),
+            };
+            let ms = |default: u64| -> Result<Duration, String> {
+                match value {
+                    None => Ok(Duration::from_millis(default)),
+                    Some(v) => v
+                        .parse()
+                        .map(Duration::from_millis)
+                        .map_err(|_| format!("{ENV}: `{item}` needs milliseconds")),
+                }
+            };
+            match name {
+                "normal" => {}
+                "ignore-sigterm" => m.ignore_sigterm = true,
+                "orphan" => m.orphan = true,
+                "slow-drain" => m.slow_drain = Some(ms(5_000)?),
+                "oom" => m.oom = true,
+                "crash" => m.crash_after = Some(ms(10_000)?),
+                "hang-completions" => m.hang_completions = true,
+                other => return Err(format!("{ENV}: unknown mode `{other}`")),
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_and_values() {
+        let m = Modes::parse("orphan, slow-drain=2500,ignore-sigterm").expect("valid");
+        assert!(m.orphan && m.ignore_sigterm);
+        assert_eq!(m.slow_drain, Some(Duration::from_millis(2500)));
+        assert_eq!(Modes::parse("normal").expect("valid"), Modes::default());
+        assert_eq!(
+            Modes::parse("crash").expect("valid").crash_after,
+            Some(Duration::from_secs(10))
+        );
+        assert!(Modes::parse("explode").is_err());
+        assert!(Modes::parse("crash=soon").is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! drainwatch managing the simulated server: a generated server config, the real
+//! binary with `--config` and its own data folder, and helpers that drive and
+//! read the restart API.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+use shared::restart::{Phase, ServerStatus};
+
+use crate::{SimHost, TestApp, bin, spawn_app};
+
+/// A free TCP port on loopback (released before use; fine for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Options of the generated server config.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    pub port: u16,
+    pub tp: u32,
+    pub warmup_ms: u64,
+    pub drain: &'static str,
+    pub kill_grace: &'static str,
+    pub verify: &'static str,
+    pub warmup_timeout: &'static str,
+    /// Extra `[server.env]` entries.
+    pub env: Vec<(&'static str, &'static str)>,
+}
+
+impl Default for ServerSpec {
+    fn default() -> Self {
+        Self {
+            port: free_port(),
+            tp: 4,
+            warmup_ms: 500,
+            drain: "5s",
+            kill_grace: "3s",
+            verify: "10s",
+            warmup_timeout: "20s",
+            env: Vec::new(),
+        }
+    }
+}
+
+impl ServerSpec {
+    /// The TOML drainwatch reads.
+    pub fn toml(&self) -> String {
+        let env: String = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k} = \"{v}\"\n"))
+            .collect();
+        format!(
+            r#"
+[server]
+name = "sim"
+program = "{program}"
+args = ["launch", "--port", "{port}", "--tp", "{tp}", "--warmup-ms", "{warmup}", "--itl-ms", "20",
+        "--", "python3", "-m", "sglang.launch_server", "--port", "{port}"]
+port = {port}
+gpus = [0, 1, 2, 3]
+
+[server.env]
+{env}
+[server.readiness]
+timeout = "2s"
+
+[timeouts]
+drain = "{drain}"
+kill_grace = "{kill}"
+verify = "{verify}"
+warmup = "{warmup_timeout}"
+
+[verify]
+samples = 3
+
+[[flags]]
+name = "--tp"
+kind = "arg"
+type = "int"
+min = 1
+max = 4
+
+[[flags]]
+name = "--warmup-ms"
+kind = "arg"
+type = "int"
+min = 100
+max = 60000
+
+[[flags]]
+name = "SIMSERVER_MODE"
+kind = "env"
+type = "enum"
+values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=3000", "oom", "crash=1500", "hang-completions"]
+
+[[flags]]
+name = "SGLANG_OPT_USE_TILELANG_INDEXER"
+kind = "env"
+type = "enum"
+values = ["0", "1"]
+"#,
+            program = bin("simserver").display(),
+            port = self.port,
+            tp = self.tp,
+            warmup = self.warmup_ms,
+            drain = self.drain,
+            kill = self.kill_grace,
+            verify = self.verify,
+            warmup_timeout = self.warmup_timeout,
+        )
+    }
+}
+
+/// drainwatch with `--config` for `spec`, its data in `host`'s scratch folder.
+pub fn spawn_managed(host: &SimHost, spec: &ServerSpec, extra: &[&str]) -> anyhow::Result<TestApp> {
+    let cfg = host.scratch().join("server.toml");
+    std::fs::write(&cfg, spec.toml())?;
+    let data = host.scratch().join("data");
+    let mut args: Vec<String> = vec![
+        "--config".into(),
+        cfg.display().to_string(),
+        "--data-dir".into(),
+        data.display().to_string(),
+        "--sample-interval-ms".into(),
+        "50".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_app(host, &refs)
+}
+
+impl TestApp {
+    /// The managed server's status from `/api/state`.
+    pub async fn server(&self) -> anyhow::Result<ServerStatus> {
+        self.state()
+            .await?
+            .server
+            .context("no managed server in /api/state")
+    }
+
+    /// Polls until the server's phase is `phase` and no operation runs.
+    pub async fn wait_phase(
+        &self,
+        phase: Phase,
+        timeout: Duration,
+    ) -> anyhow::Result<ServerStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let s = self.server().await?;
+            if s.phase == phase && s.operation.is_none() {
+                return Ok(s);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out waiting for {phase:?}; status: {s:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// POSTs JSON to `path`; returns the status code and the JSON body.
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
+        let r = self.http.post(self.url(path)).json(body).send().await?;
+        let code = r.status().as_u16();
+        let text = r.text().await?;
+        Ok((
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    pub async fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        let r = self.http.get(self.url(path)).send().await?;
+        anyhow::ensure!(r.status().is_success(), "GET {path}: {}", r.status());
+        Ok(r.json().await?)
+    }
+
+    /// Starts the server and waits until it is ready.
+    pub async fn start_server(&self) -> anyhow::Result<ServerStatus> {
+        let g = self.server().await?.generation;
+        let (code, body) = self
+            .post(
+                "/api/start",
+                &json!({"generation": g, "flags": {}, "confirm": "sim"}),
+            )
+            .await?;
+        anyhow::ensure!(code == 202, "start refused: {code} {body}");
+        self.wait_phase(Phase::Ready, Duration::from_secs(30)).await
+    }
+
+    /// Requests a restart with `flags`; returns the new restart's id.
+    pub async fn restart(&self, flags: Value) -> anyhow::Result<i64> {
+        let g = self.server().await?.generation;
+        let (code, body) = self
+            .post(
+                "/api/restart",
+                &json!({"generation": g, "flags": flags, "confirm": "sim"}),
+            )
+            .await?;
+        anyhow::ensure!(code == 202, "restart refused: {code} {body}");
+        body["id"].as_i64().context("an id")
+    }
+
+    /// The finished restart `id` (waits until it is no longer running).
+    pub async fn finished_restart(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let d = self.get_json(&format!("/api/restarts/{id}")).await?;
+            if d["summary"]["outcome"] != "running" {
+                return Ok(d);
+            }
+            if Instant::now() > deadline {
+                bail!("restart {id} still running after {timeout:?}: {d}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
