@@ -2,3 +2,4 @@
 //! (real processes, signals and SQLite) on a simulated host, driven over HTTP.
 
 mod flow;
+mod modes;
