@@ -127,3 +127,48 @@ async fn stop_leaves_every_gpu_at_baseline() -> anyhow::Result<()> {
     assert!(s.processes.iter().all(|p| p.role != ProcessRole::Server));
     Ok(())
 }
+
+#[tokio::test]
+async fn a_server_started_by_hand_is_adopted_on_request_then_restarted() -> anyhow::Result<()> {
+    let host = SimHost::new(300);
+    let spec = ServerSpec::default();
+    let by_hand = tests::SimServer::launch_on(&host, spec.port, 4, 300)?;
+    let app = spawn_managed(&host, &spec, &[])?;
+    // Seen, but not taken over without an explicit action.
+    let s = app
+        .wait_for_state("the server on the port", T, |s| {
+            s.server.as_ref().is_some_and(|v| v.adoptable.is_some())
+        })
+        .await?
+        .server
+        .expect("server");
+    assert_eq!(s.phase, Phase::Stopped);
+    assert_eq!(s.adoptable.map(|r| r.pid), Some(by_hand.proc.pid()));
+
+    let (code, body) = app
+        .post(
+            "/api/adopt",
+            &json!({"generation": s.generation, "confirm": "sim"}),
+        )
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    let adopted = app.wait_phase(Phase::Ready, T).await?;
+    assert_eq!(adopted.root.map(|r| r.pid), Some(by_hand.proc.pid()));
+    assert_eq!(adopted.generation, s.generation + 1);
+
+    let id = app.restart(json!({})).await?;
+    let d = app.finished_restart(id, T).await?;
+    assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
+    let now = app.server().await?;
+    assert_ne!(now.root.map(|r| r.pid), Some(by_hand.proc.pid()));
+    let kinds: Vec<String> = app
+        .get_json("/api/restarts")
+        .await?
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|r| r["kind"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(kinds, ["restart", "adopt"]);
+    Ok(())
+}

@@ -170,9 +170,20 @@ pub struct SimServer {
 
 impl SimServer {
     pub fn launch(host: &SimHost, tp: u32, warmup_ms: u64) -> anyhow::Result<Self> {
+        Self::launch_on(host, 0, tp, warmup_ms)
+    }
+
+    /// As [`Self::launch`], on a given port (0: any free one).
+    pub fn launch_on(host: &SimHost, port: u16, tp: u32, warmup_ms: u64) -> anyhow::Result<Self> {
         let mut proc = Proc::spawn(
             Command::new(bin("simserver"))
-                .args(["launch", "--port", "0", "--tp", &tp.to_string()])
+                .args([
+                    "launch",
+                    "--port",
+                    &port.to_string(),
+                    "--tp",
+                    &tp.to_string(),
+                ])
                 .args(["--warmup-ms", &warmup_ms.to_string()])
                 .args(DECOY)
                 .env(HOST_DIR_ENV, host.path())

@@ -97,7 +97,7 @@ max = 60000
 name = "SIMSERVER_MODE"
 kind = "env"
 type = "enum"
-values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=3000", "oom", "crash=1500", "hang-completions"]
+values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=3000", "slow-drain=6000", "oom", "crash=1500", "hang-completions"]
 
 [[flags]]
 name = "SGLANG_OPT_USE_TILELANG_INDEXER"

@@ -18,8 +18,8 @@ use super::{ApiError, AppState};
 use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
 use crate::store::{AuditEntry, Store};
 
-/// `Json`, with refusals worded for people: 400 for bad JSON, 413 for too big,
-/// 415 without a JSON content type.
+/// `Json`, with refusals worded for people: 400 for anything that is not the
+/// expected JSON, 413 for too big, 415 without a JSON content type.
 #[derive(Debug)]
 pub(super) struct Body<T>(T);
 
@@ -33,19 +33,19 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
-            Err(rejection) => {
-                let status = rejection.status();
-                let message = match &rejection {
-                    JsonRejection::MissingJsonContentType(_) => {
-                        "send the body as JSON (Content-Type: application/json)".to_owned()
-                    }
-                    _ if status == StatusCode::PAYLOAD_TOO_LARGE => {
-                        "request body too large".to_owned()
-                    }
-                    other => format!("invalid request: {}", other.body_text()),
-                };
-                Err(ApiError::new(status, message))
-            }
+            Err(rejection) => Err(match &rejection {
+                JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "send the body as JSON (Content-Type: application/json)",
+                ),
+                r if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
+                }
+                other => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("invalid request: {}", other.body_text()),
+                ),
+            }),
         }
     }
 }

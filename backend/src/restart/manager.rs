@@ -203,7 +203,8 @@ impl Manager {
     }
 
     fn set_running(&mut self, r: Running, own_children: bool) {
-        self.members = HashSet::from([r.root]);
+        self.members = supervisor::descendants(r.root).into_iter().collect();
+        self.members.insert(r.root);
         self.hint.set(Hint {
             root: Some(r.root),
             members: self.members.clone(),
@@ -211,6 +212,20 @@ impl Manager {
         });
         self.adoptable = None;
         self.running = Some(r);
+    }
+
+    /// Adds the root's current descendants to the tracked members.
+    fn track_descendants(&mut self) {
+        let Some(root) = self.running.as_ref().map(|r| r.root) else {
+            return;
+        };
+        let before = self.members.len();
+        self.members.extend(supervisor::descendants(root));
+        if self.members.len() != before {
+            let mut h = self.hint.get();
+            h.members = self.members.clone();
+            self.hint.set(h);
+        }
     }
 
     /// Serves until `shutdown` flips.
@@ -636,6 +651,8 @@ impl Manager {
         if req.kind == OpKind::Adopt {
             self.adopt(now);
         } else {
+            // Whatever the server spawned since the last sample is ours too.
+            self.track_descendants();
             self.feed(Input::Begin {
                 kind: req.kind,
                 to_flags,

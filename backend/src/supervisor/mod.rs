@@ -130,6 +130,29 @@ pub fn alive(id: ProcId) -> bool {
     start == Some(id.start_ticks) && !matches!(state, "Z" | "X" | "x")
 }
 
+/// `root` and every descendant it has now, by identity (children are listed per
+/// thread in `/proc/<pid>/task/*/children`; a child younger than its parent whose
+/// PID was reused in between is not taken).
+pub fn descendants(root: ProcId) -> Vec<ProcId> {
+    let mut out = Vec::new();
+    if !alive(root) {
+        return out;
+    }
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        out.push(parent);
+        for pid in crate::telemetry::procfs::children(parent.pid, 0) {
+            if let Some(start_ticks) = start_ticks_of(pid) {
+                let id = ProcId { pid, start_ticks };
+                if start_ticks >= parent.start_ticks && !out.contains(&id) && !queue.contains(&id) {
+                    queue.push(id);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Signals a process group.
 #[allow(unsafe_code)]
 pub fn signal_group(pgid: i32, sig: i32) {

@@ -1,0 +1,100 @@
+//! drainwatch itself dies: SIGKILL in the middle of a drain, or while the server
+//! runs. The history survives, the cut restart is marked interrupted, and the
+//! next drainwatch re-finds the server by its recorded PID + start time.
+
+use std::time::Duration;
+
+use serde_json::json;
+use shared::restart::Phase;
+use tests::managed::{ServerSpec, spawn_managed};
+use tests::{SimHost, TestApp};
+
+const T: Duration = Duration::from_secs(30);
+
+/// Kills a server's process group when the test ends, whatever happened.
+struct KillGroup(i32);
+
+impl Drop for KillGroup {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: killpg on the server group this test made drainwatch start.
+        unsafe { libc::killpg(self.0, libc::SIGKILL) };
+    }
+}
+
+async fn started(host: &SimHost, spec: &ServerSpec) -> anyhow::Result<(TestApp, KillGroup)> {
+    let app = spawn_managed(host, spec, &[])?;
+    let s = app.start_server().await?;
+    let pid = s.root.expect("root").pid as i32;
+    Ok((app, KillGroup(pid)))
+}
+
+#[tokio::test]
+async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
+-> anyhow::Result<()> {
+    let host = SimHost::new(200);
+    let spec = ServerSpec {
+        env: vec![("SIMSERVER_MODE", "slow-drain=6000")],
+        ..ServerSpec::default()
+    };
+    let (app, _server) = started(&host, &spec).await?;
+    let port = app.server().await?.port;
+    // A long request keeps the drain busy.
+    let long = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/v1/completions"))
+        .json(&json!({"prompt": "x", "max_tokens": 150, "stream": true}))
+        .send();
+    let _long = tokio::spawn(long);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let id = app.restart(json!({"--tp": "2"})).await?;
+    // Let the drain run long enough for its records to be committed (≤ 250 ms).
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(app.server().await?.phase, Phase::Draining);
+    app.proc.signal_group(libc::SIGKILL);
+    drop(app);
+
+    let app = spawn_managed(&host, &spec, &[])?;
+    let d = app.finished_restart(id, T).await?;
+    assert_eq!(d["summary"]["outcome"], "interrupted", "{d}");
+    assert_eq!(d["summary"]["failure"]["kind"], "interrupted");
+    let phases: Vec<&str> = d["transitions"]
+        .as_array()
+        .expect("t")
+        .iter()
+        .filter_map(|t| t["phase"].as_str())
+        .collect();
+    assert_eq!(phases.first(), Some(&"draining"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"failed"), "{phases:?}");
+    let points = d["timeline"].as_array().expect("timeline").len();
+    assert!(points >= 10, "only {points} timeline points survived");
+    // The start before it is intact too.
+    let list = app.get_json("/api/restarts").await?;
+    assert_eq!(list[1]["kind"], "start");
+    assert_eq!(list[1]["outcome"], "succeeded");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_restarted_drainwatch_re_finds_the_running_server_and_can_restart_it()
+-> anyhow::Result<()> {
+    let host = SimHost::new(200);
+    let spec = ServerSpec::default();
+    let (app, _server) = started(&host, &spec).await?;
+    let before = app.server().await?;
+    app.proc.signal_group(libc::SIGKILL);
+    drop(app);
+
+    let app = spawn_managed(&host, &spec, &[])?;
+    let s = app.wait_phase(Phase::Ready, T).await?;
+    assert_eq!(s.root, before.root, "not the same server");
+    assert_eq!(s.generation, before.generation);
+    // Its processes are still the server's, and a restart replaces them cleanly.
+    let id = app.restart(json!({"--tp": "3"})).await?;
+    let d = app.finished_restart(id, T).await?;
+    assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
+    let after = app.server().await?;
+    assert_ne!(after.root, before.root);
+    assert!(!tests::alive(before.root.expect("root").pid));
+    let _new = KillGroup(after.root.expect("root").pid as i32);
+    Ok(())
+}

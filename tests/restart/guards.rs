@@ -1,0 +1,239 @@
+//! The guards: one operation at a time, stale views, typed confirmation, hostile
+//! input. Every refusal is a clear 4xx, changes nothing, and is audited.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use shared::restart::Phase;
+use tests::managed::{ServerSpec, spawn_managed};
+use tests::{SimHost, TestApp};
+
+async fn ready() -> anyhow::Result<(SimHost, TestApp)> {
+    let host = SimHost::new(200);
+    let spec = ServerSpec {
+        warmup_ms: 1_500,
+        ..ServerSpec::default()
+    };
+    let app = spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    Ok((host, app))
+}
+
+#[tokio::test]
+async fn ten_simultaneous_restarts_run_exactly_one() -> anyhow::Result<()> {
+    let (_host, app) = ready().await?;
+    let g = app.server().await?.generation;
+    let body = json!({"generation": g, "flags": {"--tp": "3"}, "confirm": "sim"});
+    let results =
+        futures_util::future::join_all((0..10).map(|_| app.post("/api/restart", &body))).await;
+    let mut accepted = 0;
+    for r in results {
+        let (code, body) = r?;
+        match code {
+            202 => accepted += 1,
+            409 => {
+                let err = body["error"].as_str().unwrap_or_default();
+                assert!(
+                    err.contains("already running") || err.contains("changed"),
+                    "{body}"
+                );
+                if err.contains("already running") {
+                    assert_eq!(body["running"]["kind"], "restart", "{body}");
+                }
+            }
+            other => anyhow::bail!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(accepted, 1);
+    let ready = app
+        .wait_phase(Phase::Ready, Duration::from_secs(30))
+        .await?;
+    assert_eq!(ready.generation, g + 1);
+    let restarts = app.get_json("/api/restarts").await?;
+    assert_eq!(
+        restarts.as_array().map(Vec::len),
+        Some(2),
+        "start + one restart: {restarts}"
+    );
+    let audit = app.get_json("/api/audit?limit=100").await?;
+    let refused = audit
+        .as_array()
+        .expect("audit")
+        .iter()
+        .filter(|a| a["outcome"] == "refused")
+        .count();
+    assert_eq!(refused, 9);
+    Ok(())
+}
+
+#[tokio::test]
+async fn hostile_and_confused_requests_are_refused_and_change_nothing() -> anyhow::Result<()> {
+    let (_host, app) = ready().await?;
+    let before = app.server().await?;
+    let g = before.generation;
+    let cases: Vec<(Value, u16, &str)> = vec![
+        (
+            json!({"generation": g, "flags": {"--rm-rf": "/"}, "confirm": "sim"}),
+            400,
+            "unknown flag `--rm-rf`",
+        ),
+        (
+            json!({"generation": g, "flags": {"--tp": "eight"}, "confirm": "sim"}),
+            400,
+            "`--tp` must be an integer from 1 to 4",
+        ),
+        (
+            json!({"generation": g, "flags": {"--tp": "4; reboot"}, "confirm": "sim"}),
+            400,
+            "`--tp`",
+        ),
+        (
+            json!({"generation": g, "flags": {"SIMSERVER_MODE": "$(reboot)"}, "confirm": "sim"}),
+            400,
+            "must be one of",
+        ),
+        (
+            json!({"generation": g, "flags": {}, "confirm": "prod"}),
+            400,
+            "to confirm",
+        ),
+        (
+            json!({"generation": g + 7, "flags": {}, "confirm": "sim"}),
+            409,
+            "changed since you looked",
+        ),
+        (json!({"generation": g, "flags": {}}), 400, "confirm"),
+        (
+            json!({"generation": "one", "confirm": "sim"}),
+            400,
+            "generation",
+        ),
+        (
+            json!({"generation": g, "confirm": "sim", "shell": "rm -rf /"}),
+            400,
+            "unknown field",
+        ),
+    ];
+    for (body, want, needle) in cases {
+        let (code, resp) = app.post("/api/restart", &body).await?;
+        assert_eq!(code, want, "{body} → {resp}");
+        assert!(
+            resp["error"].as_str().unwrap_or_default().contains(needle),
+            "{body} → {resp}"
+        );
+    }
+    // Not JSON, and too big.
+    let r = app
+        .http
+        .post(app.url("/api/restart"))
+        .body("restart please")
+        .header("content-type", "application/json")
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+    let r = app
+        .http
+        .post(app.url("/api/restart"))
+        .body("{}")
+        .send()
+        .await?;
+    assert_eq!(r.status(), 415);
+    let huge = json!({"generation": g, "confirm": "sim", "flags": {"--tp": "x".repeat(100_000)}});
+    let (code, resp) = app.post("/api/restart", &huge).await?;
+    assert_eq!(code, 413, "{resp}");
+    // Stop takes no flags.
+    let (code, _) = app
+        .post(
+            "/api/stop",
+            &json!({"generation": g, "confirm": "sim", "flags": {}}),
+        )
+        .await?;
+    assert_eq!(code, 400);
+    // Bad ids and limits.
+    assert_eq!(
+        app.http
+            .get(app.url("/api/restarts/abc"))
+            .send()
+            .await?
+            .status(),
+        400
+    );
+    assert_eq!(
+        app.http
+            .get(app.url("/api/restarts/99999"))
+            .send()
+            .await?
+            .status(),
+        404
+    );
+    assert_eq!(
+        app.http
+            .get(app.url("/api/restarts?limit=0"))
+            .send()
+            .await?
+            .status(),
+        400
+    );
+
+    // Nothing changed: same generation, same root, only the start in the history.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = app.server().await?;
+    assert_eq!(
+        (after.generation, after.root, after.phase),
+        (before.generation, before.root, Phase::Ready)
+    );
+    assert_eq!(
+        app.get_json("/api/restarts")
+            .await?
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let audit = app.get_json("/api/audit?limit=100").await?;
+    assert!(
+        audit
+            .as_array()
+            .expect("audit")
+            .iter()
+            .any(|a| a["detail"].as_str().unwrap_or_default().contains("--rm-rf"))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn stop_then_start_and_operations_that_make_no_sense_now() -> anyhow::Result<()> {
+    let (_host, app) = ready().await?;
+    let g = app.server().await?.generation;
+    let (code, body) = app
+        .post("/api/start", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 409, "start while running: {body}");
+    let (code, _) = app
+        .post("/api/stop", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 202);
+    app.wait_phase(Phase::Stopped, Duration::from_secs(30))
+        .await?;
+    let (code, body) = app
+        .post("/api/stop", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 409, "stop while stopped: {body}");
+    let (code, body) = app
+        .post("/api/adopt", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 409, "nothing to adopt: {body}");
+    app.start_server().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn without_a_config_there_is_nothing_to_restart() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let app = tests::spawn_app(&host, &[])?;
+    let (code, body) = app
+        .post("/api/restart", &json!({"generation": 0, "confirm": "x"}))
+        .await?;
+    assert_eq!(code, 404, "{body}");
+    assert!(app.state().await?.server.is_none());
+    Ok(())
+}
