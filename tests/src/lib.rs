@@ -155,7 +155,16 @@ impl Proc {
 }
 
 impl Drop for Proc {
+    /// Kills the process's group and the group of every descendant — a model
+    /// server drainwatch launched runs in a session of its own.
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
+        for d in simhost::descendants(self.child.id()) {
+            if d.pgid > 1 {
+                // SAFETY: killpg on groups led by descendants of this test's child.
+                unsafe { libc::killpg(d.pgid, libc::SIGKILL) };
+            }
+        }
         self.signal_group(libc::SIGKILL);
         let _ = self.child.wait();
     }

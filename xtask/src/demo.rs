@@ -1,7 +1,11 @@
-//! `cargo xtask demo`: drainwatch on a simulated 8-GPU host with a model server
-//! warming up and a foreign process whose command line looks just like it.
+//! `cargo xtask demo`: drainwatch managing a simulated SGLang-like server on a
+//! simulated 8-GPU host (examples/demo.toml), next to a foreign process whose
+//! command line looks just like the server's. The server is started through
+//! drainwatch's own API, so the demo shows the managed path; Ctrl-C stops
+//! everything, the server drainwatch launched included.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -25,58 +29,42 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     build::binaries(false)?;
     let bin = build::profile_dir(false);
     let nvml = build::link_nvml(false)?;
-    let host = root().join("target/demo-host");
-    if host.exists() {
-        std::fs::remove_dir_all(&host).context("clearing the previous demo host")?;
+    let (host, data) = (
+        root().join("target/demo-host"),
+        root().join("target/demo-data"),
+    );
+    for dir in [&host, &data] {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir)?;
     }
-    std::fs::create_dir_all(&host)?;
+    let config = data.join("demo.toml");
+    std::fs::write(
+        &config,
+        demo_config(&bin.join("simserver"), port, warmup_s)?,
+    )?;
 
     procs::catch_stop_signals();
-    let decoy = [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        "deepseek-ai/DeepSeek-V3.2-Exp",
-        "--tp",
-        "8",
-        "--port",
-    ];
-    let sim = |sub: &str| {
-        let mut c = Command::new(bin.join("simserver"));
-        c.arg(sub).env("DRAINWATCH_SIM_HOST", &host);
-        c
-    };
     let mut groups: Vec<Group> = Vec::new();
     let started = (|| -> anyhow::Result<String> {
         groups.push(procs::spawn_group(
-            "model server",
-            sim("launch")
-                .args(["--port", &port.to_string()])
-                .args(["--warmup-ms", &((warmup_s * 1000.0) as u64).to_string()])
-                .arg("--")
-                .args(decoy)
-                .arg(port.to_string())
-                .stdout(Stdio::null()),
-        )?);
-        groups.push(procs::spawn_group(
             "foreign process",
-            sim("foreign")
-                .args(["--gpu", "3", "--mem-gib", "1.5", "--"])
-                .args(decoy)
-                .arg(port.to_string()),
+            Command::new(bin.join("simserver"))
+                .args(["foreign", "--gpu", "7", "--mem-gib", "1.5", "--"])
+                .args(["python3", "-m", "sglang.launch_server", "--model-path"])
+                .args(["deepseek-ai/DeepSeek-V3.2-Exp", "--port", &port.to_string()])
+                .env("DRAINWATCH_SIM_HOST", &host),
         )?);
         let mut dw = Command::new(bin.join("drainwatch"));
-        dw.args([
-            "--bind",
-            bind,
-            "--server-port",
-            &port.to_string(),
-            "--nvml-lib",
-        ])
-        .arg(&nvml)
-        .env("DRAINWATCH_SIM_HOST", &host)
-        .stdout(Stdio::piped());
+        dw.args(["--bind", bind, "--nvml-lib"])
+            .arg(&nvml)
+            .arg("--config")
+            .arg(&config)
+            .arg("--data-dir")
+            .arg(&data)
+            .env("DRAINWATCH_SIM_HOST", &host)
+            .stdout(Stdio::piped());
         groups.push(procs::spawn_group("drainwatch", &mut dw)?);
         let out = groups
             .last_mut()
@@ -99,17 +87,27 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let url = match started {
         Ok(url) => url,
         Err(e) => {
-            procs::stop_all(&mut groups, Duration::from_secs(3));
+            stop(&mut groups);
             return Err(e);
         }
     };
+    let addr = url.trim_start_matches("http://");
+    let start = post(
+        addr,
+        "/api/start",
+        r#"{"generation":0,"flags":{},"confirm":"demo"}"#,
+    );
+    if let Err(e) = &start {
+        eprintln!("xtask: could not start the model server through drainwatch: {e:#}");
+    }
     println!();
     println!("  drainwatch demo: open {url}");
     println!("  simulated host: 8 GPUs ({})", host.display());
     println!(
-        "  model server on port {port}, warming up for {warmup_s} s; a foreign process holds 1.5 GiB on GPU 3"
+        "  model server \"demo\" on port {port}, started by drainwatch, warming up for {warmup_s} s"
     );
-    println!("  Ctrl-C stops everything");
+    println!("  a foreign process with the same command line holds 1.5 GiB on GPU 7");
+    println!("  restart it from the UI (type \"demo\" to confirm); Ctrl-C stops everything");
     println!();
 
     let exited = loop {
@@ -122,9 +120,58 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     };
     eprintln!("xtask: stopping the demo");
-    procs::stop_all(&mut groups, Duration::from_secs(5));
+    stop(&mut groups);
     match exited {
         Some((name, status)) => bail!("{name} exited unexpectedly ({status})"),
         None => Ok(()),
     }
+}
+
+/// Stops the server drainwatch launched (it runs in its own session, so it
+/// outlives drainwatch by design), then drainwatch and the rest.
+fn stop(groups: &mut [Group]) {
+    for g in groups.iter().filter(|g| g.name == "drainwatch") {
+        procs::kill_descendant_groups(g.child.id());
+    }
+    procs::stop_all(groups, Duration::from_secs(5));
+}
+
+/// examples/demo.toml with this run's program path, port and warm-up.
+fn demo_config(program: &std::path::Path, port: u16, warmup_s: f64) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(root().join("examples/demo.toml"))
+        .context("reading examples/demo.toml")?;
+    let warmup_ms = ((warmup_s * 1000.0) as u64).clamp(1_000, 180_000);
+    let text = text
+        .replace(
+            "\"../target/debug/simserver\"",
+            &format!("{:?}", program.display().to_string()),
+        )
+        .replace("\"--port\", \"30000\"", &format!("\"--port\", \"{port}\""))
+        .replace("port = 30000", &format!("port = {port}"))
+        .replace(
+            "\"--warmup-ms\", \"30000\"",
+            &format!("\"--warmup-ms\", \"{warmup_ms}\""),
+        );
+    Ok(text)
+}
+
+/// A minimal HTTP/1.1 POST of a JSON body; fails on a non-2xx answer.
+fn post(addr: &str, path: &str, body: &str) -> anyhow::Result<()> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    let status = answer.split_whitespace().nth(1).unwrap_or("");
+    if !status.starts_with('2') {
+        bail!(
+            "{path} answered {}",
+            answer.lines().last().unwrap_or(status)
+        );
+    }
+    Ok(())
 }

@@ -83,6 +83,17 @@ fn group_alive(g: &Group) -> bool {
     unsafe { libc::killpg(g.child.id() as libc::pid_t, 0) == 0 }
 }
 
+/// SIGKILLs the process group of every descendant of `pid`: what a supervisor
+/// started in sessions of their own.
+pub(crate) fn kill_descendant_groups(pid: u32) {
+    for d in simhost::descendants(pid) {
+        if d.pgid > 1 {
+            // SAFETY: killpg on a group led by a descendant of our own child.
+            unsafe { libc::killpg(d.pgid, libc::SIGKILL) };
+        }
+    }
+}
+
 /// The first child that has exited, with its status.
 pub(crate) fn first_exited(
     groups: &mut [Group],

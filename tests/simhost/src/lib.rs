@@ -21,7 +21,7 @@ mod proc_stat;
 
 pub use inventory::{GpuSpec, Inventory};
 pub use observe::{GpuView, HostView, ProcessUse, observe, observe_with};
-pub use proc_stat::{ProcStat, parse_proc_stat, read_proc_stat};
+pub use proc_stat::{ProcStat, descendants, parse_proc_stat, read_proc_stat};
 
 use std::io;
 use std::path::{Path, PathBuf};

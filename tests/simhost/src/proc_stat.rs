@@ -10,6 +10,8 @@ pub struct ProcStat {
     /// Field 3: `R`, `S`, `D`, `Z` (zombie), `X` (dead), …
     pub state: char,
     pub ppid: u32,
+    /// Field 5: the process group.
+    pub pgid: i32,
     /// Field 22: start time in clock ticks since boot.
     pub start_ticks: u64,
 }
@@ -28,14 +30,39 @@ pub fn parse_proc_stat(pid: u32, line: &str) -> Option<ProcStat> {
     let mut fields = after.split_ascii_whitespace();
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
-    // Fields 5..=21 lie between ppid and starttime.
-    let start_ticks = fields.nth(17)?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    // Fields 6..=21 lie between pgid and starttime.
+    let start_ticks = fields.nth(16)?.parse().ok()?;
     Some(ProcStat {
         pid,
         state,
         ppid,
+        pgid,
         start_ticks,
     })
+}
+
+/// Every descendant of `pid` now (children, their children, …), found by walking
+/// parent links across `/proc`.
+pub fn descendants(pid: u32) -> Vec<ProcStat> {
+    let all: Vec<ProcStat> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| read_proc_stat(p).ok().flatten())
+        .collect();
+    let mut found: Vec<ProcStat> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for p in all.iter().filter(|p| p.ppid == parent) {
+            if !found.iter().any(|f| f.pid == p.pid) {
+                found.push(*p);
+                parents.push(p.pid);
+            }
+        }
+    }
+    found
 }
 
 /// Reads `/proc/<pid>/stat`; `Ok(None)` when no such process exists.
@@ -59,6 +86,7 @@ mod tests {
         let st = parse_proc_stat(4242, line).expect("parses");
         assert_eq!(st.state, 'S');
         assert_eq!(st.ppid, 1);
+        assert_eq!(st.pgid, 4242);
         assert_eq!(st.start_ticks, 98765);
         assert!(!st.has_exited());
     }

@@ -1,0 +1,381 @@
+//! The drain chart's arithmetic, pure so host tests pin it down: the fixed
+//! drawing box, the time and memory scales, "nice" ticks, one polyline per GPU,
+//! the running-requests step line, and rows for marker labels that would collide.
+
+use std::fmt::Write as _;
+
+use shared::restart::{Marker, MarkerKind, TimelinePoint};
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// The whole SVG, in user units (drawn 1:1 in pixels).
+pub(crate) const W: f64 = 760.0;
+pub(crate) const H: f64 = 310.0;
+/// The memory plot.
+pub(crate) const PLOT_LEFT: f64 = 64.0;
+pub(crate) const PLOT_RIGHT: f64 = W - 16.0;
+pub(crate) const PLOT_TOP: f64 = 40.0;
+pub(crate) const PLOT_BOTTOM: f64 = 220.0;
+/// The running-requests track under it.
+pub(crate) const TRACK_TOP: f64 = 236.0;
+pub(crate) const TRACK_BOTTOM: f64 = 276.0;
+/// Baseline of the time labels.
+pub(crate) const X_LABEL_Y: f64 = 294.0;
+/// Baselines of the marker label rows, above the plot.
+pub(crate) const MARKER_ROWS: [f64; 2] = [14.0, 30.0];
+/// Marker labels closer than this (user units) go to another row.
+const LABEL_GAP: f64 = 64.0;
+
+/// The chart's scales: time from `t0_ms` to `t1_ms` across the plot, memory
+/// from 0 to `y_max_bytes` up it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Frame {
+    pub(crate) t0_ms: u64,
+    pub(crate) t1_ms: u64,
+    pub(crate) y_max_bytes: u64,
+}
+
+impl Frame {
+    /// From the first to the last timeline point, widened to take in every
+    /// marker (SIGTERM comes before the first sample of a drain, ready after the
+    /// last). At least one second wide. `None` when there is nothing to draw.
+    pub(crate) fn new(timeline: &[TimelinePoint], markers: &[Marker], y_max_bytes: u64) -> Option<Self> {
+        let times = timeline
+            .iter()
+            .map(|p| p.at_ms)
+            .chain(markers.iter().map(|m| m.at_ms));
+        let (lo, hi) = times.fold(None, |acc: Option<(u64, u64)>, t| {
+            Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
+        })?;
+        Some(Self {
+            t0_ms: lo,
+            t1_ms: hi.max(lo + 1000),
+            y_max_bytes: y_max_bytes.max(1),
+        })
+    }
+
+    /// Seconds across.
+    pub(crate) fn span_s(&self) -> f64 {
+        (self.t1_ms - self.t0_ms) as f64 / 1000.0
+    }
+
+    pub(crate) fn x(&self, at_ms: u64) -> f64 {
+        let share = (at_ms.saturating_sub(self.t0_ms) as f64 / (self.t1_ms - self.t0_ms) as f64)
+            .clamp(0.0, 1.0);
+        PLOT_LEFT + share * (PLOT_RIGHT - PLOT_LEFT)
+    }
+
+    /// The x of `s` seconds after the start.
+    pub(crate) fn x_of_s(&self, s: f64) -> f64 {
+        self.x(self.t0_ms + (s * 1000.0).round() as u64)
+    }
+
+    pub(crate) fn y(&self, bytes: u64) -> f64 {
+        let share = (bytes as f64 / self.y_max_bytes as f64).clamp(0.0, 1.0);
+        PLOT_BOTTOM - share * (PLOT_BOTTOM - PLOT_TOP)
+    }
+
+    /// The y of `gib` GiB.
+    pub(crate) fn y_of_gib(&self, gib: f64) -> f64 {
+        self.y((gib * GIB).round() as u64)
+    }
+
+    /// GiB at the top.
+    pub(crate) fn y_max_gib(&self) -> f64 {
+        self.y_max_bytes as f64 / GIB
+    }
+}
+
+/// The top of the memory scale: the largest total memory among `totals` (the
+/// latest sample's GPUs), else the most memory the timeline shows used.
+pub(crate) fn y_max(totals: &[Option<u64>], timeline: &[TimelinePoint]) -> u64 {
+    totals
+        .iter()
+        .flatten()
+        .copied()
+        .max()
+        .filter(|t| *t > 0)
+        .unwrap_or_else(|| {
+            timeline
+                .iter()
+                .flat_map(|p| p.mem_used_bytes.iter().flatten().copied())
+                .max()
+                .unwrap_or(0)
+        })
+        .max(1)
+}
+
+/// A 1, 2 or 5 × 10ⁿ step that cuts `0..=max` into at most `max_ticks` parts.
+pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
+    if !(max.is_finite() && max > 0.0) {
+        return 1.0;
+    }
+    let rough = max / max_ticks.max(1) as f64;
+    let mag = 10f64.powf(rough.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= rough * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag)
+}
+
+/// 0, step, 2·step, … up to `max`.
+pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
+    let step = nice_step(max, max_ticks);
+    let mut out = Vec::new();
+    let mut i = 0u32;
+    loop {
+        let v = f64::from(i) * step;
+        if v > max * (1.0 + 1e-9) || out.len() > max_ticks + 1 {
+            break;
+        }
+        out.push(v);
+        i += 1;
+    }
+    out
+}
+
+/// A tick's text with its unit: "0 s", "2.5 s", "96 GiB"; as many decimals as
+/// the step needs.
+pub(crate) fn tick_label(v: f64, step: f64, unit: &str) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10().floor()) as usize
+    };
+    format!("{v:.decimals$} {unit}")
+}
+
+/// Each GPU's memory over time: `(position in the point's list, "x,y x,y …")`,
+/// for a `<polyline>`. A missing reading is skipped; a GPU without any reading
+/// gets an empty list.
+pub(crate) fn gpu_lines(timeline: &[TimelinePoint], frame: &Frame) -> Vec<(usize, String)> {
+    let gpus = timeline
+        .iter()
+        .map(|p| p.mem_used_bytes.len())
+        .max()
+        .unwrap_or(0);
+    (0..gpus)
+        .map(|g| {
+            let mut pts = String::new();
+            for p in timeline {
+                if let Some(Some(b)) = p.mem_used_bytes.get(g) {
+                    if !pts.is_empty() {
+                        pts.push(' ');
+                    }
+                    let _ = write!(pts, "{:.1},{:.1}", frame.x(p.at_ms), frame.y(*b));
+                }
+            }
+            (g, pts)
+        })
+        .collect()
+}
+
+/// The running requests as a step line in the track under the plot, and the
+/// most seen (the track's top). `None` when the timeline never reports them.
+/// A point without a count breaks the line.
+pub(crate) fn requests_path(timeline: &[TimelinePoint], frame: &Frame) -> Option<(String, u32)> {
+    let max = timeline.iter().filter_map(|p| p.running_requests).max()?;
+    let top = max.max(1);
+    let y = |n: u32| TRACK_BOTTOM - f64::from(n) / f64::from(top) * (TRACK_BOTTOM - TRACK_TOP);
+    let mut d = String::new();
+    let mut drawing = false;
+    for p in timeline {
+        let x = frame.x(p.at_ms);
+        match p.running_requests {
+            Some(n) if drawing => {
+                let _ = write!(d, "H{x:.1}V{:.1}", y(n));
+            }
+            Some(n) => {
+                let _ = write!(d, "M{x:.1},{:.1}", y(n));
+                drawing = true;
+            }
+            None => drawing = false,
+        }
+    }
+    Some((d, max))
+}
+
+/// The y of `n` running requests in the track whose top is `max`.
+pub(crate) fn track_y(n: u32, max: u32) -> f64 {
+    TRACK_BOTTOM - f64::from(n) / f64::from(max.max(1)) * (TRACK_BOTTOM - TRACK_TOP)
+}
+
+/// The row (index into [`MARKER_ROWS`]) for each marker label at `xs` (in
+/// order of x): the first row whose last label is far enough to the left, else
+/// the row whose last label is furthest left.
+pub(crate) fn label_rows(xs: &[f64]) -> Vec<usize> {
+    let mut last: Vec<Option<f64>> = vec![None; MARKER_ROWS.len()];
+    xs.iter()
+        .map(|&x| {
+            let row = last
+                .iter()
+                .position(|l| l.is_none_or(|l| x - l >= LABEL_GAP))
+                .unwrap_or_else(|| {
+                    last.iter()
+                        .enumerate()
+                        .min_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal))
+                        .map_or(0, |(i, _)| i)
+                });
+            last[row] = Some(x);
+            row
+        })
+        .collect()
+}
+
+/// The `data-kind` of a marker.
+pub(crate) fn marker_kind(kind: MarkerKind) -> &'static str {
+    match kind {
+        MarkerKind::Sigterm => "sigterm",
+        MarkerKind::Sigkill => "sigkill",
+        MarkerKind::Verified => "verified",
+        MarkerKind::Launch => "launch",
+        MarkerKind::Ready => "ready",
+        MarkerKind::Failed => "failed",
+    }
+}
+
+/// A marker's label on the chart.
+pub(crate) fn marker_label(kind: MarkerKind) -> &'static str {
+    match kind {
+        MarkerKind::Sigterm => "SIGTERM",
+        MarkerKind::Sigkill => "SIGKILL",
+        MarkerKind::Verified => "verified",
+        MarkerKind::Launch => "launch",
+        MarkerKind::Ready => "ready",
+        MarkerKind::Failed => "failed",
+    }
+}
+
+/// A line colour per GPU position, distinct for eight GPUs and repeating after.
+pub(crate) fn gpu_colour(position: usize) -> &'static str {
+    const PALETTE: [&str; 8] = [
+        "#4f9dff", "#3fb950", "#e0a526", "#f4645c", "#b26cff", "#2ec4c4", "#ff8fd0", "#c7cdd8",
+    ];
+    PALETTE[position % PALETTE.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::restart::Phase;
+
+    const G: u64 = 1 << 30;
+
+    fn point(at_ms: u64, mem: &[Option<u64>], running: Option<u32>) -> TimelinePoint {
+        TimelinePoint {
+            at_ms,
+            phase: Phase::Draining,
+            mem_used_bytes: mem.to_vec(),
+            running_requests: running,
+        }
+    }
+
+    fn marker(kind: MarkerKind, at_ms: u64) -> Marker {
+        Marker { kind, at_ms }
+    }
+
+    #[test]
+    fn frame_spans_points_and_markers() {
+        let tl = [point(10_000, &[], None), point(14_000, &[], None)];
+        let f = Frame::new(&tl, &[], G).expect("frame");
+        assert_eq!((f.t0_ms, f.t1_ms), (10_000, 14_000));
+        assert_eq!(f.x(10_000), PLOT_LEFT);
+        assert_eq!(f.x(14_000), PLOT_RIGHT);
+        assert_eq!(f.x(12_000), (PLOT_LEFT + PLOT_RIGHT) / 2.0);
+        // Outside: pinned to the edges.
+        assert_eq!(f.x(0), PLOT_LEFT);
+        assert_eq!(f.x(99_000), PLOT_RIGHT);
+        assert_eq!(f.span_s(), 4.0);
+
+        let ms = [marker(MarkerKind::Sigterm, 9_000), marker(MarkerKind::Ready, 20_000)];
+        let f = Frame::new(&tl, &ms, G).expect("frame");
+        assert_eq!((f.t0_ms, f.t1_ms), (9_000, 20_000));
+
+        // One instant: a second wide.
+        let f = Frame::new(&tl[..1], &[], G).expect("frame");
+        assert_eq!(f.t1_ms, 11_000);
+        assert_eq!(Frame::new(&[], &[], G), None);
+    }
+
+    #[test]
+    fn y_runs_from_zero_at_the_bottom_to_the_top() {
+        let f = Frame::new(&[point(0, &[], None)], &[], 96 * G).expect("frame");
+        assert_eq!(f.y(0), PLOT_BOTTOM);
+        assert_eq!(f.y(96 * G), PLOT_TOP);
+        assert_eq!(f.y(200 * G), PLOT_TOP);
+        assert_eq!(f.y(48 * G), (PLOT_TOP + PLOT_BOTTOM) / 2.0);
+        assert_eq!(f.y_of_gib(48.0), f.y(48 * G));
+        assert_eq!(f.y_max_gib(), 96.0);
+    }
+
+    #[test]
+    fn y_max_prefers_the_total_then_the_data() {
+        let tl = [point(0, &[Some(5 * G), None, Some(7 * G)], None)];
+        assert_eq!(y_max(&[Some(80 * G), Some(96 * G), None], &tl), 96 * G);
+        assert_eq!(y_max(&[None], &tl), 7 * G);
+        assert_eq!(y_max(&[], &[]), 1);
+    }
+
+    #[test]
+    fn nice_ticks() {
+        assert_eq!(nice_step(96.0, 5), 20.0);
+        assert_eq!(ticks(96.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0]);
+        assert_eq!(nice_step(8.0, 8), 1.0);
+        assert_eq!(nice_step(8.1, 8), 2.0);
+        assert_eq!(nice_step(1.0, 6), 0.2);
+        assert_eq!(nice_step(0.0, 6), 1.0);
+        assert_eq!(ticks(10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(tick_label(2.0, 2.0, "s"), "2 s");
+        assert_eq!(tick_label(0.4, 0.2, "s"), "0.4 s");
+        assert_eq!(tick_label(80.0, 20.0, "GiB"), "80 GiB");
+    }
+
+    #[test]
+    fn one_polyline_per_gpu_skipping_missing_readings() {
+        let tl = [
+            point(0, &[Some(0), Some(G)], None),
+            point(1000, &[None, Some(2 * G)], None),
+            point(2000, &[Some(2 * G)], None),
+        ];
+        let f = Frame::new(&tl, &[], 2 * G).expect("frame");
+        let lines = gpu_lines(&tl, &f);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], (0, format!("64.0,220.0 {PLOT_RIGHT:.1},40.0")));
+        assert_eq!(lines[1], (1, "64.0,130.0 404.0,40.0".to_owned()));
+        assert!(gpu_lines(&[], &f).is_empty());
+    }
+
+    #[test]
+    fn requests_are_a_step_line_broken_by_gaps() {
+        let tl = [
+            point(0, &[], Some(4)),
+            point(1000, &[], Some(2)),
+            point(2000, &[], None),
+            point(3000, &[], Some(0)),
+        ];
+        let f = Frame::new(&tl, &[], G).expect("frame");
+        let (d, max) = requests_path(&tl, &f).expect("requests");
+        assert_eq!(max, 4);
+        assert_eq!(d.matches('M').count(), 2);
+        assert!(d.starts_with(&format!("M64.0,{TRACK_TOP:.1}H")));
+        assert!(d.ends_with(&format!(",{TRACK_BOTTOM:.1}")));
+        assert_eq!(requests_path(&[point(0, &[], None)], &f), None);
+        assert_eq!(track_y(0, 0), TRACK_BOTTOM);
+        assert_eq!(track_y(3, 3), TRACK_TOP);
+    }
+
+    #[test]
+    fn close_marker_labels_take_another_row() {
+        assert_eq!(label_rows(&[100.0, 101.0, 300.0, 302.0, 303.0]), [0, 1, 0, 1, 0]);
+        assert!(label_rows(&[]).is_empty());
+    }
+
+    #[test]
+    fn marker_names() {
+        assert_eq!(marker_kind(MarkerKind::Sigkill), "sigkill");
+        assert_eq!(marker_label(MarkerKind::Sigterm), "SIGTERM");
+        assert_ne!(gpu_colour(0), gpu_colour(7));
+        assert_eq!(gpu_colour(8), gpu_colour(0));
+    }
+}
