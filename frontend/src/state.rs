@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
+use shared::restart::{OpKind, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 use crate::series::{self, Series};
@@ -13,6 +14,8 @@ use crate::series::{self, Series};
 const DEFAULT_INTERVAL_MS: u64 = 1000;
 /// The last sample is stale when older than this many sampling periods.
 const STALE_AFTER_PERIODS: u64 = 3;
+/// The history keeps at most this many restarts (the backend sends 20).
+const MAX_RESTARTS: usize = 100;
 
 /// Where the socket is.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,6 +109,29 @@ fn ms_between(from: f64, to: f64) -> u64 {
     (to - from).max(0.0) as u64
 }
 
+/// An open operation dialog: what it does, and the server as it was when the
+/// operator opened it (its generation guards the request).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DialogOpen {
+    pub(crate) kind: OpKind,
+    pub(crate) status: ServerStatus,
+}
+
+/// Puts `summary` into the history, newest (highest id) first: replaces the
+/// record with its id, or inserts it in order. Keeps at most [`MAX_RESTARTS`].
+pub(crate) fn upsert_restart(list: &mut Vec<RestartSummary>, summary: RestartSummary) {
+    if let Some(old) = list.iter_mut().find(|r| r.id == summary.id) {
+        *old = summary;
+        return;
+    }
+    let at = list
+        .iter()
+        .position(|r| r.id < summary.id)
+        .unwrap_or(list.len());
+    list.insert(at, summary);
+    list.truncate(MAX_RESTARTS);
+}
+
 /// Every signal of the page. `Copy`: pass it around or take it from context.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AppState {
@@ -124,6 +150,14 @@ pub(crate) struct AppState {
     /// Something the user should know that fits nowhere else (protocol
     /// mismatch, unreadable message, server complaint).
     pub(crate) notice: RwSignal<Option<String>>,
+    /// The managed server; `None` when drainwatch only watches (no restart UI).
+    pub(crate) server: RwSignal<Option<ServerStatus>>,
+    /// Recent restarts, newest first.
+    pub(crate) restarts: RwSignal<Vec<RestartSummary>>,
+    /// The operation dialog, when open.
+    pub(crate) dialog: RwSignal<Option<DialogOpen>>,
+    /// The restart whose detail is open.
+    pub(crate) detail: RwSignal<Option<i64>>,
 }
 
 impl AppState {
@@ -140,6 +174,10 @@ impl AppState {
             last_data_ms: RwSignal::new(None),
             now_ms: RwSignal::new(now_ms),
             notice: RwSignal::new(None),
+            server: RwSignal::new(None),
+            restarts: RwSignal::new(Vec::new()),
+            dialog: RwSignal::new(None),
+            detail: RwSignal::new(None),
         };
         provide_context(state);
         state
@@ -188,8 +226,8 @@ impl AppState {
             ServerMsg::Snapshot(snapshot) => self.apply_snapshot(snapshot, now_ms),
             ServerMsg::Sample(sample) => self.apply_sample(sample, now_ms),
             ServerMsg::Pong { .. } => {}
-            // Restart controls arrive with the server panel.
-            ServerMsg::Server(_) | ServerMsg::Restart(_) => {}
+            ServerMsg::Server(status) => self.server.set(Some(status)),
+            ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
                 self.notice
@@ -203,6 +241,11 @@ impl AppState {
         self.series.set(series::from_snapshot(&snapshot));
         self.host.set(Some(snapshot.host));
         self.latest.set(snapshot.latest);
+        self.server.set(snapshot.server);
+        let mut restarts = snapshot.restarts;
+        restarts.sort_by(|a, b| b.id.cmp(&a.id));
+        restarts.truncate(MAX_RESTARTS);
+        self.restarts.set(restarts);
         self.last_data_ms.set(Some(now_ms));
     }
 
@@ -263,6 +306,40 @@ mod tests {
             ConnView::of(OPEN, Some(10.0), 1400.0, 100),
             ConnView::Stale { age_ms: 1390 }
         );
+    }
+
+    fn summary(id: i64, outcome: shared::restart::Outcome) -> RestartSummary {
+        RestartSummary {
+            id,
+            kind: OpKind::Restart,
+            requested_by: String::new(),
+            started_at_ms: id as u64,
+            finished_at_ms: None,
+            from_flags: Default::default(),
+            to_flags: Default::default(),
+            outcome,
+            failure: None,
+            durations: Default::default(),
+        }
+    }
+
+    #[test]
+    fn restarts_are_replaced_by_id_and_kept_newest_first() {
+        use shared::restart::Outcome;
+        let mut list = vec![summary(5, Outcome::Running), summary(3, Outcome::Failed)];
+        upsert_restart(&mut list, summary(5, Outcome::Succeeded));
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].outcome, Outcome::Succeeded);
+        upsert_restart(&mut list, summary(6, Outcome::Running));
+        upsert_restart(&mut list, summary(4, Outcome::Running));
+        upsert_restart(&mut list, summary(1, Outcome::Running));
+        let ids: Vec<i64> = list.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [6, 5, 4, 3, 1]);
+        for id in 10..200 {
+            upsert_restart(&mut list, summary(id, Outcome::Running));
+        }
+        assert_eq!(list.len(), MAX_RESTARTS);
+        assert_eq!(list[0].id, 199);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     bundle_size()?;
     build::binaries(true)?;
     let mut bench = cargo();
-    bench.args(["bench", "--bench", "live", "--"]).args(args);
+    bench.args(["bench", "--benches", "--"]).args(args);
     run_cmd(&mut bench)
 }
 

@@ -37,7 +37,7 @@ pub(crate) async fn warmup(
         if ok {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     if tx.send((generation, ProbeEvent::Healthy)).await.is_err() {
         return;
@@ -47,7 +47,7 @@ pub(crate) async fn warmup(
             let _ = tx.send((generation, ProbeEvent::Ready)).await;
             return;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -64,8 +64,10 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         })?;
     println!("simserver listening on http://{}", listener.local_addr()?);
     eprintln!(
-        "simserver: tp={} warmup={} ms modes={modes:?}",
-        args.tp, args.warmup_ms
+        "simserver: started at {} ms; tp={} warmup={} ms modes={modes:?}",
+        simhost::now_ms(),
+        args.tp,
+        args.warmup_ms
     );
     let server = Arc::new(Server {
         tp: args.tp as usize,
@@ -88,6 +90,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     let code = loop {
         tokio::select! {
             _ = term.recv() => {
+                eprintln!("simserver: SIGTERM at {} ms", simhost::now_ms());
                 if modes.ignore_sigterm {
                     eprintln!("simserver: SIGTERM ignored");
                     continue;
@@ -104,7 +107,10 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     };
     http.abort();
     stop(&mut workers).await;
-    eprintln!("simserver: exiting with code {code}");
+    eprintln!(
+        "simserver: exiting with code {code} at {} ms",
+        simhost::now_ms()
+    );
     std::process::exit(code);
 }
 
@@ -160,8 +166,10 @@ fn spawn_workers(args: &LaunchArgs, server: &Arc<Server>) -> anyhow::Result<Vec<
             tokio::spawn(async move {
                 let mut lines = BufReader::new(out).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
-                    if line.starts_with("ready") {
-                        server.ready.fetch_add(1, Ordering::SeqCst);
+                    if line.starts_with("ready")
+                        && server.ready.fetch_add(1, Ordering::SeqCst) + 1 == server.tp
+                    {
+                        eprintln!("simserver: all workers ready at {} ms", simhost::now_ms());
                     }
                 }
             });
