@@ -38,12 +38,22 @@ pub(crate) struct Frame {
 impl Frame {
     /// From the first to the last timeline point, widened to take in every
     /// marker (SIGTERM comes before the first sample of a drain, ready after the
-    /// last). At least one second wide. `None` when there is nothing to draw.
-    pub(crate) fn new(timeline: &[TimelinePoint], markers: &[Marker], y_max_bytes: u64) -> Option<Self> {
+    /// last) and the operation's start, when given. At least one second wide.
+    /// `None` when there is no point and no marker.
+    pub(crate) fn new(
+        start_ms: Option<u64>,
+        timeline: &[TimelinePoint],
+        markers: &[Marker],
+        y_max_bytes: u64,
+    ) -> Option<Self> {
+        if timeline.is_empty() && markers.is_empty() {
+            return None;
+        }
         let times = timeline
             .iter()
             .map(|p| p.at_ms)
-            .chain(markers.iter().map(|m| m.at_ms));
+            .chain(markers.iter().map(|m| m.at_ms))
+            .chain(start_ms);
         let (lo, hi) = times.fold(None, |acc: Option<(u64, u64)>, t| {
             Some(acc.map_or((t, t), |(lo, hi)| (lo.min(t), hi.max(t))))
         })?;
@@ -278,7 +288,7 @@ mod tests {
     #[test]
     fn frame_spans_points_and_markers() {
         let tl = [point(10_000, &[], None), point(14_000, &[], None)];
-        let f = Frame::new(&tl, &[], G).expect("frame");
+        let f = Frame::new(None, &tl, &[], G).expect("frame");
         assert_eq!((f.t0_ms, f.t1_ms), (10_000, 14_000));
         assert_eq!(f.x(10_000), PLOT_LEFT);
         assert_eq!(f.x(14_000), PLOT_RIGHT);
@@ -289,18 +299,21 @@ mod tests {
         assert_eq!(f.span_s(), 4.0);
 
         let ms = [marker(MarkerKind::Sigterm, 9_000), marker(MarkerKind::Ready, 20_000)];
-        let f = Frame::new(&tl, &ms, G).expect("frame");
+        let f = Frame::new(None, &tl, &ms, G).expect("frame");
         assert_eq!((f.t0_ms, f.t1_ms), (9_000, 20_000));
 
         // One instant: a second wide.
-        let f = Frame::new(&tl[..1], &[], G).expect("frame");
+        let f = Frame::new(None, &tl[..1], &[], G).expect("frame");
         assert_eq!(f.t1_ms, 11_000);
-        assert_eq!(Frame::new(&[], &[], G), None);
+        assert_eq!(Frame::new(Some(5), &[], &[], G), None);
+        // The operation's start widens it too.
+        let f = Frame::new(Some(8_000), &tl, &ms, G).expect("frame");
+        assert_eq!(f.t0_ms, 8_000);
     }
 
     #[test]
     fn y_runs_from_zero_at_the_bottom_to_the_top() {
-        let f = Frame::new(&[point(0, &[], None)], &[], 96 * G).expect("frame");
+        let f = Frame::new(None, &[point(0, &[], None)], &[], 96 * G).expect("frame");
         assert_eq!(f.y(0), PLOT_BOTTOM);
         assert_eq!(f.y(96 * G), PLOT_TOP);
         assert_eq!(f.y(200 * G), PLOT_TOP);
@@ -338,7 +351,7 @@ mod tests {
             point(1000, &[None, Some(2 * G)], None),
             point(2000, &[Some(2 * G)], None),
         ];
-        let f = Frame::new(&tl, &[], 2 * G).expect("frame");
+        let f = Frame::new(None, &tl, &[], 2 * G).expect("frame");
         let lines = gpu_lines(&tl, &f);
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0], (0, format!("64.0,220.0 {PLOT_RIGHT:.1},40.0")));
@@ -354,7 +367,7 @@ mod tests {
             point(2000, &[], None),
             point(3000, &[], Some(0)),
         ];
-        let f = Frame::new(&tl, &[], G).expect("frame");
+        let f = Frame::new(None, &tl, &[], G).expect("frame");
         let (d, max) = requests_path(&tl, &f).expect("requests");
         assert_eq!(max, 4);
         assert_eq!(d.matches('M').count(), 2);

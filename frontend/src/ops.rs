@@ -141,7 +141,7 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
 }
 
 /// One process a stop would kill.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Victim {
     pub(crate) pid: u32,
     pub(crate) command: String,

@@ -112,6 +112,8 @@ pub struct Manager {
     probe_tx: mpsc::Sender<(u64, ProbeEvent)>,
     probe_rx: mpsc::Receiver<(u64, ProbeEvent)>,
     running_requests: Arc<Mutex<Option<u32>>>,
+    /// Wakes the metrics scrape when an operation starts.
+    scrape_now: Arc<tokio::sync::Notify>,
     last_status: Option<ServerStatus>,
 }
 
@@ -138,10 +140,12 @@ impl Manager {
             .build()
             .unwrap_or_default();
         let running_requests = Arc::new(Mutex::new(None));
+        let scrape_now = Arc::new(tokio::sync::Notify::new());
         tokio::spawn(probe::scrape_running(
             client.clone(),
             p.cfg.metrics_url.clone(),
             Arc::clone(&p.fast),
+            Arc::clone(&scrape_now),
             Arc::clone(&running_requests),
         ));
         let typical = p.store.typical().await.unwrap_or_default();
@@ -167,6 +171,7 @@ impl Manager {
             probe_tx,
             probe_rx,
             running_requests,
+            scrape_now,
             last_status: None,
         };
         if let Some(inst) = p.recovered.instance {
@@ -383,7 +388,17 @@ impl Manager {
                     self.probe_tx.clone(),
                 )));
             }
-            Effect::FastSampling(on) => self.fast.store(on, Ordering::Relaxed),
+            Effect::FastSampling(on) => {
+                self.fast.store(on, Ordering::Relaxed);
+                if on {
+                    // No stale count from before the operation: scrape afresh.
+                    *self
+                        .running_requests
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = None;
+                    self.scrape_now.notify_one();
+                }
+            }
             Effect::Finished { outcome, failure } => self.finished(outcome, failure, now),
             Effect::Crashed(failure) => {
                 let failure = self.with_log(failure);

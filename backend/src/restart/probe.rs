@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::observe::running_requests;
 use crate::config::file::Readiness;
@@ -80,6 +80,7 @@ pub(crate) async fn scrape_running(
     client: reqwest::Client,
     url: String,
     busy: Arc<AtomicBool>,
+    wake: Arc<Notify>,
     out: Arc<Mutex<Option<u32>>>,
 ) {
     loop {
@@ -100,6 +101,10 @@ pub(crate) async fn scrape_running(
         } else {
             2_000
         };
-        tokio::time::sleep(Duration::from_millis(pause)).await;
+        // An operation starting cuts the idle pause short.
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(pause)) => {}
+            _ = wake.notified() => {}
+        }
     }
 }

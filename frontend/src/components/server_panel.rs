@@ -1,0 +1,184 @@
+//! The managed server at the top of the page: name, phase, generation, uptime,
+//! root PID, port and flags; the running operation's progress; the last
+//! failure; a server waiting to be adopted; the buttons that open the
+//! operation dialog; and the newest log lines behind a disclosure.
+
+use leptos::prelude::*;
+use shared::restart::{OpKind, Phase, ServerStatus};
+use shared::units::fmt_age_ms;
+
+use crate::components::failure_box::FailureBox;
+use crate::components::log_tail::LogTail;
+use crate::components::phase_badge::PhaseBadge;
+use crate::components::stage_progress::StageProgress;
+use crate::ops::{MISSING, can_adopt, can_restart, can_start, can_stop, last_lines};
+use crate::state::{AppState, DialogOpen};
+
+/// How many log lines the disclosure shows.
+const LOG_LINES: usize = 8;
+
+/// The facts of the head line that change rarely (not the clock-driven uptime).
+#[derive(Debug, Clone, PartialEq)]
+struct Head {
+    name: String,
+    phase: Phase,
+    generation: u64,
+    pid: Option<u32>,
+    port: u16,
+    started_at_ms: Option<u64>,
+    restart: bool,
+    stop: bool,
+    start: bool,
+    adopt: Option<(u16, u32)>,
+}
+
+fn head(s: &ServerStatus) -> Head {
+    Head {
+        name: s.name.clone(),
+        phase: s.phase,
+        generation: s.generation,
+        pid: s.root.map(|r| r.pid),
+        port: s.port,
+        started_at_ms: s.started_at_ms,
+        restart: can_restart(s),
+        stop: can_stop(s),
+        start: can_start(s),
+        adopt: can_adopt(s)
+            .then(|| s.adoptable.map(|a| (s.port, a.pid)))
+            .flatten(),
+    }
+}
+
+/// Whether the server counts as up (its uptime is shown).
+fn is_up(phase: Phase) -> bool {
+    !matches!(phase, Phase::Stopped | Phase::Failed | Phase::Crashed)
+}
+
+/// The managed server's panel. Rendered only when drainwatch manages a server.
+#[component]
+pub(crate) fn ServerPanel() -> impl IntoView {
+    let state = AppState::get();
+    let head = Memo::new(move |_| state.server.with(|s| s.as_ref().map(head)));
+    let flags = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().map(|s| s.flags.clone()).unwrap_or_default())
+    });
+    let failure = Memo::new(move |_| state.server.with(|s| s.as_ref().and_then(|s| s.failure.clone())));
+    let log = Memo::new(move |_| {
+        state.server.with(|s| {
+            s.as_ref()
+                .map(|s| last_lines(&s.log_tail, LOG_LINES).to_vec())
+                .unwrap_or_default()
+        })
+    });
+    let field = move |f: fn(&Head) -> String| move || head.with(|h| h.as_ref().map_or_else(String::new, f));
+    let phase = Signal::derive(move || head.with(|h| h.as_ref().map_or(Phase::Stopped, |h| h.phase)));
+    let uptime = move || {
+        head.with(|h| match h {
+            Some(Head {
+                started_at_ms: Some(t),
+                phase,
+                ..
+            }) if is_up(*phase) => {
+                format!("up {}", fmt_age_ms((state.now_ms.get() - *t as f64).max(0.0) as u64))
+            }
+            _ => format!("up {MISSING}"),
+        })
+    };
+    let open = move |kind: OpKind| {
+        if let Some(status) = state.server.get_untracked() {
+            state.dialog.set(Some(DialogOpen { kind, status }));
+        }
+    };
+    let enabled = move |f: fn(&Head) -> bool| move || head.with(|h| h.as_ref().is_some_and(f));
+
+    view! {
+        <section class="panel server-panel" data-testid="server-panel" aria-label="managed server">
+            <div class="srv-head">
+                <h2 class="srv-name" data-testid="server-name">{field(|h| h.name.clone())}</h2>
+                <PhaseBadge phase=phase testid="server-phase" />
+                <span class="srv-fact num" data-testid="server-generation" title="generation: one more with every launch or adoption">
+                    {field(|h| format!("gen {}", h.generation))}
+                </span>
+                <span class="srv-fact num" data-testid="server-uptime" title="since the server was launched or adopted">
+                    {uptime}
+                </span>
+                <span class="srv-fact num" data-testid="server-pid" title="the server's root process">
+                    {field(|h| format!("pid {}", h.pid.map_or_else(|| MISSING.to_owned(), |p| p.to_string())))}
+                </span>
+                <span class="srv-fact num" data-testid="server-port" title="the port the server listens on">
+                    {field(|h| format!("port :{}", h.port))}
+                </span>
+                <span class="srv-actions">
+                    <button
+                        class="btn"
+                        data-testid="open-restart"
+                        disabled=move || !enabled(|h| h.restart)()
+                        on:click=move |_| open(OpKind::Restart)
+                    >
+                        "Restart…"
+                    </button>
+                    <button
+                        class="btn"
+                        data-testid="open-stop"
+                        disabled=move || !enabled(|h| h.stop)()
+                        on:click=move |_| open(OpKind::Stop)
+                    >
+                        "Stop…"
+                    </button>
+                    <button
+                        class="btn"
+                        data-testid="open-start"
+                        disabled=move || !enabled(|h| h.start)()
+                        on:click=move |_| open(OpKind::Start)
+                    >
+                        "Start…"
+                    </button>
+                </span>
+            </div>
+            <div class="srv-flags" data-testid="server-flags">
+                <span class="srv-label">"flags"</span>
+                <For each=move || flags.get().into_iter() key=|kv| kv.clone() let:kv>
+                    <span class="flag-chip" data-testid="flag-chip" data-flag=kv.0.clone() title=format!("{} = {}", kv.0, kv.1)>
+                        <span class="chip-name">{kv.0.clone()}</span>
+                        " = "
+                        <span class="chip-value">{kv.1.clone()}</span>
+                    </span>
+                </For>
+                <Show when=move || flags.with(|f| f.is_empty())>
+                    <span class="srv-none">"none set"</span>
+                </Show>
+            </div>
+            <StageProgress />
+            {move || {
+                head.with(|h| h.as_ref().and_then(|h| h.adopt))
+                    .map(|(port, pid)| {
+                        view! {
+                            <div class="srv-adopt" data-testid="server-adoptable">
+                                <span>
+                                    {format!(
+                                        "a server is running on :{port} (pid {pid}) that drainwatch does not manage",
+                                    )}
+                                </span>
+                                <button
+                                    class="btn"
+                                    data-testid="open-adopt"
+                                    on:click=move |_| open(OpKind::Adopt)
+                                >
+                                    "Adopt…"
+                                </button>
+                            </div>
+                        }
+                    })
+            }}
+            {move || {
+                failure.get().map(|f| view! { <FailureBox failure=f testid="server-failure" /> })
+            }}
+            <details class="srv-log" data-testid="server-log">
+                <summary>{move || format!("log · last {} lines", log.with(Vec::len))}</summary>
+                <LogTail lines=log max=LOG_LINES testid="server-log-tail" rows=8 />
+            </details>
+        </section>
+    }
+}
