@@ -1,18 +1,65 @@
-//! The page's layout: header on top, then the GPU grid, then the process table.
-//! Creates the state, starts the socket and the clock.
+//! The page's layout: header on top, then the managed server's panel (when
+//! drainwatch manages one), the GPU grid, the process table and the restart
+//! history; the operation dialog and a restart's detail open over it as
+//! modals. Creates the state, starts the socket and the clock, and keeps the
+//! deep links (`?dialog=`, `?detail=`) in step.
 
 use leptos::prelude::*;
 use leptos_use::use_interval_fn;
+use shared::restart::OpKind;
 
 use crate::components::gpu_grid::GpuGrid;
 use crate::components::header::Header;
+use crate::components::history_table::HistoryTable;
 use crate::components::process_table::ProcessTable;
+use crate::components::restart_detail::RestartDetailPanel;
+use crate::components::restart_dialog::RestartDialog;
+use crate::components::server_panel::ServerPanel;
+use crate::deeplink;
 use crate::localtime;
-use crate::state::AppState;
+use crate::ops::{kind_from_key, kind_key};
+use crate::state::{AppState, DialogOpen};
 use crate::ws;
 
 /// How often the clock behind ages and countdowns ticks.
 const CLOCK_TICK_MS: u64 = 250;
+
+/// Opens what the page's query asks for: a detail at once, a dialog as soon as
+/// the server's status is known (once). Then mirrors both into the query.
+fn deep_links(state: AppState) {
+    let search = window().location().search().unwrap_or_default();
+    if let Some(id) = deeplink::param(&search, "detail").and_then(|v| v.parse::<i64>().ok()) {
+        state.detail.set(Some(id));
+    }
+    let mut wanted: Option<OpKind> =
+        deeplink::param(&search, "dialog").and_then(|k| kind_from_key(&k));
+    Effect::new(move |_| {
+        let Some(kind) = wanted else { return };
+        if let Some(status) = state.server.get() {
+            wanted = None;
+            state.dialog.set(Some(DialogOpen { kind, status }));
+        }
+    });
+    Effect::new(move |prev: Option<(Option<i64>, Option<OpKind>)>| {
+        let now = (
+            state.detail.get(),
+            state.dialog.with(|d| d.as_ref().map(|d| d.kind)),
+        );
+        if prev.is_some_and(|p| p != now) {
+            let location = window().location();
+            let search = location.search().unwrap_or_default();
+            let search =
+                deeplink::with_param(&search, "detail", now.0.map(|id| id.to_string()).as_deref());
+            let search = deeplink::with_param(&search, "dialog", now.1.map(kind_key));
+            let url = format!("{}{search}", location.pathname().unwrap_or_default());
+            if let Ok(history) = window().history() {
+                let _ =
+                    history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+            }
+        }
+        now
+    });
+}
 
 /// The whole page.
 #[component]
@@ -20,6 +67,7 @@ pub(crate) fn App() -> impl IntoView {
     let state = AppState::provide(localtime::now_ms());
     ws::connect(state);
     use_interval_fn(move || state.now_ms.set(localtime::now_ms()), CLOCK_TICK_MS);
+    deep_links(state);
 
     // The tab's title names the host, so several open dashboards stay apart.
     Effect::new(move |_| {
@@ -29,6 +77,7 @@ pub(crate) fn App() -> impl IntoView {
         });
         document().set_title(&title);
     });
+    let managed = Memo::new(move |_| state.server.with(Option::is_some));
 
     view! {
         <div class="app">
@@ -48,13 +97,25 @@ pub(crate) fn App() -> impl IntoView {
                 }}
             </div>
             <main class="content">
+                <Show when=move || managed.get()>
+                    <ServerPanel />
+                </Show>
                 <section class="panel gpus" aria-label="GPUs">
                     <GpuGrid />
                 </section>
                 <section class="panel processes" aria-label="processes">
                     <ProcessTable />
                 </section>
+                <Show when=move || managed.get()>
+                    <section class="panel history" aria-label="restart history">
+                        <HistoryTable />
+                    </section>
+                </Show>
             </main>
+            <Show when=move || managed.get()>
+                <RestartDialog />
+            </Show>
+            <RestartDetailPanel />
         </div>
     }
 }

@@ -186,8 +186,7 @@ pub(crate) fn gpu_lines(timeline: &[TimelinePoint], frame: &Frame) -> Vec<(usize
 /// A point without a count breaks the line.
 pub(crate) fn requests_path(timeline: &[TimelinePoint], frame: &Frame) -> Option<(String, u32)> {
     let max = timeline.iter().filter_map(|p| p.running_requests).max()?;
-    let top = max.max(1);
-    let y = |n: u32| TRACK_BOTTOM - f64::from(n) / f64::from(top) * (TRACK_BOTTOM - TRACK_TOP);
+    let y = |n: u32| track_y(n, max);
     let mut d = String::new();
     let mut drawing = false;
     for p in timeline {
@@ -298,7 +297,10 @@ mod tests {
         assert_eq!(f.x(99_000), PLOT_RIGHT);
         assert_eq!(f.span_s(), 4.0);
 
-        let ms = [marker(MarkerKind::Sigterm, 9_000), marker(MarkerKind::Ready, 20_000)];
+        let ms = [
+            marker(MarkerKind::Sigterm, 9_000),
+            marker(MarkerKind::Ready, 20_000),
+        ];
         let f = Frame::new(None, &tl, &ms, G).expect("frame");
         assert_eq!((f.t0_ms, f.t1_ms), (9_000, 20_000));
 
@@ -380,7 +382,10 @@ mod tests {
 
     #[test]
     fn close_marker_labels_take_another_row() {
-        assert_eq!(label_rows(&[100.0, 101.0, 300.0, 302.0, 303.0]), [0, 1, 0, 1, 0]);
+        assert_eq!(
+            label_rows(&[100.0, 101.0, 300.0, 302.0, 303.0]),
+            [0, 1, 0, 1, 0]
+        );
         assert!(label_rows(&[]).is_empty());
     }
 

@@ -110,12 +110,18 @@ pub(crate) fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
         },
         FlagType::Int { min, max } => match v.parse::<i64>() {
             Ok(n) if (*min..=*max).contains(&n) => Ok(n.to_string()),
-            Ok(_) => Err(format!("out of range {}", range_text(spec).unwrap_or_default())),
+            Ok(_) => Err(format!(
+                "out of range {}",
+                range_text(spec).unwrap_or_default()
+            )),
             Err(_) => Err("not an integer".to_owned()),
         },
         FlagType::Float { min, max } => match v.parse::<f64>() {
             Ok(x) if x.is_finite() && *min <= x && x <= *max => Ok(x.to_string()),
-            Ok(_) => Err(format!("out of range {}", range_text(spec).unwrap_or_default())),
+            Ok(_) => Err(format!(
+                "out of range {}",
+                range_text(spec).unwrap_or_default()
+            )),
             Err(_) => Err("not a number".to_owned()),
         },
         FlagType::Enum { values } => {
@@ -234,7 +240,13 @@ mod tests {
     fn specs() -> Vec<FlagSpec> {
         vec![
             spec("--tp", FlagType::Int { min: 1, max: 8 }),
-            spec("--mem", FlagType::Float { min: 0.5, max: 0.95 }),
+            spec(
+                "--mem",
+                FlagType::Float {
+                    min: 0.5,
+                    max: 0.95,
+                },
+            ),
             spec("--compile", FlagType::Bool),
             spec(
                 "MODE",
@@ -247,14 +259,24 @@ mod tests {
 
     #[test]
     fn diff_lists_changed_added_and_removed_in_name_order() {
-        let from = flags(&[("--tp", "8"), ("--enable-torch-compile", "true"), ("A", "1")]);
+        let from = flags(&[
+            ("--tp", "8"),
+            ("--enable-torch-compile", "true"),
+            ("A", "1"),
+        ]);
         let to = flags(&[("--tp", "4"), ("SGLANG_X", "1"), ("A", "1")]);
         let d: Vec<String> = diff(&from, &to).iter().map(ToString::to_string).collect();
-        assert_eq!(d, ["− --enable-torch-compile", "--tp: 8 → 4", "+ SGLANG_X=1"]);
+        assert_eq!(
+            d,
+            ["− --enable-torch-compile", "--tp: 8 → 4", "+ SGLANG_X=1"]
+        );
         assert!(diff(&from, &from).is_empty());
         assert_eq!(compact(&from, &from), "no change");
         assert_eq!(
-            compact(&flags(&[("--tp", "8")]), &flags(&[("--tp", "4"), ("X", "1")])),
+            compact(
+                &flags(&[("--tp", "8")]),
+                &flags(&[("--tp", "4"), ("X", "1")])
+            ),
             "--tp: 8 → 4 · + X=1"
         );
     }

@@ -3,11 +3,16 @@
 
 // `#[component]` derives a props builder with `pub` methods, which a binary
 // crate cannot reach; everything written by hand here is `pub(crate)`.
+mod api;
 #[allow(unreachable_pub)]
 mod app;
+mod chart;
 #[allow(unreachable_pub)]
 mod components;
+mod deeplink;
+mod flags;
 mod localtime;
+mod ops;
 mod series;
 mod state;
 mod ws;

@@ -358,9 +358,20 @@ mod tests {
             "will stop 9 processes holding 704.0 GiB on 8 GPUs"
         );
         let one = KillList::of(&procs[1..2]);
-        assert_eq!(one.summary(), "will stop 1 process holding 88.0 GiB on 1 GPU");
-        assert!(KillList::of(&procs[..1]).summary().contains("no GPU memory"));
-        assert!(KillList::of(&[]).summary().contains("nothing will be stopped"));
+        assert_eq!(
+            one.summary(),
+            "will stop 1 process holding 88.0 GiB on 1 GPU"
+        );
+        assert!(
+            KillList::of(&procs[..1])
+                .summary()
+                .contains("no GPU memory")
+        );
+        assert!(
+            KillList::of(&[])
+                .summary()
+                .contains("nothing will be stopped")
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use shared::restart::{OpKind, RestartSummary, ServerStatus};
+use shared::restart::{OpKind, Outcome, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 use crate::series::{self, Series};
@@ -132,6 +132,38 @@ pub(crate) fn upsert_restart(list: &mut Vec<RestartSummary>, summary: RestartSum
     list.truncate(MAX_RESTARTS);
 }
 
+/// The history row of the operation `status` says is running: the backend
+/// sends a `Restart` record only once an operation ends, so the row of a
+/// running one is made from the status until then.
+pub(crate) fn running_summary(status: &ServerStatus) -> Option<RestartSummary> {
+    let op = status.operation.as_ref()?;
+    Some(RestartSummary {
+        id: op.id,
+        kind: op.kind,
+        requested_by: op.requested_by.clone(),
+        started_at_ms: op.started_at_ms,
+        finished_at_ms: None,
+        from_flags: op.from_flags.clone(),
+        to_flags: op.to_flags.clone(),
+        outcome: Outcome::Running,
+        failure: None,
+        durations: Default::default(),
+    })
+}
+
+/// Adds the running operation of `status` to the history unless its record
+/// is there already (a record from the backend always wins). True when it
+/// added one.
+pub(crate) fn note_running(list: &mut Vec<RestartSummary>, status: &ServerStatus) -> bool {
+    match running_summary(status) {
+        Some(summary) if list.iter().all(|r| r.id != summary.id) => {
+            upsert_restart(list, summary);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Every signal of the page. `Copy`: pass it around or take it from context.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AppState {
@@ -226,7 +258,10 @@ impl AppState {
             ServerMsg::Snapshot(snapshot) => self.apply_snapshot(snapshot, now_ms),
             ServerMsg::Sample(sample) => self.apply_sample(sample, now_ms),
             ServerMsg::Pong { .. } => {}
-            ServerMsg::Server(status) => self.server.set(Some(status)),
+            ServerMsg::Server(status) => {
+                self.restarts.maybe_update(|r| note_running(r, &status));
+                self.server.set(Some(status));
+            }
             ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
@@ -241,11 +276,14 @@ impl AppState {
         self.series.set(series::from_snapshot(&snapshot));
         self.host.set(Some(snapshot.host));
         self.latest.set(snapshot.latest);
-        self.server.set(snapshot.server);
         let mut restarts = snapshot.restarts;
-        restarts.sort_by(|a, b| b.id.cmp(&a.id));
+        restarts.sort_by_key(|r| std::cmp::Reverse(r.id));
         restarts.truncate(MAX_RESTARTS);
+        if let Some(status) = &snapshot.server {
+            note_running(&mut restarts, status);
+        }
         self.restarts.set(restarts);
+        self.server.set(snapshot.server);
         self.last_data_ms.set(Some(now_ms));
     }
 
@@ -308,7 +346,7 @@ mod tests {
         );
     }
 
-    fn summary(id: i64, outcome: shared::restart::Outcome) -> RestartSummary {
+    fn summary(id: i64, outcome: Outcome) -> RestartSummary {
         RestartSummary {
             id,
             kind: OpKind::Restart,
@@ -324,8 +362,35 @@ mod tests {
     }
 
     #[test]
+    fn a_running_operation_gets_a_row_until_its_record_arrives() {
+        let mut status: ServerStatus =
+            serde_json::from_str(include_str!("../../shared/tests/fixtures/server.json"))
+                .map(|m: ServerMsg| match m {
+                    ServerMsg::Server(s) => s,
+                    _ => unreachable!("the fixture is a server message"),
+                })
+                .expect("fixture");
+        let mut list = vec![summary(6, Outcome::Succeeded)];
+        note_running(&mut list, &status);
+        assert_eq!(list.len(), 1, "no operation, no row");
+        status.operation = Some(shared::restart::Operation {
+            id: 7,
+            kind: OpKind::Restart,
+            started_at_ms: 5,
+            requested_by: "me".to_owned(),
+            from_flags: Default::default(),
+            to_flags: Default::default(),
+        });
+        note_running(&mut list, &status);
+        assert_eq!((list[0].id, list[0].outcome), (7, Outcome::Running));
+        // The backend's record replaces it, and a late status does not undo that.
+        upsert_restart(&mut list, summary(7, Outcome::Failed));
+        note_running(&mut list, &status);
+        assert_eq!((list.len(), list[0].outcome), (2, Outcome::Failed));
+    }
+
+    #[test]
     fn restarts_are_replaced_by_id_and_kept_newest_first() {
-        use shared::restart::Outcome;
         let mut list = vec![summary(5, Outcome::Running), summary(3, Outcome::Failed)];
         upsert_restart(&mut list, summary(5, Outcome::Succeeded));
         assert_eq!(list.len(), 2);

@@ -30,12 +30,12 @@ pub(crate) fn FlagRow(
     let changed = move || value.with(|v| *v != current);
     let problem = {
         let spec = spec.clone();
-        move || {
+        Memo::new(move |_| {
             value.with(|v| match v.as_deref().map(str::trim) {
                 Some(v) if !v.is_empty() => check(&spec, v).err(),
                 _ => None,
             })
-        }
+        })
     };
     let default_text = match &default {
         Some(d) => format!("default {d}"),
@@ -50,10 +50,8 @@ pub(crate) fn FlagRow(
                 _ => vec!["true".to_owned(), "false".to_owned()],
             };
             // A value set outside the allow-list still shows as what it is.
-            if let Some(v) = value.get_untracked() {
-                if !options.contains(&v) {
-                    options.push(v);
-                }
+            if let Some(v) = value.get_untracked().filter(|v| !options.contains(v)) {
+                options.push(v);
             }
             let options = options
                 .into_iter()
@@ -89,13 +87,13 @@ pub(crate) fn FlagRow(
         <div
             class="flag-row"
             class:flag-changed=changed
-            class:flag-bad=move || problem().is_some()
+            class:flag-bad=move || problem.with(Option::is_some)
             data-testid="flag-input"
             data-flag=name.clone()
         >
-            <span class="flag-name" title=format!("{kind} flag")>
-                {name.clone()}
+            <span class="flag-name" title=format!("{name} ({kind} flag)")>
                 <span class="flag-kind">{kind}</span>
+                <span class="flag-label">{name.clone()}</span>
             </span>
             <span class="flag-field">
                 {control}
@@ -104,7 +102,7 @@ pub(crate) fn FlagRow(
                 </span>
             </span>
             <span class="flag-help">
-                <span class="flag-problem">{problem}</span>
+                <span class="flag-problem">{move || problem.get()}</span>
                 <span>{help}</span>
                 <span class="flag-default">{default_text}</span>
             </span>

@@ -20,9 +20,11 @@ pub(crate) fn KillList(
 ) -> impl IntoView {
     let state = AppState::get();
     let list = Memo::new(move |_| {
-        state
-            .latest
-            .with(|l| l.as_ref().map(|s| ops::KillList::of(&s.processes)).unwrap_or_default())
+        state.latest.with(|l| {
+            l.as_ref()
+                .map(|s| ops::KillList::of(&s.processes))
+                .unwrap_or_default()
+        })
     });
     let kills = matches!(kind, OpKind::Restart | OpKind::Stop);
     let nothing = match kind {

@@ -2,10 +2,22 @@
 //! from context; none touches the socket.
 
 pub(crate) mod conn_badge;
+pub(crate) mod drain_chart;
+pub(crate) mod failure_box;
+pub(crate) mod flag_row;
 pub(crate) mod gpu_card;
 pub(crate) mod gpu_grid;
 pub(crate) mod header;
+pub(crate) mod history_row;
+pub(crate) mod history_table;
+pub(crate) mod kill_list;
+pub(crate) mod log_tail;
 pub(crate) mod mem_bar;
+pub(crate) mod phase_badge;
 pub(crate) mod process_row;
 pub(crate) mod process_table;
+pub(crate) mod restart_detail;
+pub(crate) mod restart_dialog;
+pub(crate) mod server_panel;
 pub(crate) mod sparkline;
+pub(crate) mod stage_progress;

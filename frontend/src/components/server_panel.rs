@@ -64,7 +64,11 @@ pub(crate) fn ServerPanel() -> impl IntoView {
             .server
             .with(|s| s.as_ref().map(|s| s.flags.clone()).unwrap_or_default())
     });
-    let failure = Memo::new(move |_| state.server.with(|s| s.as_ref().and_then(|s| s.failure.clone())));
+    let failure = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().and_then(|s| s.failure.clone()))
+    });
     let log = Memo::new(move |_| {
         state.server.with(|s| {
             s.as_ref()
@@ -72,8 +76,10 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 .unwrap_or_default()
         })
     });
-    let field = move |f: fn(&Head) -> String| move || head.with(|h| h.as_ref().map_or_else(String::new, f));
-    let phase = Signal::derive(move || head.with(|h| h.as_ref().map_or(Phase::Stopped, |h| h.phase)));
+    let field =
+        move |f: fn(&Head) -> String| move || head.with(|h| h.as_ref().map_or_else(String::new, f));
+    let phase =
+        Signal::derive(move || head.with(|h| h.as_ref().map_or(Phase::Stopped, |h| h.phase)));
     let uptime = move || {
         head.with(|h| match h {
             Some(Head {
@@ -81,7 +87,10 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 phase,
                 ..
             }) if is_up(*phase) => {
-                format!("up {}", fmt_age_ms((state.now_ms.get() - *t as f64).max(0.0) as u64))
+                format!(
+                    "up {}",
+                    fmt_age_ms((state.now_ms.get() - *t as f64).max(0.0) as u64)
+                )
             }
             _ => format!("up {MISSING}"),
         })

@@ -45,7 +45,9 @@ pub(crate) fn StageProgress() -> impl IntoView {
             {move || {
                 current
                     .get()
-                    .map(|st| {
+                    .map_or_else(
+                        || view! { <div class="stage-idle">"no operation running"</div> }.into_any(),
+                        |st| {
                         let phase = st.phase;
                         let since = st.since_ms;
                         let typical = st.typical_ms;
@@ -86,7 +88,9 @@ pub(crate) fn StageProgress() -> impl IntoView {
                                 </span>
                             </div>
                         }
-                    })
+                        .into_any()
+                    },
+                )
             }}
         </div>
     }

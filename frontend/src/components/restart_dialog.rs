@@ -1,0 +1,306 @@
+//! The operation dialog, a modal: restart and start edit flags (limited to the
+//! allow-list) with a live diff; restart and stop list what will be killed;
+//! every operation waits for the server's name to be typed. The request carries
+//! the generation of the status the dialog was opened with, so a stale view is
+//! refused by the server (409) rather than acted on. A refusal's text is shown
+//! as the server wrote it and the dialog stays open; an accepted request
+//! closes it. Escape and Cancel close it without sending.
+
+use std::collections::BTreeMap;
+
+use leptos::ev;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use shared::restart::{FlagSpec, OpKind};
+
+use crate::api;
+use crate::components::flag_row::FlagRow;
+use crate::components::kill_list::KillList;
+use crate::components::phase_badge::PhaseBadge;
+use crate::flags;
+use crate::ops::{kind_key, kind_title, takes_flags};
+use crate::state::{AppState, DialogOpen};
+
+/// What the operation does, in a sentence.
+fn explain(open: &DialogOpen) -> String {
+    let s = &open.status;
+    match open.kind {
+        OpKind::Restart => "Drains the server (SIGTERM, then SIGKILL after the grace period), \
+             waits until every GPU is back at its idle baseline, then launches it with the \
+             flags below."
+            .to_owned(),
+        OpKind::Stop => "Drains and kills the server, then waits until every GPU is back at its \
+             idle baseline. Nothing is launched."
+            .to_owned(),
+        OpKind::Start => "Checks that every GPU is free, then launches the server with the flags \
+             below."
+            .to_owned(),
+        OpKind::Adopt => format!(
+            "drainwatch takes over the server listening on :{}{}: from now on it supervises, \
+             stops and restarts it. Nothing is killed.",
+            s.port,
+            s.adoptable
+                .map(|a| format!(" (pid {})", a.pid))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// The dialog, while one is open.
+#[component]
+pub(crate) fn RestartDialog() -> impl IntoView {
+    let state = AppState::get();
+    let handle = window_event_listener(ev::keydown, move |ev| {
+        if ev.key() == "Escape" && state.dialog.get_untracked().is_some() {
+            state.dialog.set(None);
+        }
+    });
+    on_cleanup(move || handle.remove());
+
+    move || state.dialog.get().map(|open| body(state, open))
+}
+
+/// The dialog's content for one opening.
+fn body(state: AppState, open: DialogOpen) -> impl IntoView {
+    let kind = open.kind;
+    let status = open.status.clone();
+    let name = status.name.clone();
+    let generation = status.generation;
+    let title = kind_title(kind);
+    let with_flags = takes_flags(kind);
+    let explanation = explain(&open);
+
+    // One editor value per allowed flag, starting at its current value.
+    let rows: Vec<(FlagSpec, RwSignal<Option<String>>)> = if with_flags {
+        status
+            .allowed
+            .iter()
+            .map(|s| {
+                (
+                    s.clone(),
+                    RwSignal::new(flags::initial(&status.flags, &s.name)),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let values = rows
+        .iter()
+        .map(|(s, v)| (s.name.clone(), *v))
+        .collect::<Vec<_>>();
+    let request = {
+        let (specs, current, defaults) = (
+            status.allowed.clone(),
+            status.flags.clone(),
+            status.default_flags.clone(),
+        );
+        Memo::new(move |_| {
+            let edited: BTreeMap<String, Option<String>> =
+                values.iter().map(|(n, v)| (n.clone(), v.get())).collect();
+            flags::request_flags(&specs, &current, &defaults, &edited)
+        })
+    };
+    let diff = {
+        let (specs, current, defaults) = (
+            status.allowed.clone(),
+            status.flags.clone(),
+            status.default_flags.clone(),
+        );
+        Memo::new(move |_| {
+            request.with(|req| {
+                let after = flags::resolve(&specs, &current, &defaults, req);
+                flags::diff(&current, &after)
+            })
+        })
+    };
+
+    let typed = RwSignal::new(String::new());
+    let sending = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let confirmed = {
+        let name = name.clone();
+        Memo::new(move |_| typed.with(|t| *t == name))
+    };
+    let now_generation = move || state.server.with(|s| s.as_ref().map(|s| s.generation));
+
+    let submit = move || {
+        if !confirmed.get_untracked() || sending.get_untracked() {
+            return;
+        }
+        sending.set(true);
+        error.set(None);
+        let confirm = typed.get_untracked();
+        let flags = if with_flags {
+            request.get_untracked()
+        } else {
+            BTreeMap::new()
+        };
+        spawn_local(async move {
+            let result = api::submit(kind, generation, confirm, flags).await;
+            // The dialog may have been closed meanwhile: its signals are gone then.
+            if sending.try_set(false).is_some() {
+                return;
+            }
+            match result {
+                Ok(_) => state.dialog.set(None),
+                Err(text) => {
+                    error.try_set(Some(text));
+                }
+            }
+        });
+    };
+
+    let flag_rows = rows
+        .into_iter()
+        .map(|(spec, value)| {
+            let current = status.flags.get(&spec.name).cloned();
+            let default = status.default_flags.get(&spec.name).cloned();
+            view! { <FlagRow spec=spec value=value current=current default=default /> }
+        })
+        .collect::<Vec<_>>();
+    let editor = with_flags.then(|| {
+        let editor_empty = flag_rows.is_empty();
+        view! {
+            <section class="dlg-section">
+                <h3 class="dlg-h">"flags"</h3>
+                <div class="flag-editor" data-testid="flag-editor">
+                    {flag_rows}
+                    {editor_empty.then(|| view! { <div class="dlg-muted">"this server allows no flag changes"</div> })}
+                </div>
+                <div class="flag-diff" data-testid="flag-diff" data-changes=move || diff.with(|d| d.len().to_string())>
+                    <span class="dlg-label">"change"</span>
+                    {move || {
+                        diff.with(|d| {
+                            if d.is_empty() {
+                                view! {
+                                    <span class="dlg-muted">"none: the server comes back with the flags it has"</span>
+                                }
+                                    .into_any()
+                            } else {
+                                d.iter()
+                                    .map(|c| {
+                                        view! {
+                                            <span class=format!("diff-line diff-{}", c.class()) data-testid="flag-change" data-flag=c.name().to_owned()>
+                                                {c.to_string()}
+                                            </span>
+                                        }
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .into_any()
+                            }
+                        })
+                    }}
+                </div>
+            </section>
+        }
+    });
+
+    let phase = status.phase;
+    let heading = format!("{title} {name}");
+    let aria = heading.clone();
+    let confirm_label = format!("{title} {name}");
+    let placeholder = name.clone();
+    let name_for_hint = name.clone();
+
+    view! {
+        <div class="modal-backdrop">
+            <div
+                class="modal dialog"
+                role="dialog"
+                aria-modal="true"
+                aria-label=aria
+                data-testid="restart-dialog"
+                data-kind=kind_key(kind)
+                data-generation=generation.to_string()
+            >
+                <form
+                    on:submit=move |ev| {
+                        ev.prevent_default();
+                        submit();
+                    }
+                >
+                    <header class="modal-head">
+                        <h2 class="modal-title">{heading}</h2>
+                        <PhaseBadge phase=phase />
+                        <span class="dlg-muted num">{format!("gen {generation}")}</span>
+                        <button
+                            type="button"
+                            class="modal-x"
+                            aria-label="close"
+                            on:click=move |_| state.dialog.set(None)
+                        >
+                            "×"
+                        </button>
+                    </header>
+                    <p class="dlg-explain">{explanation}</p>
+                    {move || {
+                        now_generation()
+                            .filter(|g| *g != generation)
+                            .map(|g| {
+                                view! {
+                                    <div class="dlg-stale" data-testid="dialog-stale">
+                                        {format!(
+                                            "the server changed since this dialog opened (generation {generation} → {g}): drainwatch will refuse; close and review",
+                                        )}
+                                    </div>
+                                }
+                            })
+                    }}
+                    {editor}
+                    <section class="dlg-section">
+                        <h3 class="dlg-h">"will be stopped"</h3>
+                        <KillList kind=kind />
+                    </section>
+                    <section class="dlg-section dlg-confirm">
+                        <label class="dlg-label" for="confirm-input">
+                            "type " <code class="dlg-name">{name_for_hint}</code> " to confirm"
+                        </label>
+                        <input
+                            id="confirm-input"
+                            class="confirm-input"
+                            data-testid="confirm-input"
+                            type="text"
+                            autocomplete="off"
+                            spellcheck="false"
+                            placeholder=placeholder
+                            prop:value=move || typed.get()
+                            on:input=move |ev| typed.set(event_target_value(&ev))
+                        />
+                    </section>
+                    <div class="dialog-error-slot">
+                        {move || {
+                            error
+                                .get()
+                                .map(|text| {
+                                    view! {
+                                        <div class="dialog-error" data-testid="dialog-error" role="alert">
+                                            {text}
+                                        </div>
+                                    }
+                                })
+                        }}
+                    </div>
+                    <footer class="modal-foot">
+                        <button
+                            type="button"
+                            class="btn"
+                            data-testid="cancel-action"
+                            on:click=move |_| state.dialog.set(None)
+                        >
+                            "Cancel"
+                        </button>
+                        <button
+                            type="submit"
+                            class="btn btn-danger"
+                            data-testid="confirm-action"
+                            disabled=move || !confirmed.get() || sending.get()
+                        >
+                            {move || if sending.get() { "sending…".to_owned() } else { confirm_label.clone() }}
+                        </button>
+                    </footer>
+                </form>
+            </div>
+        </div>
+    }
+}
