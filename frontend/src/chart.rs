@@ -1,10 +1,14 @@
-//! The drain chart's arithmetic, pure so host tests pin it down: the fixed
-//! drawing box, the time and memory scales, "nice" ticks, one polyline per GPU,
-//! the running-requests step line, and rows for marker labels that would collide.
+//! The drain chart, pure so host tests pin it down: the fixed drawing box, the
+//! time and memory scales, "nice" ticks, one polyline per GPU, the
+//! running-requests step line, rows for marker labels that would collide, and
+//! the SVG markup that draws it all. The markup is built here as text (set as
+//! the `<svg>`'s content) rather than as a tree of components: it is redrawn
+//! whole when the record changes, and text keeps the UI's bundle small. Every
+//! piece of text in it is a number or a fixed label, so nothing needs escaping.
 
 use std::fmt::Write as _;
 
-use shared::restart::{Marker, MarkerKind, TimelinePoint};
+use shared::restart::{Marker, MarkerKind, RestartDetail, TimelinePoint};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -121,7 +125,14 @@ pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
         return 1.0;
     }
     let rough = max / max_ticks.max(1) as f64;
-    let mag = 10f64.powf(rough.log10().floor());
+    // The power of ten at or below `rough` (by steps: `powf` costs the bundle).
+    let mut mag = 1.0;
+    while mag * 10.0 <= rough {
+        mag *= 10.0;
+    }
+    while mag > rough {
+        mag /= 10.0;
+    }
     [1.0, 2.0, 5.0, 10.0]
         .iter()
         .map(|m| m * mag)
@@ -148,11 +159,13 @@ pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
 /// A tick's text with its unit: "0 s", "2.5 s", "96 GiB"; as many decimals as
 /// the step needs.
 pub(crate) fn tick_label(v: f64, step: f64, unit: &str) -> String {
-    let decimals = if step >= 1.0 {
-        0
-    } else {
-        (-step.log10().floor()) as usize
-    };
+    // One decimal per power of ten the step is below 1.
+    let mut decimals = 0;
+    let mut place = 1.0;
+    while step < place * (1.0 - 1e-9) && decimals < 6 {
+        place /= 10.0;
+        decimals += 1;
+    }
     format!("{v:.decimals$} {unit}")
 }
 
@@ -264,10 +277,141 @@ pub(crate) fn gpu_colour(position: usize) -> &'static str {
     PALETTE[position % PALETTE.len()]
 }
 
+/// Ticks on each axis, at most.
+const X_TICKS: usize = 8;
+const Y_TICKS: usize = 5;
+
+/// The content of the drain chart's `<svg>` for `detail`: grid and axis labels
+/// (seconds from the start, GiB), one `<polyline data-testid="gpu-line">` per
+/// GPU, the running-requests track, and one `<g data-testid="chart-marker"
+/// data-kind=…>` per marker with its line and label. `totals` are the GPUs'
+/// total memory and `indices` their NVML indices, both in timeline order.
+pub(crate) fn svg_markup(
+    detail: &RestartDetail,
+    totals: &[Option<u64>],
+    indices: &[u32],
+) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<rect class="plot-bg" x="{PLOT_LEFT}" y="{PLOT_TOP}" width="{}" height="{}"/><rect class="plot-bg" x="{PLOT_LEFT}" y="{TRACK_TOP}" width="{}" height="{}"/>"#,
+        PLOT_RIGHT - PLOT_LEFT,
+        PLOT_BOTTOM - PLOT_TOP,
+        PLOT_RIGHT - PLOT_LEFT,
+        TRACK_BOTTOM - TRACK_TOP,
+    );
+    let Some(frame) = Frame::new(
+        Some(detail.summary.started_at_ms),
+        &detail.timeline,
+        &detail.markers,
+        y_max(totals, &detail.timeline),
+    ) else {
+        let _ = write!(
+            out,
+            r#"<text class="chart-empty" x="{}" y="{}" text-anchor="middle">no samples recorded yet</text>"#,
+            (PLOT_LEFT + PLOT_RIGHT) / 2.0,
+            (PLOT_TOP + PLOT_BOTTOM) / 2.0
+        );
+        return out;
+    };
+
+    // Grid and axes.
+    let y_step = nice_step(frame.y_max_gib(), Y_TICKS);
+    for g in ticks(frame.y_max_gib(), Y_TICKS) {
+        let y = frame.y_of_gib(g);
+        let _ = write!(
+            out,
+            r#"<line class="grid" x1="{PLOT_LEFT}" x2="{PLOT_RIGHT}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            PLOT_LEFT - 6.0,
+            y + 4.0,
+            tick_label(g, y_step, "GiB")
+        );
+    }
+    let x_step = nice_step(frame.span_s(), X_TICKS);
+    for t in ticks(frame.span_s(), X_TICKS) {
+        let x = frame.x_of_s(t);
+        let _ = write!(
+            out,
+            r#"<line class="grid" x1="{x:.1}" x2="{x:.1}" y1="{PLOT_TOP}" y2="{TRACK_BOTTOM}"/><text class="axis" x="{x:.1}" y="{X_LABEL_Y}" text-anchor="middle">{}</text>"#,
+            tick_label(t, x_step, "s")
+        );
+    }
+
+    // One line per GPU.
+    for (pos, points) in gpu_lines(&detail.timeline, &frame) {
+        let index = indices.get(pos).copied().unwrap_or(pos as u32);
+        let _ = write!(
+            out,
+            r#"<polyline class="gpu-line" data-testid="gpu-line" data-gpu="{index}" stroke="{}" points="{points}"/>"#,
+            gpu_colour(pos)
+        );
+    }
+
+    // Running requests.
+    let label_x = PLOT_LEFT - 6.0;
+    match requests_path(&detail.timeline, &frame) {
+        Some((d, max)) => {
+            let _ = write!(
+                out,
+                r#"<path class="req-line" data-testid="requests-line" d="{d}"/><text class="axis" x="{label_x}" y="{}" text-anchor="end">{} req</text><text class="axis" x="{label_x}" y="{TRACK_BOTTOM}" text-anchor="end">0 req</text><text class="track-title" x="{}" y="{}">running requests</text>"#,
+                TRACK_TOP + 9.0,
+                max.max(1),
+                PLOT_LEFT + 6.0,
+                TRACK_TOP + 12.0
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                r#"<text class="track-title" x="{}" y="{}">running requests: not reported</text>"#,
+                PLOT_LEFT + 6.0,
+                TRACK_TOP + 24.0
+            );
+        }
+    }
+
+    // Markers, labelled above the plot; a label near the right edge reads
+    // leftwards so it stays inside.
+    let mut markers = detail.markers.clone();
+    markers.sort_by_key(|m| m.at_ms);
+    let xs: Vec<f64> = markers.iter().map(|m| frame.x(m.at_ms)).collect();
+    for ((m, x), row) in markers.iter().zip(&xs).zip(label_rows(&xs)) {
+        let label_y = MARKER_ROWS[row];
+        let (anchor, tx) = if *x > PLOT_RIGHT - 70.0 {
+            ("end", x - 3.0)
+        } else {
+            ("start", x + 3.0)
+        };
+        let _ = write!(
+            out,
+            r#"<g class="marker" data-testid="chart-marker" data-kind="{}" data-at-ms="{}"><line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{TRACK_BOTTOM}"/><text x="{tx:.1}" y="{label_y}" text-anchor="{anchor}">{}</text></g>"#,
+            marker_kind(m.kind),
+            m.at_ms,
+            label_y + 3.0,
+            marker_label(m.kind)
+        );
+    }
+    out
+}
+
+/// The legend under the chart, as HTML: a swatch and "GPU n" per line.
+pub(crate) fn legend_markup(gpus: usize, indices: &[u32]) -> String {
+    let mut out = String::new();
+    for pos in 0..gpus {
+        let index = indices.get(pos).copied().unwrap_or(pos as u32);
+        let _ = write!(
+            out,
+            r#"<span class="legend-item"><span class="legend-swatch" style="background:{}"></span>GPU {index}</span>"#,
+            gpu_colour(pos)
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::restart::Phase;
+    use shared::restart::{Outcome, Phase, RestartSummary};
 
     const G: u64 = 1 << 30;
 
@@ -387,6 +531,64 @@ mod tests {
             [0, 1, 0, 1, 0]
         );
         assert!(label_rows(&[]).is_empty());
+    }
+
+    fn detail(timeline: Vec<TimelinePoint>, markers: Vec<Marker>) -> RestartDetail {
+        RestartDetail {
+            summary: RestartSummary {
+                id: 1,
+                kind: shared::restart::OpKind::Restart,
+                requested_by: String::new(),
+                started_at_ms: 10_000,
+                finished_at_ms: None,
+                from_flags: Default::default(),
+                to_flags: Default::default(),
+                outcome: Outcome::Running,
+                failure: None,
+                durations: Default::default(),
+            },
+            transitions: Vec::new(),
+            markers,
+            timeline,
+            log_tail: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn markup_has_a_line_per_gpu_and_a_group_per_marker() {
+        let d = detail(
+            vec![
+                point(10_500, &[Some(90 * G), Some(90 * G)], Some(3)),
+                point(14_000, &[Some(0), None], Some(0)),
+            ],
+            vec![
+                marker(MarkerKind::Sigterm, 10_001),
+                marker(MarkerKind::Verified, 13_000),
+                marker(MarkerKind::Launch, 13_001),
+            ],
+        );
+        let svg = svg_markup(&d, &[Some(96 * G), Some(96 * G)], &[4, 5]);
+        assert_eq!(svg.matches(r#"data-testid="gpu-line""#).count(), 2);
+        assert!(svg.contains(r#"data-gpu="5""#));
+        assert_eq!(svg.matches(r#"data-testid="chart-marker""#).count(), 3);
+        assert!(svg.contains(r#"data-kind="sigterm""#));
+        assert!(svg.contains(">SIGTERM</text>"));
+        assert!(svg.contains(">80 GiB</text>"));
+        assert!(svg.contains(">0.0 s</text>") && svg.contains(">4.0 s</text>"));
+        assert!(svg.contains("running requests</text>"));
+        assert!(!svg.contains("NaN"));
+        assert_eq!(legend_markup(2, &[4, 5]).matches("GPU ").count(), 2);
+        assert!(legend_markup(1, &[]).contains("GPU 0"));
+    }
+
+    #[test]
+    fn markup_without_samples_says_so() {
+        let svg = svg_markup(&detail(Vec::new(), Vec::new()), &[], &[]);
+        assert!(svg.contains("no samples recorded yet"));
+        let d = detail(vec![point(10_000, &[Some(G)], None)], Vec::new());
+        let svg = svg_markup(&d, &[None], &[]);
+        assert!(svg.contains("running requests: not reported"));
+        assert!(svg.contains(">1 GiB</text>") || svg.contains(">1.0 GiB</text>"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod components;
 mod deeplink;
 mod flags;
 mod localtime;
+mod markup;
 mod ops;
 mod series;
 mod state;

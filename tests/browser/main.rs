@@ -98,3 +98,122 @@ async fn badge_shows_reconnecting_when_backend_stops_and_live_when_it_returns() 
     b.client.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<()> {
+    use tests::managed::{ServerSpec, spawn_managed};
+    let _one = ONE_AT_A_TIME.lock().await;
+    let host = SimHost::new(300);
+    let spec = ServerSpec {
+        warmup_ms: 1_500,
+        ..ServerSpec::default()
+    };
+    let app = spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let b = Browser::start().await?;
+    b.client.goto(&app.url("/")).await?;
+    b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
+        p == "ready"
+    })
+    .await?;
+    let generation: u64 = b
+        .client
+        .find(Locator::Css("[data-testid=server-generation]"))
+        .await?
+        .text()
+        .await?
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()?;
+    assert_eq!(generation, 1);
+
+    // The dialog: change --tp, see the diff and what will be killed.
+    b.client
+        .find(Locator::Css("[data-testid=open-restart]"))
+        .await?
+        .click()
+        .await?;
+    b.wait_count("[data-testid=restart-dialog]", 1, T).await?;
+    let tp = b.client.find(Locator::Css("[data-testid=flag-input][data-flag='--tp'] input, [data-testid=flag-input][data-flag='--tp'] select")).await?;
+    tp.clear().await?;
+    tp.send_keys("2").await?;
+    let diff = b
+        .client
+        .find(Locator::Css("[data-testid=flag-diff]"))
+        .await?;
+    b.wait_text(&diff, T, |t| t.contains("--tp") && t.contains('2'))
+        .await?;
+    let kill = b
+        .client
+        .find(Locator::Css("[data-testid=kill-list]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        kill.contains(&app.server().await?.root.expect("root").pid.to_string()),
+        "{kill}"
+    );
+
+    // Typed confirmation: the button stays disabled until the name is typed.
+    let confirm = b
+        .client
+        .find(Locator::Css("[data-testid=confirm-action]"))
+        .await?;
+    assert!(!confirm.is_enabled().await?);
+    let input = b
+        .client
+        .find(Locator::Css("[data-testid=confirm-input]"))
+        .await?;
+    input.send_keys("si").await?;
+    assert!(!confirm.is_enabled().await?);
+    input.send_keys("m").await?;
+    b.wait_enabled(&confirm, T).await?;
+    confirm.click().await?;
+
+    // The whole team sees it happen, then the new generation is ready.
+    b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
+        p != "ready"
+    })
+    .await?;
+    b.wait_attr("[data-testid=server-phase]", "data-phase", 2 * T, |p| {
+        p == "ready"
+    })
+    .await?;
+    let status = app.server().await?;
+    assert_eq!(status.flags["--tp"], "2");
+    b.wait_attr("[data-testid=history-row]", "data-outcome", T, |o| {
+        o == "succeeded"
+    })
+    .await?;
+
+    // The restart's detail: the drain chart with its markers.
+    b.client
+        .find(Locator::Css("[data-testid=history-row]"))
+        .await?
+        .click()
+        .await?;
+    b.wait_count(
+        "[data-testid=restart-detail] [data-testid=drain-chart]",
+        1,
+        T,
+    )
+    .await?;
+    b.wait_count(
+        "[data-testid=drain-chart] polyline, [data-testid=drain-chart] path",
+        4,
+        T,
+    )
+    .await?;
+    for kind in ["sigterm", "verified", "launch", "ready"] {
+        b.wait_count(
+            &format!("[data-testid=chart-marker][data-kind={kind}]"),
+            1,
+            T,
+        )
+        .await?;
+    }
+    b.screenshot("restart-detail").await?;
+    b.client.close().await?;
+    Ok(())
+}

@@ -140,6 +140,42 @@ impl Browser {
         }
     }
 
+    /// Waits until an element's text satisfies `pred`.
+    pub async fn wait_text(
+        &self,
+        el: &fantoccini::elements::Element,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let t = el.text().await?;
+            if pred(&t) {
+                return Ok(t);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting on text (last: {t:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until an element is enabled.
+    pub async fn wait_enabled(
+        &self,
+        el: &fantoccini::elements::Element,
+        timeout: Duration,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        while !el.is_enabled().await? {
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting for an element to be enabled");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
     /// Saves a PNG screenshot under `target/screenshots/`.
     pub async fn screenshot(&self, name: &str) -> anyhow::Result<PathBuf> {
         let png = self.client.screenshot().await?;

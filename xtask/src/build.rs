@@ -16,15 +16,23 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 pub(crate) fn ui() -> anyhow::Result<()> {
     tools::ensure_wasm_target()?;
     tools::ensure_wasm_bindgen()?;
-    run_cmd(cargo().args([
-        "build",
-        "-p",
-        "frontend",
-        "--target",
-        "wasm32-unknown-unknown",
-        "--profile",
-        "wasm-release",
-    ]))?;
+    // Leptos's type-erased components: a smaller bundle, a faster build.
+    run_cmd(
+        cargo()
+            .env(
+                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS",
+                "--cfg erase_components",
+            )
+            .args([
+                "build",
+                "-p",
+                "frontend",
+                "--target",
+                "wasm32-unknown-unknown",
+                "--profile",
+                "wasm-release",
+            ]),
+    )?;
     let root = root();
     let staging = root.join("target/ui-staging");
     if staging.exists() {

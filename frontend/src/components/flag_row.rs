@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use shared::restart::{FlagKind, FlagSpec, FlagType};
 
 use crate::flags::{check, range_text, step};
+use crate::markup::escape;
 
 /// The select's value for "(default)": no flag value can contain a NUL.
 const DEFAULT_OPTION: &str = "\u{0}default";
@@ -37,11 +38,18 @@ pub(crate) fn FlagRow(
             })
         })
     };
-    let default_text = match &default {
-        Some(d) => format!("default {d}"),
-        None => "default: not set".to_owned(),
+    // Help and default never change: one piece of text.
+    let help = {
+        let mut h = spec.help.as_deref().map(escape).unwrap_or_default();
+        if !h.is_empty() {
+            h.push_str("<br>");
+        }
+        match &default {
+            Some(d) => h.push_str(&format!("default {}", escape(d))),
+            None => h.push_str("default: not set"),
+        }
+        h
     };
-    let help = spec.help.clone().unwrap_or_default();
 
     let control = match &spec.ty {
         FlagType::Enum { .. } | FlagType::Bool => {
@@ -81,7 +89,7 @@ pub(crate) fn FlagRow(
             number_input(&name, value, min.to_string(), max.to_string(), step(&spec)).into_any()
         }
     };
-    let range = range_text(&spec);
+    let range = range_text(&spec).unwrap_or_default();
 
     view! {
         <div
@@ -91,21 +99,13 @@ pub(crate) fn FlagRow(
             data-testid="flag-input"
             data-flag=name.clone()
         >
-            <span class="flag-name" title=format!("{name} ({kind} flag)")>
-                <span class="flag-kind">{kind}</span>
-                <span class="flag-label">{name.clone()}</span>
+            <span class="flag-name" data-kind=kind title=format!("{name} ({kind} flag)")>
+                {name.clone()}
             </span>
-            <span class="flag-field">
-                {control}
-                <span class="flag-range" data-testid="flag-range">
-                    {range.unwrap_or_default()}
-                </span>
-            </span>
-            <span class="flag-help">
-                <span class="flag-problem">{move || problem.get()}</span>
-                <span>{help}</span>
-                <span class="flag-default">{default_text}</span>
-            </span>
+            {control}
+            <span class="flag-range" data-testid="flag-range">{range}</span>
+            <span class="flag-help" inner_html=help></span>
+            <span class="flag-problem">{move || problem.get()}</span>
         </div>
     }
 }

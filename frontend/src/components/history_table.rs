@@ -1,30 +1,48 @@
 //! The restart history below the processes: one row per operation, newest
-//! first, following `Restart` events live. A click on a row opens its detail.
+//! first, following the socket live (see [`crate::markup::history_rows`]). A
+//! click on a row, or Enter on a focused one, opens its detail.
 
 use leptos::prelude::*;
+use leptos::wasm_bindgen::JsCast;
 
-use crate::components::history_row::HistoryRow;
+use crate::localtime;
+use crate::markup::history_rows;
 use crate::state::AppState;
+
+/// The `data-id` of the history row an event happened in.
+fn row_id(ev: &web_sys::Event) -> Option<i64> {
+    let target = ev.target()?.dyn_into::<web_sys::Element>().ok()?;
+    let row = target.closest("tr[data-id]").ok()??;
+    row.get_attribute("data-id")?.parse().ok()
+}
 
 /// Recent restarts, stops, starts and adoptions.
 #[component]
 pub(crate) fn HistoryTable() -> impl IntoView {
     let state = AppState::get();
-    let ids = Memo::new(move |_| {
+    let rows = Memo::new(move |_| {
         state
             .restarts
-            .with(|r| r.iter().map(|s| s.id).collect::<Vec<_>>())
+            .with(|r| history_rows(r, localtime::hms, localtime::full))
     });
+    let count = move || {
+        let n = state.restarts.with(Vec::len);
+        if n == 1 {
+            "1 operation".to_owned()
+        } else {
+            format!("{n} operations")
+        }
+    };
+    let open = move |ev: &web_sys::Event| {
+        if let Some(id) = row_id(ev) {
+            state.detail.set(Some(id));
+        }
+    };
 
     view! {
         <div class="proc-head">
             <h2 class="proc-title">"history"</h2>
-            <span class="proc-counts num">
-                {move || {
-                    let n = ids.with(Vec::len);
-                    if n == 1 { "1 operation".to_owned() } else { format!("{n} operations") }
-                }}
-            </span>
+            <span class="proc-counts num">{count}</span>
             <span class="dlg-muted">"click a row for its timeline"</span>
         </div>
         <table class="proc-table history-table" data-testid="history-table">
@@ -54,16 +72,15 @@ pub(crate) fn HistoryTable() -> impl IntoView {
                     <th class="num">"total"</th>
                 </tr>
             </thead>
-            <tbody>
-                <For each=move || ids.get() key=|id| *id let:id>
-                    <HistoryRow id=id />
-                </For>
-                <Show when=move || ids.with(Vec::is_empty)>
-                    <tr class="proc-empty" data-testid="history-empty">
-                        <td colspan="10">"no operation yet"</td>
-                    </tr>
-                </Show>
-            </tbody>
+            <tbody
+                inner_html=move || rows.get()
+                on:click=move |ev| open(&ev)
+                on:keydown=move |ev| {
+                    if ev.key() == "Enter" {
+                        open(&ev);
+                    }
+                }
+            ></tbody>
         </table>
     }
 }

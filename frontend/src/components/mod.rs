@@ -8,7 +8,6 @@ pub(crate) mod flag_row;
 pub(crate) mod gpu_card;
 pub(crate) mod gpu_grid;
 pub(crate) mod header;
-pub(crate) mod history_row;
 pub(crate) mod history_table;
 pub(crate) mod kill_list;
 pub(crate) mod log_tail;

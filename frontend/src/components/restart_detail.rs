@@ -11,10 +11,9 @@ use crate::api;
 use crate::components::drain_chart::DrainChart;
 use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
-use crate::components::phase_badge::PhaseBadge;
-use crate::flags::diff;
 use crate::localtime;
-use crate::ops::{fmt_offset, fmt_secs, kind_key, outcome_key};
+use crate::markup;
+use crate::ops::{kind_key, outcome_key};
 use crate::state::AppState;
 
 /// How often a running operation's record is fetched again.
@@ -77,9 +76,9 @@ fn body(state: AppState, id: i64) -> impl IntoView {
             if !alive {
                 return;
             }
-            in_flight.set_value(false);
+            in_flight.try_set_value(false);
             if again.try_get_value().unwrap_or(false) {
-                again.set_value(false);
+                again.try_set_value(false);
                 fetch(
                     id,
                     localtime::now_ms(),
@@ -191,9 +190,27 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                     }
                 }}
                 <Show when=move || loaded.with(Option::is_some)>
-                    {move || loaded.get().map(|d| facts(&d))}
+                    <div
+                        class="detail-section"
+                        inner_html=move || {
+                            loaded
+                                .with(|d| {
+                                    d.as_ref()
+                                        .map(|d| markup::detail_facts(d, localtime::hms, localtime::full))
+                                        .unwrap_or_default()
+                                })
+                        }
+                    ></div>
                     <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty(id))) />
-                    {move || loaded.get().map(|d| transitions(&d))}
+                    <div
+                        class="detail-section"
+                        inner_html=move || {
+                            loaded
+                                .with(|d| {
+                                    d.as_ref().map(|d| markup::transitions(d, localtime::full)).unwrap_or_default()
+                                })
+                        }
+                    ></div>
                     {move || {
                         loaded
                             .with(|d| d.as_ref().and_then(|d| d.summary.failure.clone()))
@@ -201,7 +218,23 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                     }}
                     <h3 class="dlg-h">"log"</h3>
                     <LogTail
-                        lines=Signal::derive(move || loaded.with(|d| d.as_ref().map(|d| d.log_tail.clone()).unwrap_or_default()))
+                        lines=Signal::derive(move || {
+                            // The record gets its log when the operation ends; until
+                            // then the running server's is the one to read.
+                            let live = running.get()
+                                && state
+                                    .server
+                                    .with(|s| {
+                                        s.as_ref()
+                                            .and_then(|s| s.operation.as_ref())
+                                            .is_some_and(|o| o.id == id)
+                                    });
+                            if live {
+                                state.server.with(|s| s.as_ref().map(|s| s.log_tail.clone()).unwrap_or_default())
+                            } else {
+                                loaded.with(|d| d.as_ref().map(|d| d.log_tail.clone()).unwrap_or_default())
+                            }
+                        })
                         max=LOG_LINES
                         testid="detail-log"
                         rows=12
@@ -231,89 +264,5 @@ fn empty(id: i64) -> RestartDetail {
         markers: Vec::new(),
         timeline: Vec::new(),
         log_tail: Vec::new(),
-    }
-}
-
-/// Who, when, what changed, and the durations.
-fn facts(d: &RestartDetail) -> impl IntoView + use<> {
-    let s = &d.summary;
-    let changes = diff(&s.from_flags, &s.to_flags);
-    let change = if changes.is_empty() {
-        view! { <span class="dlg-muted">"no flag change"</span> }.into_any()
-    } else {
-        changes
-            .iter()
-            .map(|c| {
-                view! { <span class=format!("diff-line diff-{}", c.class())>{c.to_string()}</span> }
-            })
-            .collect::<Vec<_>>()
-            .into_any()
-    };
-    let finished = s.finished_at_ms.map_or_else(
-        || "still running".to_owned(),
-        |t| format!("finished {}", localtime::hms(t)),
-    );
-    let dur = &s.durations;
-    let cells = [
-        ("drain", dur.drain_ms),
-        ("kill", dur.kill_ms),
-        ("verify", dur.verify_ms),
-        ("warm-up", dur.warmup_ms),
-        ("total", dur.total_ms),
-    ]
-    .into_iter()
-    .map(|(label, ms)| {
-        view! {
-            <span class="stat">
-                <span class="stat-label">{label}</span>
-                <span class="stat-value num">{fmt_secs(ms)}</span>
-            </span>
-        }
-    })
-    .collect::<Vec<_>>();
-    view! {
-        <div class="detail-facts" data-testid="detail-facts">
-            <span title=localtime::full(s.started_at_ms)>{format!("started {}", localtime::hms(s.started_at_ms))}</span>
-            <span>{finished}</span>
-            <span class="ellipsis">{format!("by {}", s.requested_by)}</span>
-        </div>
-        <div class="flag-diff">
-            <span class="dlg-label">"change"</span>
-            {change}
-        </div>
-        <div class="detail-durations" data-testid="detail-durations">{cells}</div>
-    }
-}
-
-/// The phase changes, as offsets from the start.
-fn transitions(d: &RestartDetail) -> impl IntoView + use<> {
-    let start = d.summary.started_at_ms;
-    let rows = d
-        .transitions
-        .iter()
-        .map(|t| {
-            view! {
-                <tr data-testid="transition-row">
-                    <td class="num" title=localtime::full(t.at_ms)>{fmt_offset(t.at_ms, start)}</td>
-                    <td><PhaseBadge phase=t.phase /></td>
-                    <td class="cmd" title=t.note.clone()>{t.note.clone()}</td>
-                </tr>
-            }
-        })
-        .collect::<Vec<_>>();
-    let none = rows.is_empty();
-    view! {
-        <h3 class="dlg-h">"transitions"</h3>
-        <table class="proc-table transitions" data-testid="transitions">
-            <colgroup>
-                <col class="t-at" />
-                <col class="t-phase" />
-                <col />
-            </colgroup>
-            <tbody>
-                {rows}
-                {none.then(|| view! { <tr class="proc-empty"><td colspan="3">"no transition yet"</td></tr> })}
-            </tbody>
-        </table>
     }
 }

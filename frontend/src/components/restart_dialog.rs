@@ -18,6 +18,7 @@ use crate::components::flag_row::FlagRow;
 use crate::components::kill_list::KillList;
 use crate::components::phase_badge::PhaseBadge;
 use crate::flags;
+use crate::markup::diff_lines;
 use crate::ops::{kind_key, kind_title, takes_flags};
 use crate::state::{AppState, DialogOpen};
 
@@ -143,7 +144,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                 return;
             }
             match result {
-                Ok(_) => state.dialog.set(None),
+                Ok(()) => state.dialog.set(None),
                 Err(text) => {
                     error.try_set(Some(text));
                 }
@@ -159,6 +160,11 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
             view! { <FlagRow spec=spec value=value current=current default=default /> }
         })
         .collect::<Vec<_>>();
+    let no_change = if kind == OpKind::Start {
+        "none: the server starts with the flags it last ran with"
+    } else {
+        "none: the server comes back with the flags it has"
+    };
     let editor = with_flags.then(|| {
         let editor_empty = flag_rows.is_empty();
         view! {
@@ -170,27 +176,12 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                 </div>
                 <div class="flag-diff" data-testid="flag-diff" data-changes=move || diff.with(|d| d.len().to_string())>
                     <span class="dlg-label">"change"</span>
-                    {move || {
-                        diff.with(|d| {
-                            if d.is_empty() {
-                                view! {
-                                    <span class="dlg-muted">"none: the server comes back with the flags it has"</span>
-                                }
-                                    .into_any()
-                            } else {
-                                d.iter()
-                                    .map(|c| {
-                                        view! {
-                                            <span class=format!("diff-line diff-{}", c.class()) data-testid="flag-change" data-flag=c.name().to_owned()>
-                                                {c.to_string()}
-                                            </span>
-                                        }
-                                    })
-                                    .collect::<Vec<_>>()
-                                    .into_any()
-                            }
-                        })
-                    }}
+                    <span
+                        class="diff-lines"
+                        inner_html=move || {
+                            diff.with(|d| diff_lines(d, no_change))
+                        }
+                    ></span>
                 </div>
             </section>
         }

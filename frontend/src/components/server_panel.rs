@@ -11,6 +11,7 @@ use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
 use crate::components::phase_badge::PhaseBadge;
 use crate::components::stage_progress::StageProgress;
+use crate::markup::flag_chips;
 use crate::ops::{MISSING, can_adopt, can_restart, can_start, can_stop, last_lines};
 use crate::state::{AppState, DialogOpen};
 
@@ -148,16 +149,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
             </div>
             <div class="srv-flags" data-testid="server-flags">
                 <span class="srv-label">"flags"</span>
-                <For each=move || flags.get().into_iter() key=|kv| kv.clone() let:kv>
-                    <span class="flag-chip" data-testid="flag-chip" data-flag=kv.0.clone() title=format!("{} = {}", kv.0, kv.1)>
-                        <span class="chip-name">{kv.0.clone()}</span>
-                        " = "
-                        <span class="chip-value">{kv.1.clone()}</span>
-                    </span>
-                </For>
-                <Show when=move || flags.with(|f| f.is_empty())>
-                    <span class="srv-none">"none set"</span>
-                </Show>
+                <span class="srv-chips" inner_html=move || flags.with(flag_chips)></span>
             </div>
             <StageProgress />
             {move || {
