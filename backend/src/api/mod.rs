@@ -19,6 +19,8 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tower_http::compression::CompressionLayer;
 
+use shared::restart::OpKind;
+
 use crate::hub::Hub;
 use crate::restart::manager::ManagerHandle;
 use crate::store::Store;
@@ -44,10 +46,22 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/state", get(api_state))
-        .route("/api/restart", post(ops::restart))
-        .route("/api/start", post(ops::start))
-        .route("/api/stop", post(ops::stop))
-        .route("/api/adopt", post(ops::adopt))
+        .route(
+            "/api/restart",
+            post(|s, c, b| ops::with_flags(OpKind::Restart, s, c, b)),
+        )
+        .route(
+            "/api/start",
+            post(|s, c, b| ops::with_flags(OpKind::Start, s, c, b)),
+        )
+        .route(
+            "/api/stop",
+            post(|s, c, b| ops::confirmed(OpKind::Stop, s, c, b)),
+        )
+        .route(
+            "/api/adopt",
+            post(|s, c, b| ops::confirmed(OpKind::Adopt, s, c, b)),
+        )
         .route("/api/restarts", get(ops::restarts))
         .route("/api/restarts/{id}", get(ops::restart_detail))
         .route("/api/audit", get(ops::audit))

@@ -107,39 +107,19 @@ async fn submit(
     }
 }
 
-pub(super) async fn restart(
+/// `POST /api/restart` and `/api/start`: an operation that may change flags.
+pub(super) async fn with_flags(
+    kind: OpKind,
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Body(req): Body<RestartRequest>,
 ) -> Response {
-    submit(
-        &state,
-        peer,
-        OpKind::Restart,
-        req.generation,
-        req.confirm,
-        req.flags,
-    )
-    .await
+    submit(&state, peer, kind, req.generation, req.confirm, req.flags).await
 }
 
-pub(super) async fn start(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Body(req): Body<RestartRequest>,
-) -> Response {
-    submit(
-        &state,
-        peer,
-        OpKind::Start,
-        req.generation,
-        req.confirm,
-        req.flags,
-    )
-    .await
-}
-
-pub(super) async fn stop(
+/// `POST /api/stop` and `/api/adopt`: an operation that only needs confirming.
+pub(super) async fn confirmed(
+    kind: OpKind,
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Body(req): Body<ConfirmRequest>,
@@ -147,23 +127,7 @@ pub(super) async fn stop(
     submit(
         &state,
         peer,
-        OpKind::Stop,
-        req.generation,
-        req.confirm,
-        Default::default(),
-    )
-    .await
-}
-
-pub(super) async fn adopt(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Body(req): Body<ConfirmRequest>,
-) -> Response {
-    submit(
-        &state,
-        peer,
-        OpKind::Adopt,
+        kind,
         req.generation,
         req.confirm,
         Default::default(),
