@@ -50,8 +50,7 @@ async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
     // Let the drain run long enough for its records to be committed (≤ 250 ms).
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(app.server().await?.phase, Phase::Draining);
-    app.proc.signal_group(libc::SIGKILL);
-    drop(app);
+    app.proc.kill_alone();
 
     let app = spawn_managed(&host, &spec, &[])?;
     let d = app.finished_restart(id, T).await?;
@@ -81,8 +80,7 @@ async fn a_restarted_drainwatch_re_finds_the_running_server_and_can_restart_it()
     let spec = ServerSpec::default();
     let (app, _server) = started(&host, &spec).await?;
     let before = app.server().await?;
-    app.proc.signal_group(libc::SIGKILL);
-    drop(app);
+    app.proc.kill_alone();
 
     let app = spawn_managed(&host, &spec, &[])?;
     let s = app.wait_phase(Phase::Ready, T).await?;

@@ -105,6 +105,8 @@ impl SimHost {
 #[derive(Debug)]
 pub struct Proc {
     pub child: Child,
+    /// Leave descendants' groups alone on drop (see [`Proc::kill_alone`]).
+    spare_descendants: bool,
 }
 
 impl Proc {
@@ -123,7 +125,10 @@ impl Proc {
         let child = cmd
             .spawn()
             .with_context(|| format!("spawning {:?}", cmd.get_program()))?;
-        Ok(Self { child })
+        Ok(Self {
+            child,
+            spare_descendants: false,
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -135,6 +140,14 @@ impl Proc {
     pub fn signal_group(&self, sig: i32) {
         // SAFETY: killpg on a group this test created.
         unsafe { libc::killpg(self.child.id() as i32, sig) };
+    }
+
+    /// SIGKILLs this process's group and waits for it, leaving alone what it
+    /// started in sessions of its own (a model server outliving drainwatch).
+    pub fn kill_alone(mut self) {
+        self.signal_group(libc::SIGKILL);
+        let _ = self.child.wait();
+        self.spare_descendants = true;
     }
 
     /// Reads stdout lines until one starts with `prefix`; returns the rest of it.
@@ -159,7 +172,12 @@ impl Drop for Proc {
     /// server drainwatch launched runs in a session of its own.
     #[allow(unsafe_code)]
     fn drop(&mut self) {
-        for d in simhost::descendants(self.child.id()) {
+        let descendants = if self.spare_descendants {
+            Vec::new()
+        } else {
+            simhost::descendants(self.child.id())
+        };
+        for d in descendants {
             if d.pgid > 1 {
                 // SAFETY: killpg on groups led by descendants of this test's child.
                 unsafe { libc::killpg(d.pgid, libc::SIGKILL) };

@@ -532,7 +532,7 @@ impl Manager {
                 }
             }
         }
-        self.hub.publish_restart(RestartSummary {
+        let summary = RestartSummary {
             id: op.op.id,
             kind: op.op.kind,
             requested_by: op.op.requested_by,
@@ -543,6 +543,13 @@ impl Manager {
             outcome,
             failure,
             durations: d,
+        };
+        // Announce the finished record only once it is committed, so a client
+        // that fetches it on the announcement reads it whole.
+        let (store, hub) = (self.store.clone(), Arc::clone(&self.hub));
+        tokio::spawn(async move {
+            store.flush().await;
+            hub.publish_restart(summary);
         });
     }
 

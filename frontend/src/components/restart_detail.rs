@@ -116,7 +116,8 @@ fn body(state: AppState, id: i64) -> impl IntoView {
     let running = Memo::new(move |_| {
         let live = summary.with(|s| s.as_ref().map(|s| s.outcome));
         let fetched = data.with(|d| d.as_ref().map(|d| d.summary.outcome));
-        live.or(fetched) == Some(Outcome::Running)
+        // Either says running: keep reading until the stored record is final too.
+        live == Some(Outcome::Running) || fetched == Some(Outcome::Running)
     });
     // Every second while it runs.
     Effect::new(move |_| {
