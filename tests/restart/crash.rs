@@ -45,7 +45,7 @@ async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
         .json(&json!({"prompt": "x", "max_tokens": 150, "stream": true}))
         .send();
     let _long = tokio::spawn(long);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.wait_running(1, T).await?;
     let id = app.restart(json!({"--tp": "2"})).await?;
     // Let the drain run long enough for its records to be committed (≤ 250 ms).
     tokio::time::sleep(Duration::from_millis(1_200)).await;

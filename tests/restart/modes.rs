@@ -114,17 +114,17 @@ async fn a_slow_drain_finishes_in_flight_requests_and_the_timeline_shows_them() 
     // Three streaming requests of different lengths in flight when the restart begins.
     let client = reqwest::Client::new();
     let mut streams = Vec::new();
-    for tokens in [40, 70, 100] {
+    for tokens in [25, 45, 65] {
         let req = client
             .post(format!("http://127.0.0.1:{port}/v1/completions"))
             .json(&json!({"prompt": "hello", "max_tokens": tokens, "stream": true}))
             .send();
         streams.push(tokio::spawn(async move { req.await?.text().await }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.wait_running(3, T).await?;
     let d = restart_into(&app, "normal").await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
-    // The requests were allowed to finish (up to 100 tokens × 20 ms ≈ 2 s).
+    // The requests were allowed to finish (up to 65 tokens × 22.5 ms ≈ 1.5 s).
     for s in streams {
         let body = s.await??;
         assert!(body.contains("[DONE]"), "a request was cut off: {body}");

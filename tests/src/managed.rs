@@ -180,6 +180,30 @@ impl TestApp {
         Ok(r.json().await?)
     }
 
+    /// Waits until the managed server reports at least `n` running requests.
+    pub async fn wait_running(&self, n: u64, timeout: Duration) -> anyhow::Result<()> {
+        let port = self.server().await?.port;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+                .await?
+                .text()
+                .await?;
+            let running = text
+                .lines()
+                .find(|l| l.starts_with("sglang:num_running_reqs"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if running >= n as f64 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the server never had {n} requests running");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Starts the server and waits until it is ready.
     pub async fn start_server(&self) -> anyhow::Result<ServerStatus> {
         let g = self.server().await?.generation;

@@ -14,6 +14,7 @@ use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::modes::Modes;
+use crate::rate::{RateModel, SpeedFlags};
 use crate::serve::{self, Server};
 
 #[derive(Debug, clap::Args)]
@@ -34,12 +35,24 @@ pub(crate) struct LaunchArgs {
     /// …or as a fraction of each GPU's memory, like SGLang's flag (wins if given).
     #[arg(long)]
     mem_fraction_static: Option<f64>,
-    /// Time between two generated tokens of one request, in milliseconds.
-    #[arg(long, default_value_t = 20)]
-    itl_ms: u64,
-    /// Time to the first token, in milliseconds.
-    #[arg(long, default_value_t = 40)]
-    ttft_ms: u64,
+    /// Time between two generated tokens of one request alone, in milliseconds.
+    #[arg(long, default_value_t = 20.0)]
+    itl_ms: f64,
+    /// Time to the first token of a request alone, in milliseconds.
+    #[arg(long, default_value_t = 40.0)]
+    ttft_ms: f64,
+    /// Batch size at which each request's latency has doubled (see `rate`).
+    #[arg(long, default_value_t = 16.0)]
+    batch_knee: f64,
+    /// SGLang's flags that change the speed (see `rate`).
+    #[arg(long)]
+    enable_torch_compile: bool,
+    #[arg(long, default_value_t = 1)]
+    ep_size: u32,
+    #[arg(long)]
+    cuda_graph_max_bs: Option<usize>,
+    #[arg(long)]
+    speculative_algorithm: Option<String>,
     /// Ignored: only shapes this process's command line.
     #[arg(last = true)]
     _decoy: Vec<String>,
@@ -78,8 +91,19 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         prompt_tokens: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         modes,
-        ttft: Duration::from_millis(args.ttft_ms),
-        itl: Duration::from_millis(args.itl_ms),
+        rate: RateModel::new(
+            args.itl_ms,
+            args.ttft_ms,
+            args.batch_knee,
+            &SpeedFlags {
+                tilelang_indexer: std::env::var("SGLANG_OPT_USE_TILELANG_INDEXER")
+                    .is_ok_and(|v| v == "1"),
+                torch_compile: args.enable_torch_compile,
+                ep_size: args.ep_size,
+                speculative: args.speculative_algorithm.is_some(),
+                cuda_graph_max_bs: args.cuda_graph_max_bs,
+            },
+        ),
     });
     let mut workers = spawn_workers(&args, &server)?;
     let app = serve::router(Arc::clone(&server));

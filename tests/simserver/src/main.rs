@@ -16,6 +16,7 @@
 
 mod launch;
 mod modes;
+mod rate;
 mod serve;
 mod worker;
 

@@ -19,6 +19,8 @@ pub(crate) struct Modes {
     pub(crate) crash_after: Option<Duration>,
     /// `/health` says 200, completions never answer.
     pub(crate) hang_completions: bool,
+    /// Every n-th request's stream is cut off halfway (the connection drops).
+    pub(crate) drop_every: Option<u64>,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -53,6 +55,16 @@ impl Modes {
                 "oom" => m.oom = true,
                 "crash" => m.crash_after = Some(ms(10_000)?),
                 "hang-completions" => m.hang_completions = true,
+                "drop-every" => {
+                    m.drop_every = Some(
+                        value
+                            .and_then(|v| v.parse().ok())
+                            .filter(|n| *n > 0)
+                            .ok_or_else(|| {
+                                format!("{ENV}: `{item}` needs a count, e.g. drop-every=5")
+                            })?,
+                    )
+                }
                 other => return Err(format!("{ENV}: unknown mode `{other}`")),
             }
         }

@@ -1,12 +1,10 @@
-//! The launcher's HTTP face: `/health`, an OpenAI-style `/v1/completions`
-//! (streamed as server-sent events, or whole), and a Prometheus `/metrics` with
-//! SGLang's names — enough for drainwatch to probe readiness and watch requests
-//! drain.
+//! The launcher's HTTP face: `/health`, OpenAI-style `/v1/completions` and
+//! `/v1/chat/completions` (streamed as server-sent events, or whole) served at the
+//! pace of the [`RateModel`], and a Prometheus `/metrics` with SGLang's names whose
+//! counters match exactly what was sent.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
@@ -17,8 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
+use tokio::time::Instant;
 
 use crate::modes::Modes;
+use crate::rate::RateModel;
 
 /// The server's shared state.
 #[derive(Debug)]
@@ -32,9 +32,7 @@ pub(crate) struct Server {
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) requests: AtomicU64,
     pub(crate) modes: Modes,
-    /// Time to first token and between tokens, per request.
-    pub(crate) ttft: Duration,
-    pub(crate) itl: Duration,
+    pub(crate) rate: RateModel,
 }
 
 impl Server {
@@ -46,7 +44,14 @@ impl Server {
 pub(crate) fn router(server: Arc<Server>) -> Router {
     Router::new()
         .route("/health", get(health))
-        .route("/v1/completions", post(completions))
+        .route(
+            "/v1/completions",
+            post(|s, j| generate(s, j, Api::Completions)),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(|s, j| generate(s, j, Api::Chat)),
+        )
         .route("/metrics", get(metrics))
         .with_state(server)
 }
@@ -61,14 +66,31 @@ async fn health(State(s): State<Arc<Server>>) -> (StatusCode, &'static str) {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Completions,
+    Chat,
+}
+
 #[derive(Debug, Deserialize)]
-struct CompletionRequest {
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// The fields of either API this server looks at. Output is always exactly
+/// `max_tokens` long (as with `ignore_eos`).
+#[derive(Debug, Deserialize)]
+struct GenRequest {
     #[serde(default)]
     prompt: serde_json::Value,
-    #[serde(default = "default_max_tokens")]
+    #[serde(default)]
+    messages: Vec<serde_json::Value>,
+    #[serde(default = "default_max_tokens", alias = "max_completion_tokens")]
     max_tokens: u64,
     #[serde(default)]
     stream: bool,
+    stream_options: Option<StreamOptions>,
 }
 
 fn default_max_tokens() -> u64 {
@@ -84,6 +106,10 @@ impl InFlight {
         s.requests.fetch_add(1, Ordering::SeqCst);
         Self(Arc::clone(s))
     }
+
+    fn batch(&self) -> usize {
+        self.0.in_flight.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for InFlight {
@@ -92,22 +118,37 @@ impl Drop for InFlight {
     }
 }
 
-fn prompt_tokens(prompt: &serde_json::Value) -> u64 {
-    match prompt {
-        serde_json::Value::String(s) => s.split_whitespace().count().max(1) as u64,
-        serde_json::Value::Array(a) => a.len().max(1) as u64,
-        _ => 1,
-    }
+/// Prompt length in tokens: whitespace-separated words (or token ids).
+fn prompt_tokens(req: &GenRequest) -> u64 {
+    let words = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.split_whitespace().count() as u64,
+        serde_json::Value::Array(a) => a.len() as u64,
+        _ => 0,
+    };
+    let n = words(&req.prompt)
+        + req
+            .messages
+            .iter()
+            .map(|m| words(&m["content"]))
+            .sum::<u64>();
+    n.max(1)
 }
 
-fn chunk(i: u64, text: &str, finish: Option<&str>) -> serde_json::Value {
-    serde_json::json!({
-        "id": "cmpl-sim",
-        "object": "text_completion",
-        "model": "default",
-        "choices": [{ "index": 0, "text": text, "finish_reason": finish }],
-        "created": i,
-    })
+fn text_of(first: u64, count: u64) -> String {
+    (first..first + count).map(|i| format!("tok{i} ")).collect()
+}
+
+fn chunk(api: Api, text: &str, finish: Option<&str>) -> serde_json::Value {
+    match api {
+        Api::Completions => serde_json::json!({
+            "id": "cmpl-sim", "object": "text_completion", "model": "default",
+            "choices": [{ "index": 0, "text": text, "finish_reason": finish }],
+        }),
+        Api::Chat => serde_json::json!({
+            "id": "chatcmpl-sim", "object": "chat.completion.chunk", "model": "default",
+            "choices": [{ "index": 0, "delta": { "content": text }, "finish_reason": finish }],
+        }),
+    }
 }
 
 fn usage(prompt: u64, completion: u64) -> serde_json::Value {
@@ -118,7 +159,7 @@ fn usage(prompt: u64, completion: u64) -> serde_json::Value {
     })
 }
 
-async fn completions(State(s): State<Arc<Server>>, Json(req): Json<CompletionRequest>) -> Response {
+async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api: Api) -> Response {
     if !s.is_ready() {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response();
     }
@@ -126,47 +167,99 @@ async fn completions(State(s): State<Arc<Server>>, Json(req): Json<CompletionReq
     if s.modes.hang_completions {
         std::future::pending::<()>().await;
     }
-    let p = prompt_tokens(&req.prompt);
+    let p = prompt_tokens(&req);
     s.prompt_tokens.fetch_add(p, Ordering::SeqCst);
     let n = req.max_tokens.clamp(1, 100_000);
+    let cut_at = s
+        .modes
+        .drop_every
+        .filter(|every| s.requests.load(Ordering::SeqCst) % every == 0)
+        .map(|_| n / 2);
     if req.stream {
-        Sse::new(token_stream(guard, p, n)).into_response()
-    } else {
-        tokio::time::sleep(s.ttft + s.itl * (n.saturating_sub(1) as u32)).await;
-        s.generation_tokens.fetch_add(n, Ordering::SeqCst);
-        let text: String = (0..n).map(|i| format!("tok{i} ")).collect();
-        let mut body = chunk(0, &text, Some("length"));
-        body["usage"] = usage(p, n);
-        drop(guard);
-        Json(body).into_response()
+        let usage = req.stream_options.is_some_and(|o| o.include_usage);
+        return Sse::new(token_stream(guard, api, p, n, usage, cut_at)).into_response();
     }
+    let mut due = Instant::now() + s.rate.ttft(guard.batch());
+    for _ in 1..n {
+        due += s.rate.itl(guard.batch());
+    }
+    tokio::time::sleep_until(due).await;
+    s.generation_tokens.fetch_add(n, Ordering::SeqCst);
+    let mut body = chunk(api, &text_of(0, n), Some("length"));
+    if api == Api::Chat {
+        body["object"] = "chat.completion".into();
+        body["choices"][0]["message"] =
+            serde_json::json!({"role": "assistant", "content": text_of(0, n)});
+    }
+    body["usage"] = usage(p, n);
+    drop(guard);
+    Json(body).into_response()
 }
 
-/// One SSE event per token at the server's pace, then a usage chunk and `[DONE]`.
+/// Where a stream is.
+struct Progress {
+    guard: InFlight,
+    sent: u64,
+    due: Instant,
+    done: bool,
+}
+
+/// Server-sent events at the model's pace: tokens (several per event with
+/// speculative decoding), then the usage chunk if asked for, then `[DONE]`.
+/// With `cut_at`, the connection fails after that many tokens.
 fn token_stream(
     guard: InFlight,
+    api: Api,
     prompt: u64,
     n: u64,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    stream::unfold((guard, 0u64), move |(guard, i)| async move {
-        let s = Arc::clone(&guard.0);
-        if i > n + 1 {
+    with_usage: bool,
+    cut_at: Option<u64>,
+) -> impl Stream<Item = Result<Event, std::io::Error>> {
+    let start = Instant::now() + guard.0.rate.ttft(guard.batch());
+    let state = Progress {
+        guard,
+        sent: 0,
+        due: start,
+        done: false,
+    };
+    stream::unfold(state, move |mut st| async move {
+        if st.done {
             return None;
         }
-        let event = if i < n {
-            tokio::time::sleep(if i == 0 { s.ttft } else { s.itl }).await;
-            s.generation_tokens.fetch_add(1, Ordering::SeqCst);
-            let finish = (i + 1 == n).then_some("length");
-            Event::default().data(chunk(i, &format!("tok{i} "), finish).to_string())
-        } else if i == n {
-            let mut last = chunk(i, "", None);
+        let s = Arc::clone(&st.guard.0);
+        if st.sent < n {
+            if cut_at.is_some_and(|c| st.sent >= c.max(1)) {
+                st.done = true;
+                return Some((Err(std::io::Error::other("connection dropped")), st));
+            }
+            let k = if st.sent == 0 {
+                1
+            } else {
+                s.rate.tokens_per_event.min(n - st.sent)
+            };
+            // Token i is due one inter-token latency after token i − 1.
+            if st.sent > 0 {
+                for _ in 0..k {
+                    st.due += s.rate.itl(st.guard.batch());
+                }
+            }
+            tokio::time::sleep_until(st.due).await;
+            s.generation_tokens.fetch_add(k, Ordering::SeqCst);
+            let first = st.sent;
+            st.sent += k;
+            let finish = (st.sent == n).then_some("length");
+            let event = Event::default().data(chunk(api, &text_of(first, k), finish).to_string());
+            return Some((Ok(event), st));
+        }
+        if with_usage && st.sent == n {
+            st.sent += 1;
+            let mut last = chunk(api, "", None);
             last["choices"] = serde_json::json!([]);
             last["usage"] = usage(prompt, n);
-            Event::default().data(last.to_string())
-        } else {
-            Event::default().data("[DONE]")
-        };
-        Some((Ok(event), (guard, i + 1)))
+            return Some((Ok(Event::default().data(last.to_string())), st));
+        }
+        st.done = true;
+        Some((Ok(Event::default().data("[DONE]")), st))
     })
 }
 
