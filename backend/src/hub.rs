@@ -90,6 +90,16 @@ impl Hub {
         }
     }
 
+    /// The running benchmark advanced.
+    pub fn publish_bench(&self, progress: shared::bench::BenchProgress) {
+        self.push_event(&ServerMsg::Bench(progress));
+    }
+
+    /// A benchmark run finished.
+    pub fn publish_bench_run(&self, run: shared::bench::BenchRun) {
+        self.push_event(&ServerMsg::BenchRun(run));
+    }
+
     /// Server status and restart records as they change (already serialized).
     pub fn subscribe_events(&self) -> broadcast::Receiver<Utf8Bytes> {
         self.events.subscribe()

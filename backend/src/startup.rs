@@ -43,7 +43,7 @@ pub struct Application {
 struct Managed {
     manager: Manager,
     handle: ManagerHandle,
-    requests: tokio::sync::mpsc::Receiver<crate::restart::manager::Request>,
+    requests: tokio::sync::mpsc::Receiver<crate::restart::manager::Command>,
     store: Store,
 }
 

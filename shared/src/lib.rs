@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
+//! - [`bench`]: flag sets, serving benchmarks and their results.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
 //! - [`restart`]: the managed server, its flags, guarded restarts and their history.
@@ -16,6 +17,7 @@
 //! golden fixtures in `tests/fixtures`. Units are part of field names
 //! (`mem_used_bytes`, `power_mw`, `at_ms`).
 
+pub mod bench;
 pub mod gpu;
 pub mod holders;
 pub mod process;

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::{BenchProgress, BenchRun};
 use crate::restart::{RestartSummary, ServerStatus};
 use crate::{Sample, Snapshot};
 
@@ -31,6 +32,10 @@ pub enum ServerMsg {
     Server(ServerStatus),
     /// A restart record was added or changed (for the history table).
     Restart(RestartSummary),
+    /// The running benchmark advanced.
+    Bench(BenchProgress),
+    /// A benchmark run finished (its results are in the ledger).
+    BenchRun(BenchRun),
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

@@ -257,6 +257,18 @@ pub struct ServerStatus {
     pub typical_ms: BTreeMap<Phase, u64>,
     /// The newest lines of the running (or last) launch's log.
     pub log_tail: Vec<String>,
+    /// The flag set the server runs (see [`crate::bench::FlagSet`]).
+    #[serde(default)]
+    pub flagset: Option<String>,
+    /// Live throughput from the server's metrics, attributed to `flagset`.
+    #[serde(default)]
+    pub passive: crate::bench::Passive,
+    /// Whether the server exposes metrics at all (`false`: it has none).
+    #[serde(default)]
+    pub has_metrics: bool,
+    /// The benchmark in progress.
+    #[serde(default)]
+    pub bench: Option<crate::bench::BenchProgress>,
 }
 
 /// How an operation ended.

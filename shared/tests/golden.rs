@@ -151,6 +151,80 @@ fn server_status() -> restart::ServerStatus {
             (Phase::WarmingUp, 91_000),
         ]),
         log_tail: vec!["[2026-12-02 16:00:00] server started".into()],
+        flagset: Some("3f9a0c1d2e4b".into()),
+        passive: bench::Passive {
+            output_tok_s: Some(612.5),
+            running: Some(16),
+            queued: Some(0),
+        },
+        has_metrics: true,
+        bench: Some(bench_progress()),
+    }
+}
+
+fn bench_progress() -> bench::BenchProgress {
+    bench::BenchProgress {
+        run_id: 4,
+        status: bench::RunStatus::Running,
+        concurrency: 16,
+        repeat: 1,
+        done: 80,
+        total: 208,
+        output_tok_s: 598.25,
+    }
+}
+
+fn bench_run() -> bench::BenchRun {
+    use bench::*;
+    let m = RunMetrics {
+        concurrency: 16,
+        repeat: 0,
+        duration_s: 14.0,
+        completed: 64,
+        failed: 1,
+        input_tokens: 16_384,
+        output_tokens: 8_192,
+        output_tok_s: 585.0,
+        total_tok_s: 1755.5,
+        request_s: 4.5,
+        ttft: Latency {
+            mean_ms: 70.0,
+            p50_ms: 68.5,
+            p99_ms: 91.0,
+        },
+        tpot: Latency {
+            mean_ms: 26.0,
+            p50_ms: 26.0,
+            p99_ms: 27.5,
+        },
+        itl: Latency {
+            mean_ms: 26.0,
+            p50_ms: 25.75,
+            p99_ms: 30.0,
+        },
+        e2e: Latency {
+            mean_ms: 3_372.0,
+            p50_ms: 3_370.0,
+            p99_ms: 3_400.0,
+        },
+        token_source: "usage".into(),
+    };
+    BenchRun {
+        id: 4,
+        flagset: "3f9a0c1d2e4b".into(),
+        restart_id: Some(12),
+        requested_by: "127.0.0.1:51234".into(),
+        settings: BenchSettings::default(),
+        status: RunStatus::Succeeded,
+        started_at_ms: 1_764_680_200_000,
+        finished_at_ms: Some(1_764_680_260_000),
+        error: None,
+        correctness: Some(CorrectnessResult {
+            passed: true,
+            answer: "Paris".into(),
+        }),
+        levels: vec![LevelSummary::of(16, std::slice::from_ref(&m))],
+        repeats: vec![m],
     }
 }
 
@@ -200,6 +274,8 @@ fn server_cases() -> Vec<(&'static str, ServerMsg)> {
         ("pong", ServerMsg::Pong { nonce: 7 }),
         ("server", ServerMsg::Server(server_status())),
         ("restart", ServerMsg::Restart(restart_summary())),
+        ("bench", ServerMsg::Bench(bench_progress())),
+        ("bench_run", ServerMsg::BenchRun(bench_run())),
         (
             "error",
             ServerMsg::Error {

@@ -30,6 +30,12 @@ pub struct ServerSpec {
     pub warmup_timeout: &'static str,
     /// Extra `[server.env]` entries.
     pub env: Vec<(&'static str, &'static str)>,
+    /// The simulated server's pace (see its `rate` module).
+    pub itl_ms: f64,
+    pub ttft_ms: f64,
+    pub batch_knee: f64,
+    /// Extra TOML appended to the file (a `[bench]` section, say).
+    pub extra: String,
 }
 
 impl Default for ServerSpec {
@@ -43,7 +49,29 @@ impl Default for ServerSpec {
             verify: "10s",
             warmup_timeout: "20s",
             env: Vec::new(),
+            itl_ms: 20.0,
+            ttft_ms: 40.0,
+            batch_knee: 16.0,
+            extra: String::new(),
         }
+    }
+}
+
+impl ServerSpec {
+    /// The server's true output rate for `c` closed-loop clients asking `n`
+    /// tokens each, by the simulated server's documented formula (no flags).
+    pub fn true_rate(&self, c: u32, n: u32) -> f64 {
+        let load = 1.0 + f64::from(c - 1) / self.batch_knee;
+        let per = self.ttft_ms * load + f64::from(n - 1) * self.itl_ms * load;
+        f64::from(c) * f64::from(n) / (per / 1e3)
+    }
+
+    pub fn itl_at(&self, c: u32) -> f64 {
+        self.itl_ms * (1.0 + f64::from(c - 1) / self.batch_knee)
+    }
+
+    pub fn ttft_at(&self, c: u32) -> f64 {
+        self.ttft_ms * (1.0 + f64::from(c - 1) / self.batch_knee)
     }
 }
 
@@ -60,7 +88,7 @@ impl ServerSpec {
 [server]
 name = "sim"
 program = "{program}"
-args = ["launch", "--port", "{port}", "--tp", "{tp}", "--warmup-ms", "{warmup}", "--itl-ms", "20",
+args = ["launch", "--port", "{port}", "--tp", "{tp}", "--warmup-ms", "{warmup}", "--itl-ms", "{itl}", "--ttft-ms", "{ttft}", "--batch-knee", "{knee}",
         "--", "python3", "-m", "sglang.launch_server", "--port", "{port}"]
 port = {port}
 gpus = [0, 1, 2, 3]
@@ -113,7 +141,10 @@ values = ["0", "1"]
             kill = self.kill_grace,
             verify = self.verify,
             warmup_timeout = self.warmup_timeout,
-        )
+            itl = self.itl_ms,
+            ttft = self.ttft_ms,
+            knee = self.batch_knee,
+        ) + &self.extra
     }
 }
 

@@ -2,6 +2,7 @@
 //! the [`Hub`]; nothing here touches NVML or `/proc`.
 
 mod assets;
+mod ledger;
 mod ops;
 mod ws;
 
@@ -65,6 +66,15 @@ pub fn router(state: AppState) -> Router {
         .route("/api/restarts", get(ops::restarts))
         .route("/api/restarts/{id}", get(ops::restart_detail))
         .route("/api/audit", get(ops::audit))
+        .route("/api/bench", post(ledger::start))
+        .route("/api/bench/cancel", post(ledger::cancel))
+        .route("/api/bench/runs", get(ledger::runs))
+        .route("/api/bench/runs/{id}", get(ledger::run))
+        .route("/api/flagsets", get(ledger::flagsets))
+        .route("/api/flagsets/diff", get(ledger::diff))
+        .route("/api/flagsets/{id}", axum::routing::patch(ledger::edit))
+        .route("/api/export/bench.json", get(ledger::export_json))
+        .route("/api/export/bench.csv", get(ledger::export_csv))
         .route("/api/{*rest}", any(api_not_found))
         .route("/ws", get(ws::upgrade))
         .fallback(assets::serve)

@@ -21,7 +21,7 @@ use crate::store::{AuditEntry, Store};
 /// `Json`, with refusals worded for people: 400 for anything that is not the
 /// expected JSON, 413 for too big, 415 without a JSON content type.
 #[derive(Debug)]
-pub(super) struct Body<T>(T);
+pub(super) struct Body<T>(pub(super) T);
 
 impl<S, T> FromRequest<S> for Body<T>
 where
@@ -50,7 +50,7 @@ where
     }
 }
 
-fn manager(state: &AppState) -> Result<&ManagerHandle, ApiError> {
+pub(super) fn manager(state: &AppState) -> Result<&ManagerHandle, ApiError> {
     state.manager.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -59,7 +59,7 @@ fn manager(state: &AppState) -> Result<&ManagerHandle, ApiError> {
     })
 }
 
-fn store(state: &AppState) -> Result<&Store, ApiError> {
+pub(super) fn store(state: &AppState) -> Result<&Store, ApiError> {
     state.store.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -68,7 +68,7 @@ fn store(state: &AppState) -> Result<&Store, ApiError> {
     })
 }
 
-fn refused(r: Refusal) -> Response {
+pub(super) fn refused(r: Refusal) -> Response {
     match r {
         Refusal::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
         Refusal::Stale(m) => ApiError::new(StatusCode::CONFLICT, m).into_response(),
@@ -151,7 +151,7 @@ fn limit(p: &Page) -> Result<u32, ApiError> {
     }
 }
 
-fn internal(e: crate::store::StoreError) -> ApiError {
+pub(super) fn internal(e: crate::store::StoreError) -> ApiError {
     tracing::error!(error = %e, "reading the history failed");
     ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use shared::bench::BenchSettings;
 use shared::restart::{FlagKind, FlagSpec, FlagType};
 
 use super::flags::AllowList;
@@ -44,6 +45,19 @@ pub struct ServerConfig {
     pub timeouts: Timeouts,
     pub verify: Verify,
     pub allow: AllowList,
+    /// The model as the server is told (path and revision): part of a flag set.
+    pub model: String,
+    pub bench: BenchConfig,
+}
+
+/// The serving benchmark's defaults.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Run a benchmark whenever a restart (or start) reaches Ready.
+    pub after_restart: bool,
+    /// The `model` field of benchmark requests.
+    pub request_model: String,
+    pub defaults: BenchSettings,
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -90,6 +104,17 @@ struct RawFile {
     verify: RawVerify,
     #[serde(default)]
     flags: Vec<RawFlag>,
+    #[serde(default)]
+    bench: RawBench,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBench {
+    #[serde(default)]
+    after_restart: bool,
+    model: Option<String>,
+    defaults: Option<BenchSettings>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,6 +129,7 @@ struct RawServer {
     env: BTreeMap<String, String>,
     port: u16,
     gpus: Vec<u32>,
+    model: Option<String>,
     health_path: Option<String>,
     metrics_path: Option<String>,
     #[serde(default)]
@@ -242,6 +268,16 @@ impl ServerConfig {
             .map(flag_spec)
             .collect::<Result<Vec<_>, _>>()?;
         let allow = AllowList::new(specs, &s.args, &s.env)?;
+        let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
+        let defaults = raw.bench.defaults.unwrap_or_default();
+        defaults
+            .validate()
+            .map_err(|e| format!("bench.defaults: {e}"))?;
+        let bench = BenchConfig {
+            after_restart: raw.bench.after_restart,
+            request_model: raw.bench.model.unwrap_or_else(|| "default".to_owned()),
+            defaults,
+        };
         Ok(Self {
             name: s.name.trim().to_owned(),
             program: s.program,
@@ -256,8 +292,30 @@ impl ServerConfig {
             timeouts,
             verify,
             allow,
+            model,
+            bench,
         })
     }
+}
+
+/// The model named on the command line: `--model-path X`, `--model X`, or
+/// vLLM's `serve X`.
+fn model_of(args: &[String]) -> String {
+    let mut it = args.iter().peekable();
+    while let Some(a) = it.next() {
+        if let Some(v) = a
+            .strip_prefix("--model-path=")
+            .or_else(|| a.strip_prefix("--model="))
+        {
+            return v.to_owned();
+        }
+        if matches!(a.as_str(), "--model-path" | "--model" | "serve") {
+            if let Some(v) = it.peek().filter(|v| !v.starts_with('-')) {
+                return (*v).clone();
+            }
+        }
+    }
+    String::new()
 }
 
 fn duration(v: Option<String>, default: &str, key: &str) -> Result<Duration, String> {
@@ -377,6 +435,27 @@ mod tests {
         assert_eq!(c.timeouts.drain, Duration::from_secs(60));
         assert_eq!(c.verify.tolerance_bytes, 64 << 20);
         assert_eq!(c.verify.samples, 3);
+        assert!(!c.bench.after_restart);
+        assert_eq!(c.bench.defaults.repeats, 3);
+    }
+
+    #[test]
+    fn the_model_comes_from_the_command_line() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            model_of(&a(&[
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "x/y",
+                "--tp",
+                "8"
+            ])),
+            "x/y"
+        );
+        assert_eq!(model_of(&a(&["serve", "Qwen/Q", "--tp", "8"])), "Qwen/Q");
+        assert_eq!(model_of(&a(&["--model=z"])), "z");
+        assert_eq!(model_of(&a(&["--tp", "8"])), "");
     }
 
     #[test]

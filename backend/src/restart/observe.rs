@@ -89,21 +89,30 @@ pub(crate) fn durations(entered: &[(Phase, u64)], started_ms: u64, finished_ms: 
     d
 }
 
-/// Requests the server is running now, from its Prometheus text: SGLang's
-/// `sglang:num_running_reqs` or vLLM's `vllm:num_requests_running`, summed over
-/// label sets.
-pub(crate) fn running_requests(metrics: &str) -> Option<u32> {
-    let mut total: Option<f64> = None;
-    for line in metrics.lines() {
+/// What a server's Prometheus text says about its load: SGLang's names or vLLM's,
+/// summed over label sets.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Metrics {
+    pub(crate) running: Option<u32>,
+    pub(crate) queued: Option<u32>,
+    /// The generated-tokens counter.
+    pub(crate) generated: Option<f64>,
+}
+
+pub(crate) fn metrics(text: &str) -> Metrics {
+    let mut sums: [Option<f64>; 3] = [None; 3];
+    for line in text.lines() {
         let line = line.trim();
         if line.starts_with('#') {
             continue;
         }
         let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-        let name = &line[..name_end];
-        if name != "sglang:num_running_reqs" && name != "vllm:num_requests_running" {
-            continue;
-        }
+        let slot = match &line[..name_end] {
+            "sglang:num_running_reqs" | "vllm:num_requests_running" => 0,
+            "sglang:num_queue_reqs" | "vllm:num_requests_waiting" => 1,
+            "sglang:generation_tokens_total" | "vllm:generation_tokens_total" => 2,
+            _ => continue,
+        };
         let value = line
             .rsplit_once('}')
             .map_or(&line[name_end..], |(_, v)| v)
@@ -111,10 +120,14 @@ pub(crate) fn running_requests(metrics: &str) -> Option<u32> {
             .next()
             .and_then(|v| v.parse::<f64>().ok());
         if let Some(v) = value.filter(|v| v.is_finite() && *v >= 0.0) {
-            *total.get_or_insert(0.0) += v;
+            *sums[slot].get_or_insert(0.0) += v;
         }
     }
-    total.map(|t| t.round() as u32)
+    Metrics {
+        running: sums[0].map(|v| v.round() as u32),
+        queued: sums[1].map(|v| v.round() as u32),
+        generated: sums[2],
+    }
 }
 
 #[cfg(test)]
@@ -141,17 +154,25 @@ mod tests {
     }
 
     #[test]
-    fn running_requests_from_either_server() {
-        let sglang = "# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\n\
+    fn load_from_either_server() {
+        let sglang = "# HELP sglang:num_running_reqs x\n\
                       sglang:num_running_reqs{model_name=\"m\",tp_rank=\"0\"} 7.0\n\
                       sglang:num_running_reqs{model_name=\"m\",tp_rank=\"1\"} 2.0\n\
-                      sglang:num_queue_reqs{model_name=\"m\"} 3.0\n";
-        assert_eq!(running_requests(sglang), Some(9));
+                      sglang:num_queue_reqs{model_name=\"m\"} 3.0\n\
+                      sglang:generation_tokens_total{model_name=\"m\"} 1234\n";
+        let m = metrics(sglang);
         assert_eq!(
-            running_requests("vllm:num_requests_running{model_name=\"q\"} 4\n"),
-            Some(4)
+            (m.running, m.queued, m.generated),
+            (Some(9), Some(3), Some(1234.0))
         );
-        assert_eq!(running_requests("other 1\n"), None);
-        assert_eq!(running_requests("sglang:num_running_reqs NaN\n"), None);
+        let v = metrics(
+            "vllm:num_requests_running{model_name=\"q\"} 4\nvllm:num_requests_waiting 1\nvllm:generation_tokens_total 10\n",
+        );
+        assert_eq!(
+            (v.running, v.queued, v.generated),
+            (Some(4), Some(1), Some(10.0))
+        );
+        assert_eq!(metrics("other 1\n"), Metrics::default());
+        assert_eq!(metrics("sglang:num_running_reqs NaN\n").running, None);
     }
 }

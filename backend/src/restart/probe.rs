@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
-use super::observe::running_requests;
+use shared::bench::Passive;
+
+use super::observe::metrics;
 use crate::config::file::Readiness;
 
 /// A probe's finding about the server of one generation.
@@ -73,33 +75,58 @@ async fn completion(client: &reqwest::Client, r: &Readiness) -> bool {
     }
 }
 
-/// Scrapes the server's metrics for running requests: every 250 ms while an
-/// operation runs (`busy`), every 2 s otherwise. `None` when the server has no
-/// metrics or is down.
-pub(crate) async fn scrape_running(
+/// What the server's own metrics said last.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scraped {
+    pub(crate) passive: Passive,
+    /// The last scrape got an answer with metrics in it.
+    pub(crate) has_metrics: bool,
+    /// Generated-tokens counter and when it was read, for the rate.
+    last: Option<(tokio::time::Instant, f64)>,
+}
+
+/// Scrapes the server's metrics: every 250 ms while an operation or a benchmark
+/// runs (`busy`), every second otherwise. Output tok/s is the generated-tokens
+/// counter's rise over the interval.
+pub(crate) async fn scrape(
     client: reqwest::Client,
     url: String,
     busy: Arc<AtomicBool>,
     wake: Arc<Notify>,
-    out: Arc<Mutex<Option<u32>>>,
+    out: Arc<Mutex<Scraped>>,
 ) {
     loop {
-        let value = match client
+        let text = match client
             .get(&url)
             .timeout(Duration::from_secs(1))
             .send()
             .await
         {
-            Ok(r) if r.status().is_success() => {
-                r.text().await.ok().and_then(|t| running_requests(&t))
-            }
+            Ok(r) if r.status().is_success() => r.text().await.ok(),
             _ => None,
         };
-        *out.lock().unwrap_or_else(|p| p.into_inner()) = value;
+        let now = tokio::time::Instant::now();
+        {
+            let mut s = out.lock().unwrap_or_else(|p| p.into_inner());
+            let m = text.as_deref().map(metrics);
+            let tokens = m.and_then(|m| m.generated);
+            s.passive = Passive {
+                output_tok_s: match (s.last, tokens) {
+                    (Some((at, before)), Some(t)) if t >= before => {
+                        Some((t - before) / now.duration_since(at).as_secs_f64().max(1e-3))
+                    }
+                    _ => None,
+                },
+                running: m.and_then(|m| m.running),
+                queued: m.and_then(|m| m.queued),
+            };
+            s.has_metrics = m.is_some_and(|m| m.running.is_some() || m.generated.is_some());
+            s.last = tokens.map(|t| (now, t));
+        }
         let pause = if busy.load(Ordering::Relaxed) {
             250
         } else {
-            2_000
+            1_000
         };
         // An operation starting cuts the idle pause short.
         tokio::select! {

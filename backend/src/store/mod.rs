@@ -7,6 +7,7 @@
 //! Reads use their own connection. On open, a restart left running by a previous
 //! drainwatch is marked interrupted.
 
+mod bench;
 mod read;
 mod schema;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use shared::ProcId;
+use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
 use shared::restart::{
     Durations, Failure, Flags, MarkerKind, OpKind, Outcome, RestartDetail, RestartSummary,
     TimelinePoint, Transition,
@@ -94,6 +96,20 @@ enum Write {
     Audit(AuditEntry),
     Instance(Instance),
     InstanceEnded(u64, u64),
+    FlagSeen(FlagSet),
+    RestartFlagset(i64, String),
+    FlagEdit {
+        id: String,
+        label: Option<String>,
+        notes: Option<String>,
+        reply: oneshot::Sender<bool>,
+    },
+    BenchBegin {
+        run: Box<BenchRun>,
+        reply: oneshot::Sender<Result<i64, StoreError>>,
+    },
+    BenchRepeat(i64, Box<RunMetrics>),
+    BenchFinish(Box<BenchRun>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -257,6 +273,74 @@ impl Store {
         self.read(move |c| read::audit(c, limit)).await
     }
 
+    /// Records that the server runs (or a benchmark measured) `set` now.
+    pub fn flagset_seen(&self, set: FlagSet) {
+        self.send(Write::FlagSeen(set));
+    }
+
+    /// Links a restart to the flag set it launched.
+    pub fn restart_flagset(&self, id: i64, set: String) {
+        self.send(Write::RestartFlagset(id, set));
+    }
+
+    /// Sets a flag set's label and notes; false if there is no such set.
+    pub async fn edit_flagset(
+        &self,
+        id: &str,
+        label: Option<String>,
+        notes: Option<String>,
+    ) -> bool {
+        let (reply, rx) = oneshot::channel();
+        self.send(Write::FlagEdit {
+            id: id.to_owned(),
+            label,
+            notes,
+            reply,
+        });
+        rx.await.unwrap_or(false)
+    }
+
+    /// Records a new benchmark run; returns its id once committed.
+    pub async fn bench_begin(&self, run: BenchRun) -> Result<i64, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Write::BenchBegin {
+            run: Box::new(run),
+            reply,
+        });
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    pub fn bench_repeat(&self, run_id: i64, m: RunMetrics) {
+        self.send(Write::BenchRepeat(run_id, Box::new(m)));
+    }
+
+    pub fn bench_finish(&self, run: BenchRun) {
+        self.send(Write::BenchFinish(Box::new(run)));
+    }
+
+    /// The ledger: every flag set with its newest result per concurrency.
+    pub async fn ledger(&self) -> Result<Vec<FlagSetResults>, StoreError> {
+        self.read(bench::ledger).await
+    }
+
+    pub async fn flagset(&self, id: String) -> Result<Option<FlagSet>, StoreError> {
+        self.read(move |c| bench::flagset_by_id(c, &id)).await
+    }
+
+    /// Benchmark runs, newest first (only one flag set's, if given).
+    pub async fn bench_runs(
+        &self,
+        flagset: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<BenchRun>, StoreError> {
+        self.read(move |c| bench::runs(c, flagset.as_deref(), limit))
+            .await
+    }
+
+    pub async fn bench_run(&self, id: i64) -> Result<Option<BenchRun>, StoreError> {
+        self.read(move |c| bench::run(c, id)).await
+    }
+
     /// Typical (median) duration of each phase over recent successful restarts.
     pub async fn typical(
         &self,
@@ -274,7 +358,13 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<Write>) {
             let tx = conn.transaction()?;
             let mut next = Some(first);
             while let Some(w) = next.take() {
-                let urgent = matches!(w, Write::Begin { .. } | Write::Flush(_));
+                let urgent = matches!(
+                    w,
+                    Write::Begin { .. }
+                        | Write::Flush(_)
+                        | Write::BenchBegin { .. }
+                        | Write::FlagEdit { .. }
+                );
                 apply(&tx, w, &mut replies)?;
                 if urgent {
                     break;
@@ -380,6 +470,36 @@ fn apply(
                 params![generation as i64, at_ms as i64],
             )?;
         }
+        Write::FlagSeen(set) => bench::seen(tx, &set)?,
+        Write::RestartFlagset(id, set) => {
+            tx.execute(
+                "UPDATE restarts SET flagset = ?2 WHERE id = ?1",
+                params![id, set],
+            )?;
+        }
+        Write::FlagEdit {
+            id,
+            label,
+            notes,
+            reply,
+        } => {
+            let found = bench::edit(tx, &id, label.as_deref(), notes.as_deref())?;
+            replies.push(Box::new(move |ok| {
+                let _ = reply.send(ok && found);
+            }));
+        }
+        Write::BenchBegin { run, reply } => {
+            let id = bench::begin(tx, &run)?;
+            replies.push(Box::new(move |ok| {
+                let _ = reply.send(if ok {
+                    Ok(id)
+                } else {
+                    Err(StoreError::WriterGone)
+                });
+            }));
+        }
+        Write::BenchRepeat(id, m) => bench::repeat(tx, id, &m)?,
+        Write::BenchFinish(run) => bench::finish(tx, &run)?,
         Write::Flush(done) => replies.push(Box::new(move |_| {
             let _ = done.send(());
         })),

@@ -12,12 +12,12 @@ use shared::restart::{
 
 use super::{AuditEntry, Instance, Recovered};
 
-fn parse<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+pub(super) fn parse<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
     serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
 /// An enum stored by its snake_case name.
-fn named<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+pub(super) fn named<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
     parse(&serde_json::Value::String(s.to_owned()).to_string())
 }
 
@@ -40,6 +40,7 @@ pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Re
             params![id, now_ms as i64, Failure::Interrupted.summary()],
         )?;
     }
+    super::bench::interrupt(&tx, now_ms)?;
     let generation: i64 = tx.query_row(
         "SELECT COALESCE(MAX(generation), 0) FROM instances",
         [],

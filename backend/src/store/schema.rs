@@ -60,6 +60,39 @@ const MIGRATIONS: &[&str] = &[
         ended_at_ms      INTEGER
     );
     ",
+    // 2: the throughput ledger: flag sets, benchmark runs and their repeats.
+    "
+    CREATE TABLE flagsets (
+        id            TEXT    PRIMARY KEY,
+        model         TEXT    NOT NULL,
+        flags         TEXT    NOT NULL,
+        label         TEXT,
+        notes         TEXT,
+        first_seen_ms INTEGER NOT NULL,
+        last_seen_ms  INTEGER NOT NULL
+    );
+    CREATE TABLE bench_runs (
+        id             INTEGER PRIMARY KEY,
+        flagset        TEXT    NOT NULL REFERENCES flagsets(id),
+        restart_id     INTEGER,
+        requested_by   TEXT    NOT NULL,
+        settings       TEXT    NOT NULL,
+        status         TEXT    NOT NULL,
+        started_at_ms  INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        error          TEXT,
+        correctness    TEXT
+    );
+    CREATE INDEX bench_runs_by_flagset ON bench_runs(flagset, id);
+    CREATE TABLE bench_repeats (
+        run_id      INTEGER NOT NULL REFERENCES bench_runs(id),
+        concurrency INTEGER NOT NULL,
+        repeat      INTEGER NOT NULL,
+        metrics     TEXT    NOT NULL
+    );
+    CREATE INDEX bench_repeats_by_run ON bench_repeats(run_id);
+    ALTER TABLE restarts ADD COLUMN flagset TEXT;
+    ",
 ];
 
 /// Brings the database up to the newest schema.

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
@@ -91,6 +92,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         prompt_tokens: AtomicU64::new(0),
         requests: AtomicU64::new(0),
         modes,
+        lateness_us: AtomicU64::new(1_000),
         rate: RateModel::new(
             args.itl_ms,
             args.ttft_ms,
@@ -107,7 +109,16 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     });
     let mut workers = spawn_workers(&args, &server)?;
     let app = serve::router(Arc::clone(&server));
-    let http = tokio::spawn(async move { axum::serve(listener, app).await });
+    let http = tokio::spawn(async move {
+        axum::serve(
+            listener.tap_io(|tcp| {
+                // Tokens are small writes: send each at once, as real servers do.
+                let _ = tcp.set_nodelay(true);
+            }),
+            app,
+        )
+        .await
+    });
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

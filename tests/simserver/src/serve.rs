@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use crate::modes::Modes;
@@ -33,9 +35,27 @@ pub(crate) struct Server {
     pub(crate) requests: AtomicU64,
     pub(crate) modes: Modes,
     pub(crate) rate: RateModel,
+    /// How late the runtime's timer wakes us, on average (µs): tokio's timer
+    /// rounds up to whole milliseconds, so every sleep aims this much early.
+    pub(crate) lateness_us: AtomicU64,
 }
 
 impl Server {
+    /// Sleeps until `deadline`, on time on average (see `lateness_us`).
+    async fn wait_until(&self, deadline: Instant) {
+        let early = Duration::from_micros(self.lateness_us.load(Ordering::Relaxed));
+        let target = deadline.checked_sub(early).unwrap_or(deadline);
+        if target <= Instant::now() {
+            return;
+        }
+        tokio::time::sleep_until(target).await;
+        let late = Instant::now().saturating_duration_since(target).as_micros() as u64;
+        // Exponentially weighted mean over about the last 32 wake-ups.
+        let old = self.lateness_us.load(Ordering::Relaxed);
+        let new = (old * 31 + late.min(5_000)) / 32;
+        self.lateness_us.store(new, Ordering::Relaxed);
+    }
+
     pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst) >= self.tp && !self.draining.load(Ordering::SeqCst)
     }
@@ -183,7 +203,7 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     for _ in 1..n {
         due += s.rate.itl(guard.batch());
     }
-    tokio::time::sleep_until(due).await;
+    s.wait_until(due).await;
     s.generation_tokens.fetch_add(n, Ordering::SeqCst);
     let mut body = chunk(api, &text_of(0, n), Some("length"));
     if api == Api::Chat {
@@ -243,7 +263,7 @@ fn token_stream(
                     st.due += s.rate.itl(st.guard.batch());
                 }
             }
-            tokio::time::sleep_until(st.due).await;
+            s.wait_until(st.due).await;
             s.generation_tokens.fetch_add(k, Ordering::SeqCst);
             let first = st.sent;
             st.sent += k;

@@ -17,12 +17,15 @@ use shared::restart::{
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::machine::{Effect, Input, Machine, op_name};
+use shared::bench::{BenchProgress, BenchRun, RunStatus};
+
+use super::machine::{Effect, Input, Machine};
 use super::observe::{durations, observe};
 use super::probe::{self, ProbeEvent};
+use crate::bench::flagset;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
-use crate::store::{AuditEntry, Instance, Store};
+use crate::store::{Instance, Store};
 use crate::supervisor::{self, LogTail};
 use crate::telemetry::{Hint, ServerHint, now_ms};
 
@@ -52,21 +55,61 @@ pub struct Request {
     pub reply: oneshot::Sender<Result<Accepted, Refusal>>,
 }
 
+/// Everything the API asks of the manager.
+#[derive(Debug)]
+pub enum Command {
+    Op(Request),
+    Bench {
+        /// Settings to change from the config's defaults (a JSON object).
+        overrides: serde_json::Value,
+        peer: String,
+        reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
+    CancelBench {
+        reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
+}
+
 /// The API's way to the manager.
 #[derive(Debug, Clone)]
 pub struct ManagerHandle {
-    tx: mpsc::Sender<Request>,
+    tx: mpsc::Sender<Command>,
+}
+
+fn gone() -> Refusal {
+    Refusal::Conflict {
+        message: "drainwatch is shutting down".to_owned(),
+        operation: None,
+    }
 }
 
 impl ManagerHandle {
     pub async fn submit(&self, mut req: Request) -> Result<Accepted, Refusal> {
         let (reply, rx) = oneshot::channel();
         req.reply = reply;
-        let gone = || Refusal::Conflict {
-            message: "drainwatch is shutting down".to_owned(),
-            operation: None,
+        self.tx.send(Command::Op(req)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Starts a benchmark; returns its run id.
+    pub async fn bench(&self, overrides: serde_json::Value, peer: String) -> Result<i64, Refusal> {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Command::Bench {
+            overrides,
+            peer,
+            reply,
         };
-        self.tx.send(req).await.map_err(|_| gone())?;
+        self.tx.send(cmd).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Cancels the running benchmark; returns its run id.
+    pub async fn cancel_bench(&self) -> Result<i64, Refusal> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::CancelBench { reply })
+            .await
+            .map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 }
@@ -80,6 +123,9 @@ struct Running {
     own_group: bool,
     started_at_ms: u64,
 }
+
+mod bench;
+mod requests;
 
 /// The operation in flight, as recorded.
 #[derive(Debug, Clone)]
@@ -111,7 +157,13 @@ pub struct Manager {
     probe: Option<JoinHandle<()>>,
     probe_tx: mpsc::Sender<(u64, ProbeEvent)>,
     probe_rx: mpsc::Receiver<(u64, ProbeEvent)>,
-    running_requests: Arc<Mutex<Option<u32>>>,
+    scraped: Arc<Mutex<probe::Scraped>>,
+    /// The benchmark in flight, and where finished runs come back.
+    bench: Option<bench::RunningBench>,
+    bench_tx: mpsc::Sender<BenchRun>,
+    bench_rx: mpsc::Receiver<BenchRun>,
+    /// An operation just succeeded: benchmark it if configured to.
+    bench_pending: Option<(OpKind, i64)>,
     /// Wakes the metrics scrape when an operation starts.
     scrape_now: Arc<tokio::sync::Notify>,
     last_status: Option<ServerStatus>,
@@ -131,7 +183,7 @@ pub struct Parts {
 }
 
 impl Manager {
-    pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Request>) {
+    pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Command>) {
         let now = now_ms();
         let (tx, rx) = mpsc::channel(16);
         let (probe_tx, probe_rx) = mpsc::channel(8);
@@ -139,14 +191,15 @@ impl Manager {
             .connect_timeout(Duration::from_secs(2))
             .build()
             .unwrap_or_default();
-        let running_requests = Arc::new(Mutex::new(None));
+        let scraped = Arc::new(Mutex::new(probe::Scraped::default()));
         let scrape_now = Arc::new(tokio::sync::Notify::new());
-        tokio::spawn(probe::scrape_running(
+        let (bench_tx, bench_rx) = mpsc::channel(2);
+        tokio::spawn(probe::scrape(
             client.clone(),
             p.cfg.metrics_url.clone(),
             Arc::clone(&p.fast),
             Arc::clone(&scrape_now),
-            Arc::clone(&running_requests),
+            Arc::clone(&scraped),
         ));
         let typical = p.store.typical().await.unwrap_or_default();
         let mut m = Self {
@@ -170,7 +223,11 @@ impl Manager {
             probe: None,
             probe_tx,
             probe_rx,
-            running_requests,
+            scraped,
+            bench: None,
+            bench_tx,
+            bench_rx,
+            bench_pending: None,
             scrape_now,
             last_status: None,
         };
@@ -219,6 +276,38 @@ impl Manager {
         self.running = Some(r);
     }
 
+    async fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Op(req) => self.request(req).await,
+            Command::Bench {
+                overrides,
+                peer,
+                reply,
+            } => {
+                let r = match self.bench_settings(overrides) {
+                    Ok(settings) => {
+                        let done = self.bench_tx.clone();
+                        self.start_bench(settings, peer, None, done).await
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(r);
+            }
+            Command::CancelBench { reply } => {
+                let _ = reply.send(self.cancel_bench());
+            }
+        }
+        self.after_events().await;
+    }
+
+    /// Work that must wait for an await point: the benchmark after a restart.
+    async fn after_events(&mut self) {
+        if let Some((kind, id)) = self.bench_pending.take() {
+            let done = self.bench_tx.clone();
+            self.bench_after(kind, id, done).await;
+        }
+    }
+
     /// Adds the root's current descendants to the tracked members.
     fn track_descendants(&mut self) {
         let Some(root) = self.running.as_ref().map(|r| r.root) else {
@@ -236,7 +325,7 @@ impl Manager {
     /// Serves until `shutdown` flips.
     pub async fn run(
         mut self,
-        mut requests: mpsc::Receiver<Request>,
+        mut requests: mpsc::Receiver<Command>,
         mut shutdown: watch::Receiver<bool>,
     ) {
         let mut samples = self.hub.watch_latest();
@@ -251,7 +340,8 @@ impl Manager {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
         loop {
             tokio::select! {
-                Some(req) = requests.recv() => self.request(req).await,
+                Some(cmd) = requests.recv() => self.command(cmd).await,
+                Some(run) = self.bench_rx.recv() => self.bench_done(run),
                 changed = samples.changed() => {
                     if changed.is_err() { break; }
                     let latest = samples.borrow_and_update().clone();
@@ -272,6 +362,7 @@ impl Manager {
                 }
                 _ = shutdown.changed() => break,
             }
+            self.after_events().await;
         }
         self.store.flush().await;
     }
@@ -320,10 +411,12 @@ impl Manager {
         self.feed(Input::Observe(obs));
         if let Some(op) = &self.op {
             if self.machine.phase().is_busy() {
-                let running = *self
-                    .running_requests
+                let running = self
+                    .scraped
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                    .unwrap_or_else(|p| p.into_inner())
+                    .passive
+                    .running;
                 self.store.point(
                     op.op.id,
                     TimelinePoint {
@@ -392,10 +485,11 @@ impl Manager {
                 self.fast.store(on, Ordering::Relaxed);
                 if on {
                     // No stale count from before the operation: scrape afresh.
-                    *self
-                        .running_requests
+                    self.scraped
                         .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = None;
+                        .unwrap_or_else(|p| p.into_inner())
+                        .passive
+                        .running = None;
                     self.scrape_now.notify_one();
                 }
             }
@@ -449,6 +543,11 @@ impl Manager {
                 );
                 self.flags = flags;
                 self.failure = None;
+                let set = self.current_flagset();
+                if let Some(op) = &self.op {
+                    self.store.restart_flagset(op.op.id, set.id.clone());
+                }
+                self.store.flagset_seen(set);
                 self.log = Some(LogTail::follow(&l.log_path, true));
                 self.store.instance(Instance {
                     generation: self.generation,
@@ -519,6 +618,9 @@ impl Manager {
         }
         self.store
             .finish(op.op.id, now, outcome, failure.clone(), d.clone());
+        if outcome == Outcome::Succeeded && phase == Phase::Ready {
+            self.bench_pending = Some((op.op.kind, op.op.id));
+        }
         if outcome == Outcome::Succeeded && op.op.kind == OpKind::Restart {
             for (p, ms) in [
                 (Phase::Draining, d.drain_ms),
@@ -554,6 +656,7 @@ impl Manager {
     }
 
     pub(super) fn status(&self) -> ServerStatus {
+        let scraped = *self.scraped.lock().unwrap_or_else(|p| p.into_inner());
         ServerStatus {
             name: self.cfg.name.clone(),
             phase: self.machine.phase(),
@@ -571,6 +674,21 @@ impl Manager {
             adoptable: self.adoptable,
             typical_ms: self.typical.clone(),
             log_tail: self.log.as_ref().map(|l| l.last(50)).unwrap_or_default(),
+            flagset: self
+                .running
+                .as_ref()
+                .map(|_| flagset::id(&self.cfg.model, &self.flags)),
+            passive: scraped.passive,
+            has_metrics: scraped.has_metrics,
+            bench: self.bench.as_ref().map(|b| BenchProgress {
+                run_id: b.id,
+                status: RunStatus::Running,
+                concurrency: 0,
+                repeat: 0,
+                done: 0,
+                total: 0,
+                output_tok_s: 0.0,
+            }),
         }
     }
 
@@ -580,141 +698,5 @@ impl Manager {
             self.hub.publish_server(status.clone());
             self.last_status = Some(status);
         }
-    }
-
-    /// Validates a request against the current state; accepts at most one at a time.
-    async fn request(&mut self, req: Request) {
-        let outcome = self.check(&req);
-        let result = match outcome {
-            Err(refusal) => Err(refusal),
-            Ok(to_flags) => self.accept(&req, to_flags).await,
-        };
-        self.store.audit(AuditEntry {
-            at_ms: now_ms(),
-            peer: req.peer.clone(),
-            action: op_name(req.kind).to_owned(),
-            request: serde_json::to_string(&req.flags).unwrap_or_default(),
-            outcome: match &result {
-                Ok(a) => format!("accepted as #{}", a.id),
-                Err(_) => "refused".to_owned(),
-            },
-            detail: match &result {
-                Ok(_) => String::new(),
-                Err(Refusal::BadRequest(m) | Refusal::Stale(m)) => m.clone(),
-                Err(Refusal::Conflict { message, .. }) => message.clone(),
-            },
-        });
-        let _ = req.reply.send(result);
-    }
-
-    fn check(&self, req: &Request) -> Result<Flags, Refusal> {
-        if req.confirm.trim() != self.cfg.name {
-            return Err(Refusal::BadRequest(format!(
-                "type the server's name, `{}`, to confirm",
-                self.cfg.name
-            )));
-        }
-        if req.generation != self.generation {
-            return Err(Refusal::Stale(format!(
-                "the server changed since you looked (generation {} is now {}); review and try again",
-                req.generation, self.generation
-            )));
-        }
-        let conflict = |message: String| Refusal::Conflict {
-            message,
-            operation: self.op.as_ref().map(|o| o.op.clone()),
-        };
-        if req.kind == OpKind::Adopt {
-            if self.op.is_some() || self.running.is_some() {
-                return Err(conflict("drainwatch already manages a server".to_owned()));
-            }
-            if self.adoptable.is_none() {
-                return Err(conflict(format!(
-                    "no server is listening on port {}",
-                    self.cfg.port
-                )));
-            }
-        } else {
-            self.machine.can_begin(req.kind).map_err(conflict)?;
-        }
-        if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
-            return Err(Refusal::BadRequest(format!(
-                "a {} takes no flags",
-                op_name(req.kind)
-            )));
-        }
-        self.cfg
-            .allow
-            .resolve(&self.flags, &req.flags)
-            .map_err(|e| Refusal::BadRequest(e.0))
-    }
-
-    async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
-        let now = now_ms();
-        let id = self
-            .store
-            .begin(req.kind, &req.peer, &self.flags, &to_flags, now)
-            .await
-            .map_err(|e| Refusal::Conflict {
-                message: format!("cannot record the operation: {e}"),
-                operation: None,
-            })?;
-        self.op = Some(OpRecord {
-            op: Operation {
-                id,
-                kind: req.kind,
-                started_at_ms: now,
-                requested_by: req.peer.clone(),
-                from_flags: self.flags.clone(),
-                to_flags: to_flags.clone(),
-            },
-            entered: Vec::new(),
-        });
-        if req.kind == OpKind::Adopt {
-            self.adopt(now);
-        } else {
-            // Whatever the server spawned since the last sample is ours too.
-            self.track_descendants();
-            self.feed(Input::Begin {
-                kind: req.kind,
-                to_flags,
-            });
-        }
-        self.publish_status(true);
-        Ok(Accepted { id, kind: req.kind })
-    }
-
-    fn adopt(&mut self, now: u64) {
-        let Some(root) = self.adoptable else { return };
-        let pgid = std::fs::read_to_string(format!("/proc/{}/stat", root.pid))
-            .ok()
-            .and_then(|s| {
-                let after = s.rfind(')').map(|i| s[i + 1..].to_owned())?;
-                after.split_whitespace().nth(2)?.parse().ok()
-            })
-            .unwrap_or(0);
-        self.generation += 1;
-        self.store.instance(Instance {
-            generation: self.generation,
-            root,
-            pgid,
-            flags: self.flags.clone(),
-            started_at_ms: now,
-            log_path: None,
-        });
-        // Not our session: signal members one by one, never its group (it may be
-        // a shell's).
-        self.set_running(
-            Running {
-                root,
-                pgid,
-                own_group: false,
-                started_at_ms: now,
-            },
-            false,
-        );
-        self.log = None;
-        self.feed(Input::Attached);
-        self.finished(Outcome::Succeeded, None, now);
     }
 }

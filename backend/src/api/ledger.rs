@@ -1,0 +1,261 @@
+//! The throughput ledger's API: start and cancel benchmarks, the flag sets with
+//! their results, labels and notes, diffs between sets, and export (JSON, CSV).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, diff_flags};
+
+use super::ops::{Body, internal, manager, refused, store};
+use super::{ApiError, AppState};
+
+pub(super) async fn start(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(overrides): Body<serde_json::Value>,
+) -> Response {
+    let m = match manager(&state) {
+        Ok(m) => m,
+        Err(e) => return e.into_response(),
+    };
+    match m.bench(overrides, peer.to_string()).await {
+        Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+pub(super) async fn cancel(State(state): State<AppState>) -> Response {
+    let m = match manager(&state) {
+        Ok(m) => m,
+        Err(e) => return e.into_response(),
+    };
+    match m.cancel_bench().await {
+        Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
+        Err(r) => refused(r),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunsQuery {
+    flagset: Option<String>,
+    limit: Option<u32>,
+}
+
+pub(super) async fn runs(
+    State(state): State<AppState>,
+    Query(q): Query<RunsQuery>,
+) -> Result<Json<Vec<BenchRun>>, ApiError> {
+    let limit = match q.limit.unwrap_or(100) {
+        n @ 1..=1000 => n,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "limit must be from 1 to 1000",
+            ));
+        }
+    };
+    store(&state)?
+        .bench_runs(q.flagset, limit)
+        .await
+        .map(Json)
+        .map_err(internal)
+}
+
+pub(super) async fn run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<BenchRun>, ApiError> {
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, format!("`{id}` is not a run id")))?;
+    match store(&state)?.bench_run(id).await.map_err(internal)? {
+        Some(r) => Ok(Json(r)),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no benchmark run #{id}"),
+        )),
+    }
+}
+
+pub(super) async fn flagsets(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<FlagSetResults>>, ApiError> {
+    store(&state)?.ledger().await.map(Json).map_err(internal)
+}
+
+/// `PATCH /api/flagsets/{id}`: a label (≤ 80 characters) and notes (≤ 4000).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Edit {
+    label: Option<String>,
+    notes: Option<String>,
+}
+
+fn clean(
+    v: Option<String>,
+    max: usize,
+    what: &str,
+    newlines: bool,
+) -> Result<Option<String>, ApiError> {
+    let Some(v) = v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if v.chars().count() > max {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{what} is longer than {max} characters"),
+        ));
+    }
+    if v.chars()
+        .any(|c| c.is_control() && !(newlines && (c == '\n' || c == '\t')))
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{what} contains control characters"),
+        ));
+    }
+    Ok(Some(v))
+}
+
+pub(super) async fn edit(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Body(e): Body<Edit>,
+) -> Result<StatusCode, ApiError> {
+    let label = clean(e.label, 80, "label", false)?;
+    let notes = clean(e.notes, 4000, "notes", true)?;
+    if store(&state)?.edit_flagset(&id, label, notes).await {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no flag set `{id}`"),
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DiffQuery {
+    a: String,
+    b: String,
+}
+
+pub(super) async fn diff(
+    State(state): State<AppState>,
+    Query(q): Query<DiffQuery>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let s = store(&state)?;
+    let get = |id: String| async move {
+        s.flagset(id.clone())
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no flag set `{id}`")))
+    };
+    let (a, b): (FlagSet, FlagSet) = (get(q.a).await?, get(q.b).await?);
+    let mut changes: Vec<FlagChange> = diff_flags(&a.flags, &b.flags);
+    if a.model != b.model {
+        changes.insert(
+            0,
+            FlagChange::Changed {
+                name: "model".to_owned(),
+                from: a.model.clone(),
+                to: b.model.clone(),
+            },
+        );
+    }
+    Ok(Json(
+        serde_json::json!({ "a": a, "b": b, "changes": changes }),
+    ))
+}
+
+pub(super) async fn export_json(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let runs = store(&state)?
+        .bench_runs(None, 100_000)
+        .await
+        .map_err(internal)?;
+    Ok((
+        [(
+            header::CONTENT_DISPOSITION,
+            "attachment; filename=\"drainwatch-bench.json\"",
+        )],
+        Json(runs),
+    )
+        .into_response())
+}
+
+/// The CSV columns: one row per repeat.
+pub(super) const CSV_HEADER: &str = "run_id,flagset,label,status,started_at_ms,concurrency,repeat,\
+completed,failed,duration_s,input_tokens,output_tokens,output_tok_s,total_tok_s,request_s,\
+ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,\
+itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source";
+
+/// A CSV field, quoted when it must be.
+fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let s = store(&state)?;
+    let runs = s.bench_runs(None, 100_000).await.map_err(internal)?;
+    let labels: HashMap<String, String> = s
+        .ledger()
+        .await
+        .map_err(internal)?
+        .into_iter()
+        .filter_map(|r| Some((r.set.id, r.set.label?)))
+        .collect();
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    for r in &runs {
+        let status = crate::store::name(&r.status);
+        let label = labels.get(&r.flagset).map(String::as_str).unwrap_or("");
+        for m in &r.repeats {
+            let l = |x: &shared::bench::Latency| format!("{},{},{}", x.mean_ms, x.p50_ms, x.p99_ms);
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                r.id,
+                field(&r.flagset),
+                field(label),
+                status,
+                r.started_at_ms,
+                m.concurrency,
+                m.repeat,
+                m.completed,
+                m.failed,
+                m.duration_s,
+                m.input_tokens,
+                m.output_tokens,
+                m.output_tok_s,
+                m.total_tok_s,
+                m.request_s,
+                l(&m.ttft),
+                l(&m.tpot),
+                l(&m.itl),
+                l(&m.e2e),
+                field(&m.token_source),
+            ));
+        }
+    }
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"drainwatch-bench.csv\"",
+            ),
+        ],
+        out,
+    )
+        .into_response())
+}

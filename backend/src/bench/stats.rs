@@ -1,0 +1,108 @@
+//! From timed requests to what SGLang's bench_serving and `vllm bench serve`
+//! report: throughput over the level's duration (first send → last completion),
+//! and latency means and percentiles over successful requests.
+
+use shared::bench::{Latency, RunMetrics};
+
+use super::load::Outcome;
+
+/// Nearest-rank percentile of sorted values.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Mean, p50 and p99 of values in seconds, reported in milliseconds.
+pub(crate) fn latency(mut secs: Vec<f64>) -> Latency {
+    if secs.is_empty() {
+        return Latency::default();
+    }
+    secs.sort_by(f64::total_cmp);
+    let mean = secs.iter().sum::<f64>() / secs.len() as f64;
+    Latency {
+        mean_ms: mean * 1e3,
+        p50_ms: pct(&secs, 50.0) * 1e3,
+        p99_ms: pct(&secs, 99.0) * 1e3,
+    }
+}
+
+/// One repeat's metrics.
+pub(crate) fn metrics(
+    concurrency: u32,
+    repeat: u32,
+    outcomes: &[Outcome],
+    duration_s: f64,
+) -> RunMetrics {
+    let ok: Vec<&Outcome> = outcomes.iter().filter(|o| o.ok).collect();
+    let input_tokens: u64 = ok.iter().map(|o| o.input_tokens).sum();
+    let output_tokens: u64 = ok.iter().map(|o| o.output_tokens).sum();
+    let d = duration_s.max(1e-9);
+    RunMetrics {
+        concurrency,
+        repeat,
+        duration_s,
+        completed: ok.len() as u32,
+        failed: (outcomes.len() - ok.len()) as u32,
+        input_tokens,
+        output_tokens,
+        output_tok_s: output_tokens as f64 / d,
+        total_tok_s: (input_tokens + output_tokens) as f64 / d,
+        request_s: ok.len() as f64 / d,
+        ttft: latency(ok.iter().map(|o| o.ttft).collect()),
+        tpot: latency(
+            ok.iter()
+                .filter(|o| o.output_tokens > 1)
+                .map(|o| (o.e2e - o.ttft) / (o.output_tokens - 1) as f64)
+                .collect(),
+        ),
+        itl: latency(ok.iter().flat_map(|o| o.itls.iter().copied()).collect()),
+        e2e: latency(ok.iter().map(|o| o.e2e).collect()),
+        token_source: if !ok.is_empty() && ok.iter().all(|o| o.from_usage) {
+            "usage".to_owned()
+        } else {
+            "stream".to_owned()
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(pct(&v, 50.0), 50.0);
+        assert_eq!(pct(&v, 99.0), 99.0);
+        assert_eq!(pct(&[7.0], 99.0), 7.0);
+        let l = latency(vec![0.010, 0.030, 0.020]);
+        assert!((l.mean_ms - 20.0).abs() < 1e-9 && l.p50_ms == 20.0 && l.p99_ms == 30.0);
+    }
+
+    #[test]
+    fn failures_count_but_do_not_skew_the_rate() {
+        let good = Outcome {
+            ok: true,
+            input_tokens: 10,
+            output_tokens: 100,
+            ttft: 0.05,
+            e2e: 2.0,
+            itls: vec![0.0197; 99],
+            from_usage: true,
+            end: 2.0,
+        };
+        let bad = Outcome {
+            end: 1.0,
+            ..Outcome::default()
+        };
+        let m = metrics(4, 0, &[good.clone(), good, bad], 2.0);
+        assert_eq!((m.completed, m.failed, m.output_tokens), (2, 1, 200));
+        assert!((m.output_tok_s - 100.0).abs() < 1e-9);
+        assert!((m.total_tok_s - 110.0).abs() < 1e-9);
+        assert!((m.tpot.mean_ms - 1950.0 / 99.0).abs() < 1e-9);
+        assert_eq!(m.token_source, "usage");
+    }
+}

@@ -1,0 +1,186 @@
+//! Benchmarks, owned by the manager so that a benchmark and a restart exclude
+//! each other: one starts only when the server is Ready and nothing else runs.
+
+use shared::bench::{BenchProgress, BenchRun, BenchSettings, FlagSet, RunStatus};
+use shared::restart::OpKind;
+use tokio::sync::{mpsc, watch};
+
+use super::{Manager, Refusal};
+use crate::bench::{self, RunContext, flagset, load::Target};
+use crate::telemetry::now_ms;
+
+/// The benchmark in flight.
+#[derive(Debug)]
+pub(super) struct RunningBench {
+    pub(super) id: i64,
+    pub(super) cancel: watch::Sender<bool>,
+}
+
+impl Manager {
+    /// The flag set the server runs now.
+    pub(super) fn current_flagset(&self) -> FlagSet {
+        let now = now_ms();
+        FlagSet {
+            id: flagset::id(&self.cfg.model, &self.flags),
+            model: self.cfg.model.clone(),
+            flags: self.flags.clone(),
+            label: None,
+            notes: None,
+            first_seen_ms: now,
+            last_seen_ms: now,
+        }
+    }
+
+    /// The config's defaults with a request's changes on top.
+    pub(super) fn bench_settings(
+        &self,
+        overrides: serde_json::Value,
+    ) -> Result<BenchSettings, Refusal> {
+        let serde_json::Value::Object(changes) = overrides else {
+            return Err(Refusal::BadRequest(
+                "send the settings to change as a JSON object".to_owned(),
+            ));
+        };
+        let mut base = serde_json::to_value(&self.cfg.bench.defaults)
+            .map_err(|e| Refusal::BadRequest(e.to_string()))?;
+        if let serde_json::Value::Object(b) = &mut base {
+            b.extend(changes);
+        }
+        serde_json::from_value(base)
+            .map_err(|e| Refusal::BadRequest(format!("invalid settings: {e}")))
+    }
+
+    /// Why a benchmark cannot start now, if it cannot.
+    pub(super) fn bench_blocked(&self) -> Option<String> {
+        if let Some(b) = &self.bench {
+            return Some(format!("benchmark #{} is already running", b.id));
+        }
+        if let Some(kind) = self.machine.busy() {
+            return Some(format!(
+                "a {} is running; benchmark when it is done",
+                crate::restart::machine::op_name(kind)
+            ));
+        }
+        if self.machine.phase() != shared::restart::Phase::Ready {
+            return Some(format!(
+                "the server is {}, not ready",
+                self.machine.phase().label()
+            ));
+        }
+        None
+    }
+
+    /// Starts a benchmark of the running server; returns its id.
+    pub(super) async fn start_bench(
+        &mut self,
+        settings: BenchSettings,
+        peer: String,
+        restart_id: Option<i64>,
+        done: mpsc::Sender<BenchRun>,
+    ) -> Result<i64, Refusal> {
+        settings.validate().map_err(Refusal::BadRequest)?;
+        if let Some(why) = self.bench_blocked() {
+            return Err(Refusal::Conflict {
+                message: why,
+                operation: self.op.as_ref().map(|o| o.op.clone()),
+            });
+        }
+        let set = self.current_flagset();
+        self.store.flagset_seen(set.clone());
+        let mut run = BenchRun {
+            id: 0,
+            flagset: set.id,
+            restart_id,
+            requested_by: peer,
+            settings,
+            status: RunStatus::Running,
+            started_at_ms: now_ms(),
+            finished_at_ms: None,
+            error: None,
+            correctness: None,
+            repeats: Vec::new(),
+            levels: Vec::new(),
+        };
+        run.id = self
+            .store
+            .bench_begin(run.clone())
+            .await
+            .map_err(|e| Refusal::Conflict {
+                message: format!("cannot record the benchmark: {e}"),
+                operation: None,
+            })?;
+        let (cancel, cancelled) = watch::channel(false);
+        let ctx = RunContext {
+            target: Target {
+                base_url: format!("http://127.0.0.1:{}", self.cfg.port),
+                api: run.settings.api,
+                model: self.cfg.bench.request_model.clone(),
+            },
+            store: self.store.clone(),
+            hub: std::sync::Arc::clone(&self.hub),
+            cancel: cancelled,
+        };
+        let id = run.id;
+        self.hub.publish_bench(BenchProgress {
+            run_id: id,
+            status: RunStatus::Running,
+            concurrency: run.settings.concurrency[0],
+            repeat: 0,
+            done: 0,
+            total: 0,
+            output_tok_s: 0.0,
+        });
+        tokio::spawn(async move {
+            let finished = bench::run(run, ctx).await;
+            let _ = done.send(finished).await;
+        });
+        self.bench = Some(RunningBench { id, cancel });
+        self.publish_status(true);
+        Ok(id)
+    }
+
+    /// Asks the running benchmark to stop; returns its id.
+    pub(super) fn cancel_bench(&mut self) -> Result<i64, Refusal> {
+        match &self.bench {
+            Some(b) => {
+                let _ = b.cancel.send(true);
+                Ok(b.id)
+            }
+            None => Err(Refusal::Conflict {
+                message: "no benchmark is running".to_owned(),
+                operation: None,
+            }),
+        }
+    }
+
+    /// A benchmark finished (or was cancelled).
+    pub(super) fn bench_done(&mut self, run: BenchRun) {
+        tracing::info!(run = run.id, status = ?run.status, "benchmark finished");
+        self.bench = None;
+        let (store, hub) = (self.store.clone(), std::sync::Arc::clone(&self.hub));
+        tokio::spawn(async move {
+            store.flush().await;
+            hub.publish_bench_run(run);
+        });
+        self.publish_status(true);
+    }
+
+    /// After a successful restart or start: benchmark it, if configured to.
+    pub(super) async fn bench_after(
+        &mut self,
+        kind: OpKind,
+        restart_id: i64,
+        done: mpsc::Sender<BenchRun>,
+    ) {
+        if !self.cfg.bench.after_restart || !matches!(kind, OpKind::Restart | OpKind::Start) {
+            return;
+        }
+        let settings = self.cfg.bench.defaults.clone();
+        if let Err(e) = self
+            .start_bench(settings, "after restart".to_owned(), Some(restart_id), done)
+            .await
+        {
+            tracing::warn!(?e, "no benchmark after the restart");
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Operators' requests: checked against the current state (typed confirmation,
+//! generation, single flight, flags), audited, then begun or refused.
+
+use shared::restart::{Accepted, Flags, OpKind, Operation, Outcome};
+
+use super::{Manager, OpRecord, Refusal, Request, Running};
+use crate::restart::machine::{Input, op_name};
+use crate::store::{AuditEntry, Instance};
+use crate::telemetry::now_ms;
+
+impl Manager {
+    /// Validates a request against the current state; accepts at most one at a time.
+    pub(super) async fn request(&mut self, req: Request) {
+        let outcome = self.check(&req);
+        let result = match outcome {
+            Err(refusal) => Err(refusal),
+            Ok(to_flags) => self.accept(&req, to_flags).await,
+        };
+        self.store.audit(AuditEntry {
+            at_ms: now_ms(),
+            peer: req.peer.clone(),
+            action: op_name(req.kind).to_owned(),
+            request: serde_json::to_string(&req.flags).unwrap_or_default(),
+            outcome: match &result {
+                Ok(a) => format!("accepted as #{}", a.id),
+                Err(_) => "refused".to_owned(),
+            },
+            detail: match &result {
+                Ok(_) => String::new(),
+                Err(Refusal::BadRequest(m) | Refusal::Stale(m)) => m.clone(),
+                Err(Refusal::Conflict { message, .. }) => message.clone(),
+            },
+        });
+        let _ = req.reply.send(result);
+    }
+
+    fn check(&self, req: &Request) -> Result<Flags, Refusal> {
+        if let Some(b) = &self.bench {
+            return Err(Refusal::Conflict {
+                message: format!("benchmark #{} is running; cancel it or wait", b.id),
+                operation: None,
+            });
+        }
+        if req.confirm.trim() != self.cfg.name {
+            return Err(Refusal::BadRequest(format!(
+                "type the server's name, `{}`, to confirm",
+                self.cfg.name
+            )));
+        }
+        if req.generation != self.generation {
+            return Err(Refusal::Stale(format!(
+                "the server changed since you looked (generation {} is now {}); review and try again",
+                req.generation, self.generation
+            )));
+        }
+        let conflict = |message: String| Refusal::Conflict {
+            message,
+            operation: self.op.as_ref().map(|o| o.op.clone()),
+        };
+        if req.kind == OpKind::Adopt {
+            if self.op.is_some() || self.running.is_some() {
+                return Err(conflict("drainwatch already manages a server".to_owned()));
+            }
+            if self.adoptable.is_none() {
+                return Err(conflict(format!(
+                    "no server is listening on port {}",
+                    self.cfg.port
+                )));
+            }
+        } else {
+            self.machine.can_begin(req.kind).map_err(conflict)?;
+        }
+        if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
+            return Err(Refusal::BadRequest(format!(
+                "a {} takes no flags",
+                op_name(req.kind)
+            )));
+        }
+        self.cfg
+            .allow
+            .resolve(&self.flags, &req.flags)
+            .map_err(|e| Refusal::BadRequest(e.0))
+    }
+
+    async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
+        let now = now_ms();
+        let id = self
+            .store
+            .begin(req.kind, &req.peer, &self.flags, &to_flags, now)
+            .await
+            .map_err(|e| Refusal::Conflict {
+                message: format!("cannot record the operation: {e}"),
+                operation: None,
+            })?;
+        self.op = Some(OpRecord {
+            op: Operation {
+                id,
+                kind: req.kind,
+                started_at_ms: now,
+                requested_by: req.peer.clone(),
+                from_flags: self.flags.clone(),
+                to_flags: to_flags.clone(),
+            },
+            entered: Vec::new(),
+        });
+        if req.kind == OpKind::Adopt {
+            self.adopt(now);
+        } else {
+            // Whatever the server spawned since the last sample is ours too.
+            self.track_descendants();
+            self.feed(Input::Begin {
+                kind: req.kind,
+                to_flags,
+            });
+        }
+        self.publish_status(true);
+        Ok(Accepted { id, kind: req.kind })
+    }
+
+    fn adopt(&mut self, now: u64) {
+        let Some(root) = self.adoptable else { return };
+        let pgid = std::fs::read_to_string(format!("/proc/{}/stat", root.pid))
+            .ok()
+            .and_then(|s| {
+                let after = s.rfind(')').map(|i| s[i + 1..].to_owned())?;
+                after.split_whitespace().nth(2)?.parse().ok()
+            })
+            .unwrap_or(0);
+        self.generation += 1;
+        self.store.instance(Instance {
+            generation: self.generation,
+            root,
+            pgid,
+            flags: self.flags.clone(),
+            started_at_ms: now,
+            log_path: None,
+        });
+        // Not our session: signal members one by one, never its group (it may be
+        // a shell's).
+        self.set_running(
+            Running {
+                root,
+                pgid,
+                own_group: false,
+                started_at_ms: now,
+            },
+            false,
+        );
+        self.log = None;
+        self.feed(Input::Attached);
+        self.finished(Outcome::Succeeded, None, now);
+    }
+}

@@ -1,0 +1,378 @@
+//! Throughput per flag set: what a flag set is ([`FlagSet`]), how a serving
+//! benchmark is asked for ([`BenchSettings`]), and what it measured
+//! ([`RunMetrics`], [`BenchRun`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::restart::Flags;
+
+/// What the server ran with, in canonical form: its identity is the hash of this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlagSet {
+    /// Short hash of the canonical form (12 hex digits).
+    pub id: String,
+    /// Model path and revision, as the server was told.
+    pub model: String,
+    /// Every allow-listed flag's effective value, sorted by name.
+    pub flags: Flags,
+    /// A name people gave it ("baseline", "+tilelang").
+    pub label: Option<String>,
+    pub notes: Option<String>,
+    pub first_seen_ms: u64,
+    pub last_seen_ms: u64,
+}
+
+/// One flag's change between two sets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum FlagChange {
+    Added {
+        name: String,
+        value: String,
+    },
+    Removed {
+        name: String,
+        value: String,
+    },
+    Changed {
+        name: String,
+        from: String,
+        to: String,
+    },
+}
+
+/// The flags of `b` compared with `a`, by name.
+pub fn diff_flags(a: &Flags, b: &Flags) -> Vec<FlagChange> {
+    let mut out = Vec::new();
+    for (name, va) in a {
+        match b.get(name) {
+            None => out.push(FlagChange::Removed {
+                name: name.clone(),
+                value: va.clone(),
+            }),
+            Some(vb) if vb != va => out.push(FlagChange::Changed {
+                name: name.clone(),
+                from: va.clone(),
+                to: vb.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    for (name, vb) in b {
+        if !a.contains_key(name) {
+            out.push(FlagChange::Added {
+                name: name.clone(),
+                value: vb.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Which OpenAI-compatible endpoint to load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BenchApi {
+    Completions,
+    Chat,
+}
+
+/// A prompt with a known answer, asked before the load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Correctness {
+    pub prompt: String,
+    /// The answer must contain this (case-insensitive).
+    pub expect: String,
+}
+
+/// `POST /api/bench`: what to measure. Every field has a default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BenchSettings {
+    pub api: BenchApi,
+    /// One concurrency, or several for a sweep (1, 4, 16, 64, …).
+    pub concurrency: Vec<u32>,
+    /// Requests per repeat (after warm-up).
+    pub num_prompts: u32,
+    /// Prompt length in tokens (random token-like words).
+    pub input_len: u32,
+    /// Output length in tokens (fixed: `ignore_eos`).
+    pub output_len: u32,
+    /// Requests sent before each concurrency's repeats and not counted.
+    pub warmup: u32,
+    pub repeats: u32,
+    pub correctness: Option<Correctness>,
+}
+
+impl Default for BenchSettings {
+    fn default() -> Self {
+        Self {
+            api: BenchApi::Completions,
+            concurrency: vec![16],
+            num_prompts: 64,
+            input_len: 256,
+            output_len: 128,
+            warmup: 16,
+            repeats: 3,
+            correctness: None,
+        }
+    }
+}
+
+impl BenchSettings {
+    /// Refuses settings that make no sense or would run for hours.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.concurrency.is_empty() || self.concurrency.len() > 12 {
+            return Err("concurrency: give 1 to 12 levels".to_owned());
+        }
+        if let Some(c) = self.concurrency.iter().find(|c| !(1..=1024).contains(*c)) {
+            return Err(format!("concurrency {c} is out of range (1–1024)"));
+        }
+        let checks = [
+            ("num_prompts", self.num_prompts, 1, 100_000),
+            ("input_len", self.input_len, 1, 131_072),
+            ("output_len", self.output_len, 1, 32_768),
+            ("warmup", self.warmup, 0, 10_000),
+            ("repeats", self.repeats, 3, 20),
+        ];
+        for (name, v, lo, hi) in checks {
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("{name} must be from {lo} to {hi}, got {v}"));
+            }
+        }
+        if let Some(c) = &self.correctness {
+            if c.prompt.trim().is_empty() || c.expect.trim().is_empty() {
+                return Err("correctness needs a prompt and an expected answer".to_owned());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Mean and percentiles of one latency, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// One repeat at one concurrency.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunMetrics {
+    pub concurrency: u32,
+    pub repeat: u32,
+    pub duration_s: f64,
+    pub completed: u32,
+    pub failed: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub output_tok_s: f64,
+    pub total_tok_s: f64,
+    pub request_s: f64,
+    pub ttft: Latency,
+    /// Time per output token after the first, per request.
+    pub tpot: Latency,
+    /// Inter-token latency, per token (an event carrying k tokens counts k times).
+    pub itl: Latency,
+    pub e2e: Latency,
+    /// Where the token counts came from: `usage` (the server's) or `stream`.
+    pub token_source: String,
+}
+
+/// Spread of one number across repeats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(values: &[f64]) -> Self {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Self {
+            min: v[0],
+            median,
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+/// The repeats at one concurrency, summarised.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelSummary {
+    pub concurrency: u32,
+    pub output_tok_s: Spread,
+    pub total_tok_s: Spread,
+    pub request_s: Spread,
+    pub ttft_p50_ms: Spread,
+    pub ttft_p99_ms: Spread,
+    pub itl_p50_ms: Spread,
+    pub itl_p99_ms: Spread,
+    pub e2e_p50_ms: Spread,
+    pub failed: u32,
+}
+
+impl LevelSummary {
+    pub fn of(concurrency: u32, repeats: &[RunMetrics]) -> Self {
+        let s = |f: fn(&RunMetrics) -> f64| Spread::of(&repeats.iter().map(f).collect::<Vec<_>>());
+        Self {
+            concurrency,
+            output_tok_s: s(|m| m.output_tok_s),
+            total_tok_s: s(|m| m.total_tok_s),
+            request_s: s(|m| m.request_s),
+            ttft_p50_ms: s(|m| m.ttft.p50_ms),
+            ttft_p99_ms: s(|m| m.ttft.p99_ms),
+            itl_p50_ms: s(|m| m.itl.p50_ms),
+            itl_p99_ms: s(|m| m.itl.p99_ms),
+            e2e_p50_ms: s(|m| m.e2e.p50_ms),
+            failed: repeats.iter().map(|m| m.failed).sum(),
+        }
+    }
+}
+
+/// How a benchmark run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+/// The correctness check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrectnessResult {
+    pub passed: bool,
+    /// What the server answered (cut to 500 characters).
+    pub answer: String,
+}
+
+/// A benchmark run: its settings, flag set, results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchRun {
+    pub id: i64,
+    pub flagset: String,
+    /// The restart it followed, when run automatically.
+    pub restart_id: Option<i64>,
+    pub requested_by: String,
+    pub settings: BenchSettings,
+    pub status: RunStatus,
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+    pub error: Option<String>,
+    pub correctness: Option<CorrectnessResult>,
+    pub repeats: Vec<RunMetrics>,
+    pub levels: Vec<LevelSummary>,
+}
+
+/// Progress of the running benchmark, pushed over `/ws`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchProgress {
+    pub run_id: i64,
+    pub status: RunStatus,
+    pub concurrency: u32,
+    pub repeat: u32,
+    /// Requests finished out of all the run will send.
+    pub done: u32,
+    pub total: u32,
+    /// Output tok/s of the repeat in progress so far.
+    pub output_tok_s: f64,
+}
+
+/// Live throughput from the server's own metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Passive {
+    /// Output tokens per second over the last scrape interval.
+    pub output_tok_s: Option<f64>,
+    pub running: Option<u32>,
+    pub queued: Option<u32>,
+}
+
+/// A flag set with its measured results (the ledger's row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlagSetResults {
+    pub set: FlagSet,
+    /// Per concurrency, the latest successful run's summary.
+    pub levels: BTreeMap<u32, LevelSummary>,
+    pub runs: u32,
+    /// A run's correctness check failed with this set.
+    pub wrong_answers: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(pairs: &[(&str, &str)]) -> Flags {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn diffs_name_every_change() {
+        let a = f(&[("--tp", "8"), ("--ep-size", "1"), ("X", "0")]);
+        let b = f(&[("--tp", "4"), ("X", "0"), ("Y", "1")]);
+        assert_eq!(
+            diff_flags(&a, &b),
+            vec![
+                FlagChange::Removed {
+                    name: "--ep-size".into(),
+                    value: "1".into()
+                },
+                FlagChange::Changed {
+                    name: "--tp".into(),
+                    from: "8".into(),
+                    to: "4".into()
+                },
+                FlagChange::Added {
+                    name: "Y".into(),
+                    value: "1".into()
+                },
+            ]
+        );
+        assert!(diff_flags(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn spread_and_settings() {
+        assert_eq!(
+            Spread::of(&[3.0, 1.0, 2.0]),
+            Spread {
+                min: 1.0,
+                median: 2.0,
+                max: 3.0
+            }
+        );
+        assert_eq!(Spread::of(&[]), Spread::default());
+        assert!(BenchSettings::default().validate().is_ok());
+        let bad = BenchSettings {
+            repeats: 2,
+            ..BenchSettings::default()
+        };
+        assert!(bad.validate().expect_err("2 repeats").contains("repeats"));
+        let bad = BenchSettings {
+            concurrency: vec![0],
+            ..BenchSettings::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}

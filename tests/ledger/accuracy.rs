@@ -1,0 +1,107 @@
+//! The built-in benchmark measures what the simulated server really does.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tests::TestApp;
+use tests::managed::{ServerSpec, spawn_managed};
+
+const T: Duration = Duration::from_secs(120);
+
+/// Runs a benchmark with `settings` and waits for its record.
+pub(crate) async fn bench(app: &TestApp, settings: Value) -> anyhow::Result<Value> {
+    let (code, body) = app.post("/api/bench", &settings).await?;
+    anyhow::ensure!(code == 202, "bench refused: {code} {body}");
+    let id = body["id"].as_i64().expect("id");
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let run = app.get_json(&format!("/api/bench/runs/{id}")).await?;
+        if run["status"] != "running" {
+            return Ok(run);
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "benchmark {id} still running"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn spec() -> ServerSpec {
+    ServerSpec {
+        tp: 1,
+        warmup_ms: 200,
+        itl_ms: 5.0,
+        ttft_ms: 10.0,
+        ..ServerSpec::default()
+    }
+}
+
+#[tokio::test]
+async fn measured_output_rate_is_within_one_percent_of_the_true_rate() -> anyhow::Result<()> {
+    let host = tests::SimHost::new(100);
+    let spec = spec();
+    let app = spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let n = 64;
+    // Per concurrency, a few closed-loop waves per repeat.
+    for (c, prompts) in [(1, 8), (16, 64), (64, 128)] {
+        let run = bench(
+            &app,
+            json!({"concurrency": [c], "num_prompts": prompts, "output_len": n, "input_len": 32,
+                   "warmup": c, "repeats": 3}),
+        )
+        .await?;
+        assert_eq!(run["status"], "succeeded", "{run}");
+        check(&spec, &run, n, prompts)?;
+    }
+    Ok(())
+}
+
+fn check(spec: &ServerSpec, run: &Value, n: u32, prompts: u32) -> anyhow::Result<()> {
+    for level in run["levels"].as_array().expect("levels") {
+        let c = level["concurrency"].as_u64().expect("c") as u32;
+        let measured = level["output_tok_s"]["median"].as_f64().expect("rate");
+        let truth = spec.true_rate(c, n);
+        let ratio = measured / truth;
+        eprintln!("c={c}: measured {measured:.1} tok/s, true {truth:.1} tok/s, ratio {ratio:.4}");
+        assert!(
+            (ratio - 1.0).abs() < 0.01,
+            "c={c}: measured {measured:.1}, true {truth:.1}"
+        );
+        // Latencies match the model too: mean ITL within 3 % (per token; the
+        // server's 1 ms timer makes single gaps jitter, so the median within 10 %).
+        let repeats = run["repeats"].as_array().expect("repeats");
+        let itl = repeats
+            .iter()
+            .filter_map(|r| r["itl"]["mean_ms"].as_f64())
+            .sum::<f64>()
+            / repeats.len() as f64;
+        assert!(
+            (itl / spec.itl_at(c) - 1.0).abs() < 0.03,
+            "c={c}: ITL {itl} vs {}",
+            spec.itl_at(c)
+        );
+        let itl_p50 = level["itl_p50_ms"]["median"].as_f64().expect("itl");
+        assert!(
+            (itl_p50 / spec.itl_at(c) - 1.0).abs() < 0.10,
+            "c={c}: ITL p50 {itl_p50}"
+        );
+        let ttft = level["ttft_p50_ms"]["median"].as_f64().expect("ttft");
+        eprintln!(
+            "c={c}: TTFT p50 {ttft:.1} ms (model {:.1}), ITL p50 {itl:.2} ms (model {:.2})",
+            spec.ttft_at(c),
+            spec.itl_at(c)
+        );
+        assert!(
+            ttft >= spec.ttft_at(1) && ttft < spec.ttft_at(c) * 1.25 + 5.0,
+            "c={c}: TTFT {ttft}"
+        );
+        assert_eq!(level["failed"], 0);
+    }
+    for r in run["repeats"].as_array().expect("repeats") {
+        assert_eq!(r["token_source"], "usage");
+        assert_eq!(r["output_tokens"], prompts * n);
+    }
+    Ok(())
+}
