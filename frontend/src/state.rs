@@ -263,6 +263,8 @@ impl AppState {
                 self.server.set(Some(status));
             }
             ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
+            // The throughput view reads these.
+            ServerMsg::Bench(_) | ServerMsg::BenchRun(_) => {}
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
                 self.notice

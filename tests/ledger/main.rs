@@ -2,3 +2,4 @@
 //! whose true rate is known, the flag-set ledger, and export.
 
 mod accuracy;
+mod ledger;

@@ -125,13 +125,24 @@ max = 60000
 name = "SIMSERVER_MODE"
 kind = "env"
 type = "enum"
-values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=3000", "slow-drain=6000", "oom", "crash=1500", "hang-completions"]
+values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=3000", "slow-drain=6000", "oom", "crash=1500", "hang-completions", "drop-every=4"]
 
 [[flags]]
 name = "SGLANG_OPT_USE_TILELANG_INDEXER"
 kind = "env"
 type = "enum"
 values = ["0", "1"]
+
+[[flags]]
+name = "--speculative-algorithm"
+kind = "arg"
+type = "enum"
+values = ["EAGLE"]
+
+[[flags]]
+name = "--enable-torch-compile"
+kind = "arg"
+type = "bool"
 "#,
             program = bin("simserver").display(),
             port = self.port,

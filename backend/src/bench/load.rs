@@ -2,8 +2,9 @@
 //! the next streaming request as soon as its last one finished, against an
 //! OpenAI-compatible server. Every server-sent event is timed on arrival; token
 //! counts come from the server's `usage` (cumulative per chunk where it reports
-//! that, else the final usage chunk spread evenly over the content events), else
-//! one token per content event.
+//! that, as vLLM does with `continuous_usage_stats`; else the final usage chunk:
+//! the first event is one token and the rest are spread evenly over the others),
+//! else one token per content event.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -210,8 +211,12 @@ fn fill(out: &mut Outcome, ev: &Events, prompt_words: u64) {
         out.from_usage = true;
         ev.tokens.iter().map(|t| t.unwrap_or(1) as f64).collect()
     } else if let Some(total) = ev.final_usage.and_then(|u| u.completion_tokens) {
+        // The first event is the first token; the rest share what remains.
         out.from_usage = true;
-        vec![total as f64 / ev.at.len() as f64; ev.at.len()]
+        let rest = ev.at.len().saturating_sub(1).max(1) as f64;
+        let mut v = vec![(total.saturating_sub(1)) as f64 / rest; ev.at.len()];
+        v[0] = 1.0;
+        v
     } else {
         vec![1.0; ev.at.len()]
     };
@@ -370,7 +375,12 @@ mod tests {
         let mut o = Outcome::default();
         fill(&mut o, &ev, 4);
         assert_eq!((o.output_tokens, o.input_tokens), (4, 12));
-        assert_eq!(o.itls.len(), 2);
+        assert_eq!(o.itls.len(), 3);
+        assert!(
+            o.itls.iter().all(|g| (g - 0.1 / 3.0).abs() < 1e-9),
+            "{:?}",
+            o.itls
+        );
     }
 
     #[test]

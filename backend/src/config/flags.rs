@@ -208,7 +208,8 @@ fn arg_value(args: &[String], spec: &FlagSpec) -> Option<String> {
 }
 
 /// `args` with every occurrence of the flag removed and `entry` put where the
-/// first occurrence was (or at the end).
+/// first occurrence was — or else at the end of the options: before a `--` that
+/// ends them, if there is one.
 fn replace_arg(args: &[String], spec: &FlagSpec, entry: Vec<String>) -> Vec<String> {
     let prefix = format!("{}=", spec.name);
     let mut out = Vec::with_capacity(args.len() + 2);
@@ -226,7 +227,8 @@ fn replace_arg(args: &[String], spec: &FlagSpec, entry: Vec<String>) -> Vec<Stri
         }
         i += 1;
     }
-    let at = at.unwrap_or(out.len());
+    let end_of_options = out.iter().position(|a| a == "--").unwrap_or(out.len());
+    let at = at.unwrap_or(end_of_options);
     out.splice(at..at, entry);
     out
 }
@@ -416,6 +418,33 @@ mod tests {
             .expect("valid");
         let inv = a.invocation(&[], &BTreeMap::new(), &flags);
         assert_eq!(inv.args, ["--served-model-name", "a; rm -rf / #"]);
+    }
+
+    #[test]
+    fn new_flags_go_before_the_end_of_options() {
+        let specs = vec![spec(
+            "--enable-torch-compile",
+            FlagKind::Arg,
+            FlagType::Bool,
+        )];
+        let args: Vec<String> = ["launch", "--tp", "1", "--", "python3", "x"]
+            .map(String::from)
+            .to_vec();
+        let a = AllowList::new(specs, &args, &BTreeMap::new()).expect("valid");
+        let flags = Flags::from([("--enable-torch-compile".into(), "true".into())]);
+        let inv = a.invocation(&args, &BTreeMap::new(), &flags);
+        assert_eq!(
+            inv.args,
+            [
+                "launch",
+                "--tp",
+                "1",
+                "--enable-torch-compile",
+                "--",
+                "python3",
+                "x"
+            ]
+        );
     }
 
     #[test]

@@ -96,6 +96,9 @@ enum Api {
 struct StreamOptions {
     #[serde(default)]
     include_usage: bool,
+    /// vLLM's: every chunk carries the usage so far.
+    #[serde(default)]
+    continuous_usage_stats: bool,
 }
 
 /// The fields of either API this server looks at. Output is always exactly
@@ -196,7 +199,13 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
         .filter(|every| s.requests.load(Ordering::SeqCst) % every == 0)
         .map(|_| n / 2);
     if req.stream {
-        let usage = req.stream_options.is_some_and(|o| o.include_usage);
+        let usage = Usage {
+            at_end: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
+            every_chunk: req
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.continuous_usage_stats),
+        };
         return Sse::new(token_stream(guard, api, p, n, usage, cut_at)).into_response();
     }
     let mut due = Instant::now() + s.rate.ttft(guard.batch());
@@ -216,6 +225,13 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     Json(body).into_response()
 }
 
+/// Which usage a stream reports.
+#[derive(Debug, Clone, Copy)]
+struct Usage {
+    at_end: bool,
+    every_chunk: bool,
+}
+
 /// Where a stream is.
 struct Progress {
     guard: InFlight,
@@ -232,7 +248,7 @@ fn token_stream(
     api: Api,
     prompt: u64,
     n: u64,
-    with_usage: bool,
+    with_usage: Usage,
     cut_at: Option<u64>,
 ) -> impl Stream<Item = Result<Event, std::io::Error>> {
     let start = Instant::now() + guard.0.rate.ttft(guard.batch());
@@ -268,10 +284,14 @@ fn token_stream(
             let first = st.sent;
             st.sent += k;
             let finish = (st.sent == n).then_some("length");
-            let event = Event::default().data(chunk(api, &text_of(first, k), finish).to_string());
+            let mut body = chunk(api, &text_of(first, k), finish);
+            if with_usage.every_chunk {
+                body["usage"] = usage(prompt, st.sent);
+            }
+            let event = Event::default().data(body.to_string());
             return Some((Ok(event), st));
         }
-        if with_usage && st.sent == n {
+        if with_usage.at_end && st.sent == n {
             st.sent += 1;
             let mut last = chunk(api, "", None);
             last["choices"] = serde_json::json!([]);

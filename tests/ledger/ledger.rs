@@ -1,0 +1,346 @@
+//! The ledger: flag-set identity, labels, diffs, exclusion with restarts,
+//! failures, correctness, cancellation and export.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tests::managed::{ServerSpec, spawn_managed};
+use tests::{SimHost, TestApp};
+
+use crate::accuracy::bench;
+
+fn spec() -> ServerSpec {
+    ServerSpec {
+        tp: 1,
+        warmup_ms: 200,
+        itl_ms: 5.0,
+        ttft_ms: 10.0,
+        ..ServerSpec::default()
+    }
+}
+
+async fn ready(spec: &ServerSpec) -> anyhow::Result<(SimHost, TestApp)> {
+    let host = SimHost::new(100);
+    let app = spawn_managed(&host, spec, &[])?;
+    app.start_server().await?;
+    Ok((host, app))
+}
+
+/// A short benchmark: 16 clients, 32 requests of 32 tokens, 3 repeats.
+fn quick() -> Value {
+    json!({"concurrency": [16], "num_prompts": 32, "output_len": 32, "input_len": 16, "warmup": 4, "repeats": 3})
+}
+
+#[tokio::test]
+async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_token()
+-> anyhow::Result<()> {
+    let spec = spec();
+    let (_host, app) = ready(&spec).await?;
+    let id = app
+        .restart(json!({"--speculative-algorithm": "EAGLE"}))
+        .await?;
+    assert_eq!(
+        app.finished_restart(id, Duration::from_secs(30)).await?["summary"]["outcome"],
+        "succeeded"
+    );
+    let (c, n) = (16, 64);
+    let run = bench(&app, json!({"concurrency": [c], "num_prompts": 64, "output_len": n, "input_len": 16, "warmup": 16, "repeats": 3})).await?;
+    let level = &run["levels"][0];
+    // 1.8 × the speed, tokens three to an event.
+    let itl = spec.itl_at(c) / 1.8;
+    let truth = f64::from(c) * f64::from(n) / ((spec.ttft_at(c) + f64::from(n - 1) * itl) / 1e3);
+    let measured = level["output_tok_s"]["median"].as_f64().expect("rate");
+    assert!(
+        (measured / truth - 1.0).abs() < 0.01,
+        "measured {measured:.1}, true {truth:.1}"
+    );
+    let mean_itl = run["repeats"][0]["itl"]["mean_ms"].as_f64().expect("itl");
+    assert!(
+        (mean_itl / itl - 1.0).abs() < 0.03,
+        "ITL {mean_itl} vs {itl} per token"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::Result<()> {
+    let (_host, app) = ready(&spec()).await?;
+    let id = app
+        .restart(json!({"SIMSERVER_MODE": "drop-every=4"}))
+        .await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let run = bench(&app, quick()).await?;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    for r in run["repeats"].as_array().expect("repeats") {
+        let (ok, failed) = (
+            r["completed"].as_u64().expect("c"),
+            r["failed"].as_u64().expect("f"),
+        );
+        assert_eq!(ok + failed, 32);
+        assert_eq!(failed, 8, "{r}");
+        // Only whole answers count, and the rate is theirs over the duration.
+        assert_eq!(r["output_tokens"].as_u64(), Some(ok * 32));
+        let rate = ok as f64 * 32.0 / r["duration_s"].as_f64().expect("d");
+        assert!((r["output_tok_s"].as_f64().expect("r") - rate).abs() < 1e-6);
+    }
+    assert_eq!(run["levels"][0]["failed"], 24);
+    Ok(())
+}
+
+#[tokio::test]
+async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() -> anyhow::Result<()>
+{
+    let (_host, app) = ready(&spec()).await?;
+    let first = app.server().await?.flagset.expect("a flag set");
+    bench(&app, quick()).await?;
+    // The same values asked for in another order, twice: the same set.
+    let id = app
+        .restart(json!({"SGLANG_OPT_USE_TILELANG_INDEXER": "1", "--enable-torch-compile": "true"}))
+        .await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let second = app.server().await?.flagset.expect("set");
+    let id = app
+        .restart(json!({"--enable-torch-compile": "true", "SGLANG_OPT_USE_TILELANG_INDEXER": "1"}))
+        .await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    assert_eq!(
+        app.server().await?.flagset.as_deref(),
+        Some(second.as_str())
+    );
+    assert_ne!(first, second);
+    bench(&app, quick()).await?;
+
+    let ledger = app.get_json("/api/flagsets").await?;
+    let sets: Vec<&Value> = ledger.as_array().expect("ledger").iter().collect();
+    assert_eq!(sets.len(), 2, "{ledger}");
+    let faster = sets
+        .iter()
+        .find(|s| s["set"]["id"] == second.as_str())
+        .expect("second");
+    let slower = sets
+        .iter()
+        .find(|s| s["set"]["id"] == first.as_str())
+        .expect("first");
+    let rate = |s: &Value| {
+        s["levels"]["16"]["output_tok_s"]["median"]
+            .as_f64()
+            .expect("rate")
+    };
+    // tilelang × torch.compile = 1.166 × the speed.
+    assert!(
+        rate(faster) > rate(slower) * 1.08,
+        "{} vs {}",
+        rate(faster),
+        rate(slower)
+    );
+
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/flagsets/{second}")))
+        .json(&json!({"label": "+tilelang +compile", "notes": "from the fused kernel"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 204);
+    let r = app
+        .http
+        .patch(app.url("/api/flagsets/nope"))
+        .json(&json!({"label": "x"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 404);
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/flagsets/{second}")))
+        .json(&json!({"label": "x".repeat(200)}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+    let d = app
+        .get_json(&format!("/api/flagsets/diff?a={first}&b={second}"))
+        .await?;
+    assert_eq!(d["b"]["label"], "+tilelang +compile");
+    let changes = d["changes"].as_array().expect("changes");
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["name"] == "SGLANG_OPT_USE_TILELANG_INDEXER" && c["change"] == "added"),
+        "{d}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["name"] == "--enable-torch-compile" && c["to"] == "true"),
+        "{d}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_cancelled()
+-> anyhow::Result<()> {
+    let (_host, app) = ready(&spec()).await?;
+    let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
+    let (code, body) = app.post("/api/bench", &long).await?;
+    assert_eq!(code, 202, "{body}");
+    let g = app.server().await?.generation;
+    let (code, body) = app
+        .post("/api/restart", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("benchmark"),
+        "{body}"
+    );
+    let (code, _) = app.post("/api/bench", &long).await?;
+    assert_eq!(code, 409, "a second benchmark");
+    // While it runs, the server's own metrics show the load.
+    let s = app
+        .wait_for_state("passive tok/s", Duration::from_secs(10), |s| {
+            s.server
+                .as_ref()
+                .is_some_and(|v| v.passive.output_tok_s.is_some_and(|r| r > 100.0))
+        })
+        .await?;
+    assert!(s.server.expect("server").has_metrics);
+    let (code, _) = app.post("/api/bench/cancel", &json!({})).await?;
+    assert_eq!(code, 202);
+    let run = app
+        .get_json(&format!(
+            "/api/bench/runs/{}",
+            body["id"].as_i64().unwrap_or(1)
+        ))
+        .await;
+    drop(run);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let runs = app.get_json("/api/bench/runs").await?;
+        if runs[0]["status"] == "cancelled" {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "not cancelled: {runs}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A restart in progress refuses a benchmark.
+    let id = app.restart(json!({"--warmup-ms": "3000"})).await?;
+    let (code, body) = app.post("/api/bench", &quick()).await?;
+    assert_eq!(code, 409, "{body}");
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    // Bad settings are refused and name the problem.
+    let (code, body) = app.post("/api/bench", &json!({"repeats": 1})).await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("repeats"),
+        "{body}"
+    );
+    let (code, _) = app.post("/api/bench", &json!({"concurency": [4]})).await?;
+    assert_eq!(code, 400);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::Result<()> {
+    let (_host, app) = ready(&spec()).await?;
+    let mut good = quick();
+    good["correctness"] = json!({"prompt": "count", "expect": "TOK3"});
+    let run = bench(&app, good).await?;
+    assert_eq!(run["correctness"]["passed"], true, "{run}");
+    let mut wrong = quick();
+    wrong["correctness"] = json!({"prompt": "The capital of France is", "expect": "Paris"});
+    let run = bench(&app, wrong).await?;
+    assert_eq!(run["correctness"]["passed"], false);
+    let ledger = app.get_json("/api/flagsets").await?;
+    assert_eq!(ledger[0]["wrong_answers"], true);
+
+    let runs = app.get_json("/api/bench/runs").await?;
+    let exported = app.get_json("/api/export/bench.json").await?;
+    assert_eq!(exported, runs);
+    let csv = app
+        .http
+        .get(app.url("/api/export/bench.csv"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 6);
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    for run in runs.as_array().expect("runs") {
+        for r in run["repeats"].as_array().expect("repeats") {
+            let row = rows
+                .iter()
+                .find(|row| {
+                    row[col("run_id")] == run["id"].to_string()
+                        && row[col("repeat")] == r["repeat"].to_string()
+                })
+                .expect("a row per repeat");
+            assert_eq!(
+                row[col("output_tok_s")].parse::<f64>()?,
+                r["output_tok_s"].as_f64().expect("v")
+            );
+            assert_eq!(
+                row[col("itl_p99_ms")].parse::<f64>()?,
+                r["itl"]["p99_ms"].as_f64().expect("v")
+            );
+            assert_eq!(row[col("failed")], r["failed"].to_string());
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_too()
+-> anyhow::Result<()> {
+    let spec = ServerSpec {
+        extra: "\n[bench]\nafter_restart = true\n\n[bench.defaults]\napi = \"chat\"\nconcurrency = [8]\nnum_prompts = 16\noutput_len = 16\ninput_len = 8\nwarmup = 0\nrepeats = 3\n".to_owned(),
+        ..spec()
+    };
+    let (_host, app) = ready(&spec).await?;
+    // The start was benchmarked too; let that finish first.
+    app.wait_for_state("the start's benchmark", Duration::from_secs(60), |s| {
+        s.server.as_ref().is_some_and(|v| v.bench.is_none())
+    })
+    .await?;
+    assert_eq!(app.get_json("/api/bench/runs").await?[0]["restart_id"], 1);
+    let id = app
+        .restart(json!({"--enable-torch-compile": "true"}))
+        .await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let runs = app.get_json("/api/bench/runs").await?;
+        if let Some(r) = runs
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["restart_id"] == id))
+        {
+            if r["status"] != "running" {
+                break r.clone();
+            }
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no benchmark after restart {id}: {runs}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["settings"]["api"], "chat");
+    assert_eq!(run["requested_by"], "after restart");
+    assert_eq!(
+        run["flagset"],
+        app.server().await?.flagset.expect("set").as_str()
+    );
+    assert_eq!(run["repeats"][0]["output_tokens"], 16 * 16);
+    Ok(())
+}
