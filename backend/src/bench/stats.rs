@@ -16,7 +16,7 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Mean, p50 and p99 of values in seconds, reported in milliseconds.
-pub(crate) fn latency(mut secs: Vec<f64>) -> Latency {
+pub fn latency(mut secs: Vec<f64>) -> Latency {
     if secs.is_empty() {
         return Latency::default();
     }
@@ -30,12 +30,7 @@ pub(crate) fn latency(mut secs: Vec<f64>) -> Latency {
 }
 
 /// One repeat's metrics.
-pub(crate) fn metrics(
-    concurrency: u32,
-    repeat: u32,
-    outcomes: &[Outcome],
-    duration_s: f64,
-) -> RunMetrics {
+pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: f64) -> RunMetrics {
     let ok: Vec<&Outcome> = outcomes.iter().filter(|o| o.ok).collect();
     let input_tokens: u64 = ok.iter().map(|o| o.input_tokens).sum();
     let output_tokens: u64 = ok.iter().map(|o| o.output_tokens).sum();
