@@ -10,13 +10,14 @@
 mod bench;
 mod read;
 mod schema;
+mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use shared::ProcId;
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
 use shared::restart::{
@@ -158,7 +159,7 @@ impl Store {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("store-writer".to_owned())
-            .spawn(move || writer(conn, rx))
+            .spawn(move || writer::run(conn, rx))
             .map_err(|e| StoreError::Open {
                 path: path.clone(),
                 source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
@@ -347,164 +348,6 @@ impl Store {
     ) -> Result<std::collections::BTreeMap<shared::restart::Phase, u64>, StoreError> {
         self.read(read::typical).await
     }
-}
-
-/// The writer thread: applies writes in transactions of at most [`BATCH`].
-fn writer(mut conn: Connection, rx: mpsc::Receiver<Write>) {
-    while let Ok(first) = rx.recv() {
-        let deadline = Instant::now() + BATCH;
-        let mut replies: Vec<Box<dyn FnOnce(bool) + Send>> = Vec::new();
-        let result = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction()?;
-            let mut next = Some(first);
-            while let Some(w) = next.take() {
-                let urgent = matches!(
-                    w,
-                    Write::Begin { .. }
-                        | Write::Flush(_)
-                        | Write::BenchBegin { .. }
-                        | Write::FlagEdit { .. }
-                );
-                apply(&tx, w, &mut replies)?;
-                if urgent {
-                    break;
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                next = rx.recv_timeout(left).ok();
-            }
-            tx.commit()
-        })();
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "writing the history failed");
-        }
-        for r in replies {
-            r(result.is_ok());
-        }
-    }
-}
-
-fn apply(
-    tx: &rusqlite::Transaction<'_>,
-    w: Write,
-    replies: &mut Vec<Box<dyn FnOnce(bool) + Send>>,
-) -> rusqlite::Result<()> {
-    match w {
-        Write::Begin {
-            kind,
-            requested_by,
-            from,
-            to,
-            at_ms,
-            reply,
-        } => {
-            tx.execute(
-                "INSERT INTO restarts (kind, requested_by, started_at_ms, from_flags, to_flags, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'running')",
-                params![name(&kind), requested_by, at_ms as i64, text(&from), text(&to)],
-            )?;
-            let id = tx.last_insert_rowid();
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(if ok {
-                    Ok(id)
-                } else {
-                    Err(StoreError::WriterGone)
-                });
-            }));
-        }
-        Write::Transition(id, t, marker) => {
-            tx.execute(
-                "INSERT INTO transitions (restart_id, at_ms, phase, note, marker) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id, t.at_ms as i64, name(&t.phase), t.note, marker.map(|m| name(&m))],
-            )?;
-        }
-        Write::Point(id, p) => {
-            tx.execute(
-                "INSERT INTO timeline (restart_id, at_ms, phase, mem, running) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id, p.at_ms as i64, name(&p.phase), text(&p.mem_used_bytes), p.running_requests],
-            )?;
-        }
-        Write::Finish {
-            id,
-            at_ms,
-            outcome,
-            failure,
-            durations,
-        } => {
-            tx.execute(
-                "UPDATE restarts SET finished_at_ms = ?2, outcome = ?3, failure = ?4, durations = ?5 WHERE id = ?1",
-                params![id, at_ms as i64, name(&outcome), failure.as_ref().map(text), text(&durations)],
-            )?;
-        }
-        Write::Log(id, lines) => {
-            tx.execute(
-                "INSERT INTO logs (restart_id, lines) VALUES (?1, ?2)
-                 ON CONFLICT(restart_id) DO UPDATE SET lines = excluded.lines",
-                params![id, text(&lines)],
-            )?;
-        }
-        Write::Audit(a) => {
-            tx.execute(
-                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![a.at_ms as i64, a.peer, a.action, a.request, a.outcome, a.detail],
-            )?;
-        }
-        Write::Instance(i) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO instances
-                 (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    i.generation as i64,
-                    i.root.pid,
-                    i.root.start_ticks as i64,
-                    i.pgid,
-                    text(&i.flags),
-                    i.started_at_ms as i64,
-                    i.log_path.map(|p| p.display().to_string())
-                ],
-            )?;
-        }
-        Write::InstanceEnded(generation, at_ms) => {
-            tx.execute(
-                "UPDATE instances SET ended_at_ms = ?2 WHERE generation = ?1 AND ended_at_ms IS NULL",
-                params![generation as i64, at_ms as i64],
-            )?;
-        }
-        Write::FlagSeen(set) => bench::seen(tx, &set)?,
-        Write::RestartFlagset(id, set) => {
-            tx.execute(
-                "UPDATE restarts SET flagset = ?2 WHERE id = ?1",
-                params![id, set],
-            )?;
-        }
-        Write::FlagEdit {
-            id,
-            label,
-            notes,
-            reply,
-        } => {
-            let found = bench::edit(tx, &id, label.as_deref(), notes.as_deref())?;
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(ok && found);
-            }));
-        }
-        Write::BenchBegin { run, reply } => {
-            let id = bench::begin(tx, &run)?;
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(if ok {
-                    Ok(id)
-                } else {
-                    Err(StoreError::WriterGone)
-                });
-            }));
-        }
-        Write::BenchRepeat(id, m) => bench::repeat(tx, id, &m)?,
-        Write::BenchFinish(run) => bench::finish(tx, &run)?,
-        Write::Flush(done) => replies.push(Box::new(move |_| {
-            let _ = done.send(());
-        })),
-    }
-    Ok(())
 }
 
 #[cfg(test)]

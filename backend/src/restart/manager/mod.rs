@@ -5,22 +5,21 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::ProcId;
 use shared::restart::{
-    Accepted, Failure, Flags, OpKind, Operation, Outcome, Phase, RestartSummary, ServerStatus,
-    TimelinePoint, Transition,
+    Accepted, Failure, Flags, OpKind, Operation, Phase, ServerStatus, TimelinePoint,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use shared::bench::{BenchProgress, BenchRun, RunStatus};
 
-use super::machine::{Effect, Input, Machine};
-use super::observe::{durations, observe};
+use super::machine::{Input, Machine};
+use super::observe::observe;
 use super::probe::{self, ProbeEvent};
 use crate::bench::flagset;
 use crate::config::file::ServerConfig;
@@ -125,6 +124,7 @@ struct Running {
 }
 
 mod bench;
+mod effects;
 mod requests;
 
 /// The operation in flight, as recorded.
@@ -428,231 +428,6 @@ impl Manager {
                 );
             }
         }
-    }
-
-    /// Steps the machine and carries out what it asks.
-    fn feed(&mut self, input: Input) {
-        let effects = self.machine.step(input, now_ms());
-        let changed = !effects.is_empty();
-        for fx in effects {
-            self.effect(fx);
-        }
-        if changed {
-            self.publish_status(true);
-        }
-    }
-
-    fn effect(&mut self, fx: Effect) {
-        let now = now_ms();
-        match fx {
-            Effect::Entered {
-                phase,
-                note,
-                marker,
-            } => {
-                tracing::info!(phase = phase.label(), %note, "server phase");
-                if let Some(op) = self.op.as_mut() {
-                    if op.entered.last().is_none_or(|(p, _)| *p != phase) {
-                        op.entered.push((phase, now));
-                    }
-                    self.store.transition(
-                        op.op.id,
-                        Transition {
-                            at_ms: now,
-                            phase,
-                            note,
-                        },
-                        marker,
-                    );
-                }
-            }
-            Effect::Sigterm => self.signal_all(libc::SIGTERM),
-            Effect::KillAll => self.signal_all(libc::SIGKILL),
-            Effect::Launch(flags) => self.launch(flags),
-            Effect::Probe => {
-                if let Some(p) = self.probe.take() {
-                    p.abort();
-                }
-                self.probe = Some(tokio::spawn(probe::warmup(
-                    self.client.clone(),
-                    self.generation,
-                    self.cfg.health_url.clone(),
-                    self.cfg.readiness.clone(),
-                    self.probe_tx.clone(),
-                )));
-            }
-            Effect::FastSampling(on) => {
-                self.fast.store(on, Ordering::Relaxed);
-                if on {
-                    // No stale count from before the operation: scrape afresh.
-                    self.scraped
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .passive
-                        .running = None;
-                    self.scrape_now.notify_one();
-                }
-            }
-            Effect::Finished { outcome, failure } => self.finished(outcome, failure, now),
-            Effect::Crashed(failure) => {
-                let failure = self.with_log(failure);
-                tracing::warn!(failure = %failure.summary(), "server crashed");
-                self.failure = Some(failure);
-                self.ended(now);
-            }
-        }
-    }
-
-    /// SIGTERM/SIGKILL to the server: its own process group when drainwatch made
-    /// it, and each tracked member by identity (those that left the group too).
-    fn signal_all(&mut self, sig: i32) {
-        if let Some(r) = &self.running {
-            if r.own_group {
-                supervisor::signal_group(r.pgid, sig);
-            }
-        }
-        let members: Vec<ProcId> = self.members.iter().copied().collect();
-        let n = supervisor::signal_each(&members, sig);
-        tracing::info!(signal = sig, processes = n, "signalled the server");
-    }
-
-    fn launch(&mut self, flags: Flags) {
-        if let Some(p) = self.probe.take() {
-            p.abort();
-        }
-        if let Some(holder_pid) = supervisor::port_holder(self.cfg.port) {
-            self.feed(Input::SpawnFailed(
-                shared::restart::LaunchCause::PortInUse { holder_pid },
-            ));
-            return;
-        }
-        self.generation += 1;
-        let inv = self
-            .cfg
-            .allow
-            .invocation(&self.cfg.args, &self.cfg.env, &flags);
-        let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
-        supervisor::prune(&self.log_dir);
-        match supervisor::launch(&self.cfg, &inv, &log_path) {
-            Ok(l) => {
-                let now = now_ms();
-                tracing::info!(
-                    pid = l.root.pid,
-                    generation = self.generation,
-                    "server launched"
-                );
-                self.flags = flags;
-                self.failure = None;
-                let set = self.current_flagset();
-                if let Some(op) = &self.op {
-                    self.store.restart_flagset(op.op.id, set.id.clone());
-                }
-                self.store.flagset_seen(set);
-                self.log = Some(LogTail::follow(&l.log_path, true));
-                self.store.instance(Instance {
-                    generation: self.generation,
-                    root: l.root,
-                    pgid: l.pgid,
-                    flags: self.flags.clone(),
-                    started_at_ms: now,
-                    log_path: Some(l.log_path.clone()),
-                });
-                self.set_running(
-                    Running {
-                        root: l.root,
-                        pgid: l.pgid,
-                        own_group: true,
-                        started_at_ms: now,
-                    },
-                    true,
-                );
-                self.feed(Input::Spawned);
-            }
-            Err(cause) => self.feed(Input::SpawnFailed(cause)),
-        }
-    }
-
-    /// Puts the launch log's tail into a failure that carries one.
-    fn with_log(&mut self, mut failure: Failure) -> Failure {
-        let tail = self.log.as_mut().map(|l| {
-            l.poll();
-            l.last(40)
-        });
-        if let (
-            Some(tail),
-            Failure::LaunchFailed { log_tail, .. } | Failure::Crashed { log_tail, .. },
-        ) = (tail, &mut failure)
-        {
-            *log_tail = tail;
-        }
-        failure
-    }
-
-    /// The server is gone for good (stopped, crashed, failed launch).
-    fn ended(&mut self, now: u64) {
-        if self.running.take().is_some() {
-            self.store.instance_ended(self.generation, now);
-        }
-        if let Some(p) = self.probe.take() {
-            p.abort();
-        }
-        self.hint.set(Hint {
-            root: None,
-            members: self.members.clone(),
-            own_children: true,
-        });
-    }
-
-    fn finished(&mut self, outcome: Outcome, failure: Option<Failure>, now: u64) {
-        let failure = failure.map(|f| self.with_log(f));
-        let phase = self.machine.phase();
-        if matches!(phase, Phase::Stopped | Phase::Failed) {
-            self.ended(now);
-        }
-        self.failure = failure.clone();
-        let Some(op) = self.op.take() else { return };
-        let d = durations(&op.entered, op.op.started_at_ms, now);
-        if let Some(l) = self.log.as_mut() {
-            l.poll();
-            self.store.log_tail(op.op.id, l.last(200));
-        }
-        self.store
-            .finish(op.op.id, now, outcome, failure.clone(), d.clone());
-        if outcome == Outcome::Succeeded && phase == Phase::Ready {
-            self.bench_pending = Some((op.op.kind, op.op.id));
-        }
-        if outcome == Outcome::Succeeded && op.op.kind == OpKind::Restart {
-            for (p, ms) in [
-                (Phase::Draining, d.drain_ms),
-                (Phase::Killing, d.kill_ms),
-                (Phase::Verifying, d.verify_ms),
-                (Phase::WarmingUp, d.warmup_ms),
-            ] {
-                if let Some(ms) = ms {
-                    // A running estimate until the store's median is re-read.
-                    self.typical.insert(p, ms);
-                }
-            }
-        }
-        let summary = RestartSummary {
-            id: op.op.id,
-            kind: op.op.kind,
-            requested_by: op.op.requested_by,
-            started_at_ms: op.op.started_at_ms,
-            finished_at_ms: Some(now),
-            from_flags: op.op.from_flags,
-            to_flags: op.op.to_flags,
-            outcome,
-            failure,
-            durations: d,
-        };
-        // Announce the finished record only once it is committed, so a client
-        // that fetches it on the announcement reads it whole.
-        let (store, hub) = (self.store.clone(), Arc::clone(&self.hub));
-        tokio::spawn(async move {
-            store.flush().await;
-            hub.publish_restart(summary);
-        });
     }
 
     pub(super) fn status(&self) -> ServerStatus {
