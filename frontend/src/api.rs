@@ -1,14 +1,17 @@
-//! The REST calls: submitting an operation and reading one restart's record.
-//! Same-origin relative URLs. A refusal's `error` text is returned verbatim: the
+//! The REST calls: submitting an operation, reading one restart's record, and
+//! the throughput ledger (flag sets, labels, diffs, benchmarks). Same-origin
+//! relative URLs. A refusal's `error` text is returned verbatim: the
 //! backend words it for the operator.
 
 use std::collections::BTreeMap;
 
 use gloo_net::http::{Request, Response};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, LevelSummary};
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
 use crate::ops;
+use crate::throughput::BenchRequest;
 
 /// The body of every refusal: `{"error": "...", "running"?: ...}`.
 #[derive(Debug, Deserialize)]
@@ -31,29 +34,154 @@ fn unreachable(err: impl std::fmt::Display) -> String {
     format!("could not reach drainwatch: {err}")
 }
 
-/// A restart record, read the way the socket's messages are read.
+/// One row of `GET /api/flagsets`. The ledger's levels are keyed by
+/// concurrency as JSON object keys (text); the buffered path below cannot read
+/// text keys as numbers, so they are read as text and the concurrency is taken
+/// from the summary itself.
+#[derive(Debug, Deserialize)]
+struct LedgerRow {
+    set: FlagSet,
+    levels: BTreeMap<String, LevelSummary>,
+    runs: u32,
+    wrong_answers: bool,
+}
+
+impl From<LedgerRow> for FlagSetResults {
+    fn from(r: LedgerRow) -> Self {
+        Self {
+            set: r.set,
+            levels: r.levels.into_values().map(|l| (l.concurrency, l)).collect(),
+            runs: r.runs,
+            wrong_answers: r.wrong_answers,
+        }
+    }
+}
+
+/// `GET /api/flagsets/diff`'s body.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct SetDiff {
+    pub(crate) a: FlagSet,
+    pub(crate) b: FlagSet,
+    pub(crate) changes: Vec<FlagChange>,
+}
+
+/// The bodies this module reads, read the way the socket's messages are read.
 ///
 /// The socket's messages are internally tagged (`"type": …`), so serde reads
-/// the shared types in them through its buffered path; reading this body
+/// the shared types in them through its buffered path; reading these bodies
 /// directly would compile a second copy of every shared type's reader into
-/// the bundle. Tagging the body the same way shares one copy.
+/// the bundle. Tagging the bodies the same way shares one copy.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Tagged {
     Detail(RestartDetail),
+    Run(BenchRun),
+    Diff(SetDiff),
+    Ledger { list: Vec<LedgerRow> },
+}
+
+/// Reads `body` as the `kind` variant of [`Tagged`]: an object gets the tag
+/// added, anything else (an array) becomes the variant's `list`.
+fn parse_tagged(kind: &str, body: &str) -> Result<Tagged, String> {
+    let body = body.trim_start();
+    let tagged = match body.strip_prefix('{') {
+        Some(rest) => format!(r#"{{"type":"{kind}",{rest}"#),
+        None if body.starts_with('[') => format!(r#"{{"type":"{kind}","list":{body}}}"#),
+        None => return Err("unexpected answer from drainwatch: not JSON".to_owned()),
+    };
+    serde_json::from_str::<Tagged>(&tagged)
+        .map_err(|e| format!("unexpected answer from drainwatch: {e}"))
+}
+
+fn unexpected() -> String {
+    "unexpected answer from drainwatch".to_owned()
 }
 
 /// Parses `GET /api/restarts/{id}`'s body.
 pub(crate) fn parse_detail(body: &str) -> Result<RestartDetail, String> {
-    let rest = body
-        .trim_start()
-        .strip_prefix('{')
-        .ok_or_else(|| "unexpected answer from drainwatch: not a JSON object".to_owned())?;
-    let tagged = format!(r#"{{"type":"detail",{rest}"#);
-    match serde_json::from_str::<Tagged>(&tagged) {
-        Ok(Tagged::Detail(d)) => Ok(d),
-        Err(e) => Err(format!("unexpected answer from drainwatch: {e}")),
+    match parse_tagged("detail", body)? {
+        Tagged::Detail(d) => Ok(d),
+        _ => Err(unexpected()),
     }
+}
+
+/// Parses `GET /api/flagsets`'s body.
+pub(crate) fn parse_ledger(body: &str) -> Result<Vec<FlagSetResults>, String> {
+    match parse_tagged("ledger", body)? {
+        Tagged::Ledger { list } => Ok(list.into_iter().map(Into::into).collect()),
+        _ => Err(unexpected()),
+    }
+}
+
+/// Parses `GET /api/flagsets/diff`'s body.
+pub(crate) fn parse_diff(body: &str) -> Result<SetDiff, String> {
+    match parse_tagged("diff", body)? {
+        Tagged::Diff(d) => Ok(d),
+        _ => Err(unexpected()),
+    }
+}
+
+/// Parses `GET /api/bench/runs/{id}`'s body.
+pub(crate) fn parse_run(body: &str) -> Result<BenchRun, String> {
+    match parse_tagged("run", body)? {
+        Tagged::Run(r) => Ok(r),
+        _ => Err(unexpected()),
+    }
+}
+
+/// The body of a successful answer, or the refusal's text.
+async fn body_of(req: Request) -> Result<String, String> {
+    let resp = req.send().await.map_err(unreachable)?;
+    if resp.ok() {
+        resp.text().await.map_err(unreachable)
+    } else {
+        Err(refusal(resp).await)
+    }
+}
+
+/// `Ok` for a successful answer, else the refusal's text.
+async fn accepted(req: Result<Request, gloo_net::Error>) -> Result<(), String> {
+    let req = req.map_err(|e| format!("could not write the request: {e}"))?;
+    body_of(req).await.map(drop)
+}
+
+/// `GET /api/flagsets`: every flag set with its results, first seen first.
+pub(crate) async fn ledger() -> Result<Vec<FlagSetResults>, String> {
+    parse_ledger(&body_of(Request::get("/api/flagsets").build().map_err(unreachable)?).await?)
+}
+
+/// `GET /api/flagsets/diff?a=…&b=…`.
+pub(crate) async fn set_diff(a: &str, b: &str) -> Result<SetDiff, String> {
+    let url = format!("/api/flagsets/diff?a={a}&b={b}");
+    parse_diff(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
+}
+
+/// `GET /api/bench/runs/{id}`.
+pub(crate) async fn bench_run(id: i64) -> Result<BenchRun, String> {
+    let url = format!("/api/bench/runs/{id}");
+    parse_run(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
+}
+
+/// `PATCH /api/flagsets/{id}`'s body: both are replaced (absent clears).
+#[derive(Debug, Serialize)]
+struct Edit<'a> {
+    label: &'a str,
+    notes: &'a str,
+}
+
+/// Sets a flag set's label and notes (empty clears them).
+pub(crate) async fn edit_flagset(id: &str, label: &str, notes: &str) -> Result<(), String> {
+    accepted(Request::patch(&format!("/api/flagsets/{id}")).json(&Edit { label, notes })).await
+}
+
+/// `POST /api/bench` with the settings to change from the server's defaults.
+pub(crate) async fn start_bench(req: &BenchRequest) -> Result<(), String> {
+    accepted(Request::post("/api/bench").json(req)).await
+}
+
+/// `POST /api/bench/cancel`.
+pub(crate) async fn cancel_bench() -> Result<(), String> {
+    accepted(Request::post("/api/bench/cancel").build()).await
 }
 
 /// Asks for `kind` (restart, start with `flags`; stop, adopt without), guarded
@@ -90,16 +218,8 @@ pub(crate) async fn submit(
 
 /// `GET /api/restarts/{id}`.
 pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
-    let resp = Request::get(&format!("/api/restarts/{id}"))
-        .send()
-        .await
-        .map_err(unreachable)?;
-    if resp.ok() {
-        let text = resp.text().await.map_err(unreachable)?;
-        parse_detail(&text)
-    } else {
-        Err(refusal(resp).await)
-    }
+    let url = format!("/api/restarts/{id}");
+    parse_detail(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The page's layout: header on top, then the managed server's panel (when
-//! drainwatch manages one), the GPU grid, the process table and the restart
-//! history; the operation dialog and a restart's detail open over it as
+//! drainwatch manages one), the GPU grid, the process table, the restart
+//! history and the throughput per flag set; the operation dialog and a restart's detail open over it as
 //! modals. Creates the state, starts the socket and the clock, and keeps the
 //! deep links (`?dialog=`, `?detail=`) in step.
 
@@ -15,6 +15,7 @@ use crate::components::process_table::ProcessTable;
 use crate::components::restart_detail::RestartDetailPanel;
 use crate::components::restart_dialog::RestartDialog;
 use crate::components::server_panel::ServerPanel;
+use crate::components::throughput_view::ThroughputView;
 use crate::deeplink;
 use crate::localtime;
 use crate::ops::{kind_from_key, kind_key};
@@ -37,7 +38,7 @@ fn deep_links(state: AppState) {
         let Some(kind) = wanted else { return };
         if let Some(status) = state.server.get() {
             wanted = None;
-            state.dialog.set(Some(DialogOpen { kind, status }));
+            state.dialog.set(Some(DialogOpen::new(kind, status)));
         }
     });
     Effect::new(move |prev: Option<(Option<i64>, Option<OpKind>)>| {
@@ -109,6 +110,9 @@ pub(crate) fn App() -> impl IntoView {
                 <Show when=move || managed.get()>
                     <section class="panel history" aria-label="restart history">
                         <HistoryTable />
+                    </section>
+                    <section class="panel throughput" data-testid="throughput" aria-label="throughput per flag set">
+                        <ThroughputView />
                     </section>
                 </Show>
             </main>

@@ -16,6 +16,7 @@ mod markup;
 mod ops;
 mod series;
 mod state;
+mod throughput;
 mod ws;
 
 fn main() {

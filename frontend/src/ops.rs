@@ -83,6 +83,24 @@ pub(crate) fn takes_flags(kind: OpKind) -> bool {
     matches!(kind, OpKind::Restart | OpKind::Start)
 }
 
+/// "Benchmark…" is enabled while the server is ready and nothing else runs.
+pub(crate) fn can_bench(s: &ServerStatus) -> bool {
+    s.phase == Phase::Ready && s.operation.is_none() && s.bench.is_none()
+}
+
+/// The operation that brings the server up with other flags: a restart while
+/// one may be asked for and a server is up, a start while none is; `None`
+/// while neither may be.
+pub(crate) fn relaunch_kind(s: &ServerStatus) -> Option<OpKind> {
+    if can_start(s) {
+        Some(OpKind::Start)
+    } else if can_restart(s) && !matches!(s.phase, Phase::Stopped) {
+        Some(OpKind::Restart)
+    } else {
+        None
+    }
+}
+
 /// "Restart…" is enabled while no operation runs.
 pub(crate) fn can_restart(s: &ServerStatus) -> bool {
     s.operation.is_none()
@@ -266,6 +284,10 @@ mod tests {
             adoptable: None,
             typical_ms: Default::default(),
             log_tail: Vec::new(),
+            flagset: None,
+            passive: Default::default(),
+            has_metrics: false,
+            bench: None,
         }
     }
 
@@ -320,6 +342,22 @@ mod tests {
         });
         assert!(!can_restart(&busy) && !can_stop(&busy) && !can_start(&busy));
         assert!(can_stop(&status(Phase::Crashed)) && can_start(&status(Phase::Failed)));
+        assert!(!can_bench(&busy) && can_bench(&ready) && !can_bench(&stopped));
+        let mut benching = status(Phase::Ready);
+        benching.bench = Some(shared::bench::BenchProgress {
+            run_id: 1,
+            status: shared::bench::RunStatus::Running,
+            concurrency: 0,
+            repeat: 0,
+            done: 0,
+            total: 0,
+            output_tok_s: 0.0,
+        });
+        assert!(!can_bench(&benching));
+        assert_eq!(relaunch_kind(&ready), Some(OpKind::Restart));
+        assert_eq!(relaunch_kind(&stopped), Some(OpKind::Start));
+        assert_eq!(relaunch_kind(&busy), None);
+        assert_eq!(relaunch_kind(&adoptable), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use shared::restart::{OpKind, Outcome, RestartSummary, ServerStatus};
+use shared::bench::{BenchProgress, BenchRun, FlagSetResults};
+use shared::restart::{Flags, OpKind, Outcome, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 use crate::series::{self, Series};
@@ -115,6 +116,58 @@ fn ms_between(from: f64, to: f64) -> u64 {
 pub(crate) struct DialogOpen {
     pub(crate) kind: OpKind,
     pub(crate) status: ServerStatus,
+    /// The flag set whose values the editor starts at ("Restart with this
+    /// set"), instead of the current flags.
+    pub(crate) prefill: Option<Prefill>,
+}
+
+impl DialogOpen {
+    /// The dialog for `kind`, starting at the current flags.
+    pub(crate) fn new(kind: OpKind, status: ServerStatus) -> Self {
+        Self {
+            kind,
+            status,
+            prefill: None,
+        }
+    }
+}
+
+/// A flag set the restart dialog starts at: its id, its name, its flags.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Prefill {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) flags: Flags,
+}
+
+/// The running benchmark's progress after `next` arrives: a progress of a run
+/// at or before `finished` (the newest run known to be over) is late and
+/// ignored; anything else replaces what was shown.
+pub(crate) fn next_progress(
+    shown: Option<BenchProgress>,
+    next: BenchProgress,
+    finished: i64,
+) -> Option<BenchProgress> {
+    if next.run_id <= finished {
+        shown.filter(|s| s.run_id > finished)
+    } else {
+        Some(next)
+    }
+}
+
+/// The progress to show once a status arrives: none when no benchmark runs;
+/// the status's (a placeholder without numbers) when it names another run
+/// than the one shown.
+pub(crate) fn progress_for_status(
+    shown: Option<BenchProgress>,
+    status: Option<&BenchProgress>,
+    finished: i64,
+) -> Option<BenchProgress> {
+    let status = status?;
+    match shown {
+        Some(s) if s.run_id == status.run_id => Some(s),
+        _ => next_progress(None, status.clone(), finished),
+    }
 }
 
 /// Puts `summary` into the history, newest (highest id) first: replaces the
@@ -190,6 +243,14 @@ pub(crate) struct AppState {
     pub(crate) dialog: RwSignal<Option<DialogOpen>>,
     /// The restart whose detail is open.
     pub(crate) detail: RwSignal<Option<i64>>,
+    /// The running benchmark, from `bench` messages and the server's status.
+    pub(crate) bench: RwSignal<Option<BenchProgress>>,
+    /// The newest run that finished (from `bench_run` messages).
+    pub(crate) last_run: RwSignal<Option<BenchRun>>,
+    /// The throughput ledger (`GET /api/flagsets`), first seen first.
+    pub(crate) ledger: RwSignal<Vec<FlagSetResults>>,
+    /// Bumped whenever the ledger should be fetched again.
+    pub(crate) ledger_gen: RwSignal<u64>,
 }
 
 impl AppState {
@@ -210,6 +271,10 @@ impl AppState {
             restarts: RwSignal::new(Vec::new()),
             dialog: RwSignal::new(None),
             detail: RwSignal::new(None),
+            bench: RwSignal::new(None),
+            last_run: RwSignal::new(None),
+            ledger: RwSignal::new(Vec::new()),
+            ledger_gen: RwSignal::new(0),
         };
         provide_context(state);
         state
@@ -260,16 +325,52 @@ impl AppState {
             ServerMsg::Pong { .. } => {}
             ServerMsg::Server(status) => {
                 self.restarts.maybe_update(|r| note_running(r, &status));
+                self.take_bench_status(&status);
                 self.server.set(Some(status));
             }
             ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
-            // The throughput view reads these.
-            ServerMsg::Bench(_) | ServerMsg::BenchRun(_) => {}
+            ServerMsg::Bench(progress) => {
+                let finished = self.finished_run();
+                let next = next_progress(self.bench.get_untracked(), progress, finished);
+                if self.bench.with_untracked(|b| *b != next) {
+                    self.bench.set(next);
+                }
+            }
+            ServerMsg::BenchRun(run) => {
+                if self
+                    .bench
+                    .with_untracked(|b| b.as_ref().is_some_and(|b| b.run_id <= run.id))
+                {
+                    self.bench.set(None);
+                }
+                if self.finished_run() < run.id {
+                    self.last_run.set(Some(run));
+                }
+                self.ledger_gen.update(|g| *g += 1);
+            }
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
                 self.notice
                     .set(Some(format!("the server rejected a message: {message}")));
             }
+        }
+    }
+
+    /// The newest run known to be over (0 when none is).
+    fn finished_run(&self) -> i64 {
+        self.last_run
+            .with_untracked(|r| r.as_ref().map_or(0, |r| r.id))
+    }
+
+    /// Follows the status's benchmark: none running clears the progress.
+    fn take_bench_status(&self, status: &ServerStatus) {
+        let next = progress_for_status(
+            self.bench.get_untracked(),
+            status.bench.as_ref(),
+            self.finished_run(),
+        );
+        if self.bench.with_untracked(|b| *b != next) {
+            self.bench.set(next);
         }
     }
 
@@ -283,6 +384,7 @@ impl AppState {
         restarts.truncate(MAX_RESTARTS);
         if let Some(status) = &snapshot.server {
             note_running(&mut restarts, status);
+            self.take_bench_status(status);
         }
         self.restarts.set(restarts);
         self.server.set(snapshot.server);
@@ -407,6 +509,44 @@ mod tests {
         }
         assert_eq!(list.len(), MAX_RESTARTS);
         assert_eq!(list[0].id, 199);
+    }
+
+    fn progress(run_id: i64, done: u32) -> BenchProgress {
+        BenchProgress {
+            run_id,
+            status: shared::bench::RunStatus::Running,
+            concurrency: 16,
+            repeat: 0,
+            done,
+            total: 100,
+            output_tok_s: 1.0,
+        }
+    }
+
+    #[test]
+    fn bench_progress_follows_messages_and_status() {
+        // A newer progress replaces; a late one for a finished run does not.
+        let p = next_progress(None, progress(4, 10), 3);
+        assert_eq!(p, Some(progress(4, 10)));
+        let p = next_progress(p, progress(4, 20), 3);
+        assert_eq!(p.as_ref().map(|p| p.done), Some(20));
+        assert_eq!(next_progress(None, progress(4, 30), 4), None);
+        assert_eq!(
+            next_progress(Some(progress(5, 1)), progress(4, 30), 4),
+            Some(progress(5, 1))
+        );
+        // The status's placeholder does not undo real progress of its run.
+        let placeholder = progress(4, 0);
+        assert_eq!(
+            progress_for_status(Some(progress(4, 20)), Some(&placeholder), 3),
+            Some(progress(4, 20))
+        );
+        assert_eq!(
+            progress_for_status(None, Some(&placeholder), 3),
+            Some(placeholder.clone())
+        );
+        assert_eq!(progress_for_status(Some(progress(4, 20)), None, 3), None);
+        assert_eq!(progress_for_status(None, Some(&placeholder), 4), None);
     }
 
     #[test]

@@ -143,10 +143,10 @@ impl BenchSettings {
                 return Err(format!("{name} must be from {lo} to {hi}, got {v}"));
             }
         }
-        if let Some(c) = &self.correctness {
-            if c.prompt.trim().is_empty() || c.expect.trim().is_empty() {
-                return Err("correctness needs a prompt and an expected answer".to_owned());
-            }
+        if let Some(c) = &self.correctness
+            && (c.prompt.trim().is_empty() || c.expect.trim().is_empty())
+        {
+            return Err("correctness needs a prompt and an expected answer".to_owned());
         }
         Ok(())
     }

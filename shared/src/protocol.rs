@@ -17,6 +17,10 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// Server → client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "a message lives only while it is serialised or matched once"
+)]
 pub enum ServerMsg {
     /// First message on every connection.
     Hello {

@@ -1,6 +1,7 @@
 //! The page's components, one per file. Each reads [`crate::state::AppState`]
 //! from context; none touches the socket.
 
+pub(crate) mod bench_bar;
 pub(crate) mod conn_badge;
 pub(crate) mod drain_chart;
 pub(crate) mod failure_box;
@@ -20,3 +21,4 @@ pub(crate) mod restart_dialog;
 pub(crate) mod server_panel;
 pub(crate) mod sparkline;
 pub(crate) mod stage_progress;
+pub(crate) mod throughput_view;

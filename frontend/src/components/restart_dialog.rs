@@ -21,6 +21,7 @@ use crate::flags;
 use crate::markup::diff_lines;
 use crate::ops::{kind_key, kind_title, takes_flags};
 use crate::state::{AppState, DialogOpen};
+use crate::throughput::prefill;
 
 /// What the operation does, in a sentence.
 fn explain(open: &DialogOpen) -> String {
@@ -71,16 +72,22 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
     let with_flags = takes_flags(kind);
     let explanation = explain(&open);
 
-    // One editor value per allowed flag, starting at its current value.
+    // One editor value per allowed flag, starting at its current value, or
+    // at the flag set's when the dialog restarts with one.
+    let start_at = open
+        .prefill
+        .as_ref()
+        .map(|p| prefill(&status.allowed, &p.flags));
     let rows: Vec<(FlagSpec, RwSignal<Option<String>>)> = if with_flags {
         status
             .allowed
             .iter()
             .map(|s| {
-                (
-                    s.clone(),
-                    RwSignal::new(flags::initial(&status.flags, &s.name)),
-                )
+                let v = match &start_at {
+                    Some(p) => p.get(&s.name).cloned().flatten(),
+                    None => flags::initial(&status.flags, &s.name),
+                };
+                (s.clone(), RwSignal::new(v))
             })
             .collect()
     } else {
@@ -187,6 +194,14 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
         }
     });
 
+    let from_set = open.prefill.as_ref().filter(|_| with_flags).map(|p| {
+        let text = format!("values from flag set {} ({})", p.name, p.id);
+        view! {
+            <div class="dlg-prefill" data-testid="dialog-prefill" data-flagset=p.id.clone()>
+                {text}
+            </div>
+        }
+    });
     let phase = status.phase;
     let heading = format!("{title} {name}");
     let aria = heading.clone();
@@ -225,6 +240,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                         </button>
                     </header>
                     <p class="dlg-explain">{explanation}</p>
+                    {from_set}
                     {move || {
                         now_generation()
                             .filter(|g| *g != generation)

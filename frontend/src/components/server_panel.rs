@@ -1,12 +1,15 @@
 //! The managed server at the top of the page: name, phase, generation, uptime,
 //! root PID, port and flags; the running operation's progress; the last
 //! failure; a server waiting to be adopted; the buttons that open the
-//! operation dialog; and the newest log lines behind a disclosure.
+//! operation dialog; live throughput and benchmarks (see
+//! [`crate::components::bench_bar`]); and the newest log lines behind a
+//! disclosure.
 
 use leptos::prelude::*;
 use shared::restart::{OpKind, Phase, ServerStatus};
 use shared::units::fmt_age_ms;
 
+use crate::components::bench_bar::BenchBar;
 use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
 use crate::components::phase_badge::PhaseBadge;
@@ -98,7 +101,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
     };
     let open = move |kind: OpKind| {
         if let Some(status) = state.server.get_untracked() {
-            state.dialog.set(Some(DialogOpen { kind, status }));
+            state.dialog.set(Some(DialogOpen::new(kind, status)));
         }
     };
     let enabled = move |f: fn(&Head) -> bool| move || head.with(|h| h.as_ref().is_some_and(f));
@@ -152,6 +155,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 <span class="srv-chips" inner_html=move || flags.with(flag_chips)></span>
             </div>
             <StageProgress />
+            <BenchBar />
             {move || {
                 head.with(|h| h.as_ref().and_then(|h| h.adopt))
                     .map(|(port, pid)| {

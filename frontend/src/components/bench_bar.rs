@@ -1,0 +1,302 @@
+//! The server panel's throughput line: live tok/s from the server's own
+//! metrics, the flag set it runs, the running benchmark's progress with a
+//! Cancel button (or how the last one ended), and "Benchmark…", which opens
+//! the benchmark form. The line keeps its height whatever it shows.
+
+use leptos::ev;
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::api;
+use crate::ops::can_bench;
+use crate::state::AppState;
+use crate::throughput::{self, BenchForm, bench_request, live_text, progress_text, run_text};
+
+/// The throughput line and the benchmark form.
+#[component]
+pub(crate) fn BenchBar() -> impl IntoView {
+    let state = AppState::get();
+    let live = Memo::new(move |_| {
+        state.server.with(|s| {
+            s.as_ref()
+                .map_or_else(String::new, |s| live_text(s.has_metrics, &s.passive))
+        })
+    });
+    let no_metrics = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().is_some_and(|s| !s.has_metrics))
+    });
+    let flagset = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().and_then(|s| s.flagset.clone()))
+    });
+    let flagset_text = Memo::new(move |_| {
+        flagset.with(|id| {
+            state
+                .ledger
+                .with(|l| throughput::running_set_text(id.as_deref(), l))
+        })
+    });
+    let enabled = Memo::new(move |_| state.server.with(|s| s.as_ref().is_some_and(can_bench)));
+
+    // The run's repeat count, for "repeat 2/3": read once per run.
+    let repeats = RwSignal::new(None::<(i64, u32)>);
+    let run_id = Memo::new(move |_| state.bench.with(|b| b.as_ref().map(|b| b.run_id)));
+    Effect::new(move |_| {
+        let Some(id) = run_id.get() else { return };
+        if repeats.with_untracked(|r| r.is_some_and(|(rid, _)| rid == id)) {
+            return;
+        }
+        spawn_local(async move {
+            if let Ok(run) = api::bench_run(id).await {
+                repeats.try_set(Some((id, run.settings.repeats)));
+            }
+        });
+    });
+    let progress = Memo::new(move |_| {
+        state.bench.with(|b| {
+            b.as_ref().map(|b| {
+                let n = repeats.with(|r| r.filter(|(id, _)| *id == b.run_id).map(|(_, n)| n));
+                progress_text(b, n)
+            })
+        })
+    });
+    let last = Memo::new(move |_| state.last_run.with(|r| r.as_ref().map(run_text)));
+
+    let cancel_error = RwSignal::new(None::<String>);
+    let cancelling = RwSignal::new(false);
+    let cancel = move |_| {
+        if cancelling.get_untracked() {
+            return;
+        }
+        cancelling.set(true);
+        cancel_error.set(None);
+        spawn_local(async move {
+            let r = api::cancel_bench().await;
+            cancelling.try_set(false);
+            cancel_error.try_set(r.err());
+        });
+    };
+
+    let open = RwSignal::new(false);
+    // The form's values outlive the dialog: reopening it shows the last ones.
+    let form = RwSignal::new(BenchForm::default());
+
+    view! {
+        <div class="srv-bench" data-testid="server-bench">
+            <span
+                class="srv-live num"
+                class:srv-none=move || no_metrics.get()
+                data-testid="live-tok-s"
+                title="output tokens per second, requests running and queued, from the server's own metrics"
+            >
+                {move || live.get()}
+            </span>
+            <span class="srv-set" data-testid="server-flagset" data-flagset=move || flagset.get() title=move || flagset_text.get()>
+                {move || flagset_text.get()}
+            </span>
+            <span class="bench-slot">
+                {move || match progress.get() {
+                    Some(text) => {
+                        view! {
+                            <span class="bench-progress num" data-testid="bench-progress" title=text.clone()>
+                                {text.clone()}
+                            </span>
+                            <button
+                                class="btn btn-small"
+                                data-testid="bench-cancel"
+                                disabled=move || cancelling.get()
+                                on:click=cancel
+                            >
+                                "Cancel"
+                            </button>
+                        }
+                            .into_any()
+                    }
+                    None => {
+                        let text = cancel_error
+                            .get()
+                            .or_else(|| last.get())
+                            .unwrap_or_else(|| "no benchmark running".to_owned());
+                        view! {
+                            <span class="bench-idle" data-testid="bench-last" title=text.clone()>
+                                {text.clone()}
+                            </span>
+                        }
+                            .into_any()
+                    }
+                }}
+            </span>
+            <button
+                class="btn"
+                data-testid="open-bench"
+                disabled=move || !enabled.get()
+                title="measure serving throughput with the running flags"
+                on:click=move |_| open.set(true)
+            >
+                "Benchmark…"
+            </button>
+        </div>
+        {move || open.get().then(|| bench_dialog(state, open, form, enabled))}
+    }
+}
+
+/// One labelled field of the form, bound to a part of it.
+fn field(
+    form: RwSignal<BenchForm>,
+    label: &'static str,
+    testid: &'static str,
+    placeholder: &'static str,
+    get: fn(&BenchForm) -> &String,
+    set: fn(&mut BenchForm, String),
+) -> impl IntoView {
+    view! {
+        <label class="bench-field">
+            <span class="dlg-label">{label}</span>
+            <input
+                class="flag-control"
+                type="text"
+                inputmode="numeric"
+                autocomplete="off"
+                data-testid=testid
+                placeholder=placeholder
+                prop:value=move || form.with(|f| get(f).clone())
+                on:input=move |ev| form.update(|f| set(f, event_target_value(&ev)))
+            />
+        </label>
+    }
+}
+
+/// The benchmark form, a modal: what to change from the server's defaults.
+fn bench_dialog(
+    state: AppState,
+    open: RwSignal<bool>,
+    form: RwSignal<BenchForm>,
+    enabled: Memo<bool>,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let sending = RwSignal::new(false);
+    let close = move || open.set(false);
+    let handle = window_event_listener(ev::keydown, move |ev| {
+        if ev.key() == "Escape" {
+            open.set(false);
+        }
+    });
+    on_cleanup(move || handle.remove());
+    let submit = move || {
+        if sending.get_untracked() {
+            return;
+        }
+        let req = match form.with_untracked(bench_request) {
+            Ok(r) => r,
+            Err(e) => {
+                error.set(Some(e));
+                return;
+            }
+        };
+        sending.set(true);
+        error.set(None);
+        spawn_local(async move {
+            let result = api::start_bench(&req).await;
+            if sending.try_set(false).is_some() {
+                return;
+            }
+            match result {
+                Ok(()) => open.set(false),
+                Err(e) => {
+                    error.try_set(Some(e));
+                }
+            }
+        });
+    };
+    let name = state
+        .server
+        .with_untracked(|s| s.as_ref().map(|s| s.name.clone()))
+        .unwrap_or_default();
+
+    view! {
+        <div class="modal-backdrop">
+            <div class="modal dialog bench-dialog" role="dialog" aria-modal="true" aria-label="benchmark" data-testid="bench-dialog">
+                <form on:submit=move |ev| {
+                    ev.prevent_default();
+                    submit();
+                }>
+                    <header class="modal-head">
+                        <h2 class="modal-title">{format!("Benchmark {name}")}</h2>
+                        <button type="button" class="modal-x" aria-label="close" on:click=move |_| close()>
+                            "×"
+                        </button>
+                    </header>
+                    <p class="dlg-explain">
+                        "Loads the running server with streaming requests at each concurrency, a few repeats each, and records throughput and latency for its flag set. Empty fields keep the server's configured defaults."
+                    </p>
+                    <div class="bench-grid">
+                        {field(form, "concurrency (list)", "bench-concurrency", "e.g. 1,4,16,64", |f| &f.concurrency, |f, v| f.concurrency = v)}
+                        {field(form, "prompts per repeat", "bench-prompts", "default", |f| &f.prompts, |f, v| f.prompts = v)}
+                        {field(form, "input length (tokens)", "bench-input-len", "default", |f| &f.input_len, |f, v| f.input_len = v)}
+                        {field(form, "output length (tokens)", "bench-output-len", "default", |f| &f.output_len, |f, v| f.output_len = v)}
+                        {field(form, "repeats (3 or more)", "bench-repeats", "default", |f| &f.repeats, |f, v| f.repeats = v)}
+                        {field(form, "warm-up requests", "bench-warmup", "default", |f| &f.warmup, |f, v| f.warmup = v)}
+                        <label class="bench-field">
+                            <span class="dlg-label">"API"</span>
+                            <select
+                                class="flag-control"
+                                data-testid="bench-api"
+                                prop:value=move || form.with(|f| f.api.clone())
+                                on:change=move |ev| form.update(|f| f.api = event_target_value(&ev))
+                            >
+                                <option value="">"(default)"</option>
+                                <option value="completions">"completions"</option>
+                                <option value="chat">"chat"</option>
+                            </select>
+                        </label>
+                    </div>
+                    <section class="dlg-section">
+                        <h3 class="dlg-h">"correctness check (optional)"</h3>
+                        <div class="bench-correct">
+                            <input
+                                class="flag-control"
+                                type="text"
+                                data-testid="bench-correct-prompt"
+                                placeholder="prompt, e.g. What is 2+2? Answer with a number."
+                                prop:value=move || form.with(|f| f.prompt.clone())
+                                on:input=move |ev| form.update(|f| f.prompt = event_target_value(&ev))
+                            />
+                            <input
+                                class="flag-control"
+                                type="text"
+                                data-testid="bench-correct-expect"
+                                placeholder="the answer contains, e.g. 4"
+                                prop:value=move || form.with(|f| f.expect.clone())
+                                on:input=move |ev| form.update(|f| f.expect = event_target_value(&ev))
+                            />
+                        </div>
+                    </section>
+                    <div class="dialog-error-slot">
+                        {move || {
+                            error.get().map(|text| {
+                                view! { <div class="dialog-error" data-testid="bench-error" role="alert">{text}</div> }
+                            })
+                        }}
+                    </div>
+                    <footer class="modal-foot">
+                        <button type="button" class="btn" data-testid="bench-close" on:click=move |_| close()>
+                            "Cancel"
+                        </button>
+                        <button
+                            type="submit"
+                            class="btn btn-primary"
+                            data-testid="bench-start"
+                            disabled=move || sending.get()
+                            title=move || if enabled.get() { "" } else { "the server is not ready, or something else runs: drainwatch will say why" }
+                        >
+                            {move || if sending.get() { "starting…" } else { "Start benchmark" }}
+                        </button>
+                    </footer>
+                </form>
+            </div>
+        </div>
+    }
+}
