@@ -8,6 +8,8 @@ use tests::browser::Browser;
 use tests::{SimHost, SimServer, spawn_app, spawn_foreign};
 use tokio::sync::Mutex;
 
+mod throughput;
+
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 const T: Duration = Duration::from_secs(20);
 

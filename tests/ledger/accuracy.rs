@@ -1,31 +1,7 @@
 //! The built-in benchmark measures what the simulated server really does.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use tests::TestApp;
 use tests::managed::{ServerSpec, spawn_managed};
-
-const T: Duration = Duration::from_secs(120);
-
-/// Runs a benchmark with `settings` and waits for its record.
-pub(crate) async fn bench(app: &TestApp, settings: Value) -> anyhow::Result<Value> {
-    let (code, body) = app.post("/api/bench", &settings).await?;
-    anyhow::ensure!(code == 202, "bench refused: {code} {body}");
-    let id = body["id"].as_i64().expect("id");
-    let deadline = std::time::Instant::now() + T;
-    loop {
-        let run = app.get_json(&format!("/api/bench/runs/{id}")).await?;
-        if run["status"] != "running" {
-            return Ok(run);
-        }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "benchmark {id} still running"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 fn spec() -> ServerSpec {
     ServerSpec {
@@ -46,12 +22,12 @@ async fn measured_output_rate_is_within_one_percent_of_the_true_rate() -> anyhow
     let n = 64;
     // Per concurrency, a few closed-loop waves per repeat.
     for (c, prompts) in [(1, 8), (16, 64), (64, 128)] {
-        let run = bench(
-            &app,
-            json!({"concurrency": [c], "num_prompts": prompts, "output_len": n, "input_len": 32,
+        let run = app
+            .bench(
+                json!({"concurrency": [c], "num_prompts": prompts, "output_len": n, "input_len": 32,
                    "warmup": c, "repeats": 3}),
-        )
-        .await?;
+            )
+            .await?;
         assert_eq!(run["status"], "succeeded", "{run}");
         check(&spec, &run, n, prompts)?;
     }

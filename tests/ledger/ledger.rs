@@ -7,8 +7,6 @@ use serde_json::{Value, json};
 use tests::managed::{ServerSpec, spawn_managed};
 use tests::{SimHost, TestApp};
 
-use crate::accuracy::bench;
-
 fn spec() -> ServerSpec {
     ServerSpec {
         tp: 1,
@@ -44,7 +42,7 @@ async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_t
         "succeeded"
     );
     let (c, n) = (16, 64);
-    let run = bench(&app, json!({"concurrency": [c], "num_prompts": 64, "output_len": n, "input_len": 16, "warmup": 16, "repeats": 3})).await?;
+    let run = app.bench(json!({"concurrency": [c], "num_prompts": 64, "output_len": n, "input_len": 16, "warmup": 16, "repeats": 3})).await?;
     let level = &run["levels"][0];
     // 1.8 × the speed, tokens three to an event.
     let itl = spec.itl_at(c) / 1.8;
@@ -69,7 +67,7 @@ async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::
         .restart(json!({"SIMSERVER_MODE": "drop-every=4"}))
         .await?;
     app.finished_restart(id, Duration::from_secs(30)).await?;
-    let run = bench(&app, quick()).await?;
+    let run = app.bench(quick()).await?;
     assert_eq!(run["status"], "succeeded", "{run}");
     for r in run["repeats"].as_array().expect("repeats") {
         let (ok, failed) = (
@@ -92,7 +90,7 @@ async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() 
 {
     let (_host, app) = ready(&spec()).await?;
     let first = app.server().await?.flagset.expect("a flag set");
-    bench(&app, quick()).await?;
+    app.bench(quick()).await?;
     // The same values asked for in another order, twice: the same set.
     let id = app
         .restart(json!({"SGLANG_OPT_USE_TILELANG_INDEXER": "1", "--enable-torch-compile": "true"}))
@@ -108,7 +106,7 @@ async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() 
         Some(second.as_str())
     );
     assert_ne!(first, second);
-    bench(&app, quick()).await?;
+    app.bench(quick()).await?;
 
     let ledger = app.get_json("/api/flagsets").await?;
     let sets: Vec<&Value> = ledger.as_array().expect("ledger").iter().collect();
@@ -252,11 +250,11 @@ async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::R
     let (_host, app) = ready(&spec()).await?;
     let mut good = quick();
     good["correctness"] = json!({"prompt": "count", "expect": "TOK3"});
-    let run = bench(&app, good).await?;
+    let run = app.bench(good).await?;
     assert_eq!(run["correctness"]["passed"], true, "{run}");
     let mut wrong = quick();
     wrong["correctness"] = json!({"prompt": "The capital of France is", "expect": "Paris"});
-    let run = bench(&app, wrong).await?;
+    let run = app.bench(wrong).await?;
     assert_eq!(run["correctness"]["passed"], false);
     let ledger = app.get_json("/api/flagsets").await?;
     assert_eq!(ledger[0]["wrong_answers"], true);

@@ -110,6 +110,34 @@ impl Browser {
         }
     }
 
+    /// Clicks the first element matching `css`, scrolled to the middle of the
+    /// window first (WebDriver leaves an element that is "in view" where it is,
+    /// which can be under the sticky top bar).
+    pub async fn click(&self, css: &str) -> anyhow::Result<()> {
+        let el = self.client.find(Locator::Css(css)).await?;
+        self.client
+            .execute(
+                "arguments[0].scrollIntoView({block: 'center'});",
+                vec![serde_json::to_value(&el)?],
+            )
+            .await?;
+        el.click().await?;
+        Ok(())
+    }
+
+    /// Types `text` into the first field matching `css`, replacing what it held.
+    pub async fn fill(&self, css: &str, text: &str) -> anyhow::Result<()> {
+        let el = self.client.find(Locator::Css(css)).await?;
+        el.clear().await?;
+        el.send_keys(text).await?;
+        Ok(())
+    }
+
+    /// The text of the first element matching `css`.
+    pub async fn text(&self, css: &str) -> anyhow::Result<String> {
+        Ok(self.client.find(Locator::Css(css)).await?.text().await?)
+    }
+
     /// An attribute of the first element matching `css`.
     pub async fn attr(&self, css: &str, name: &str) -> anyhow::Result<Option<String>> {
         let el = self.client.find(Locator::Css(css)).await?;

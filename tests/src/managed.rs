@@ -272,6 +272,24 @@ impl TestApp {
         body["id"].as_i64().context("an id")
     }
 
+    /// Runs a benchmark with `settings` and waits for its record.
+    pub async fn bench(&self, settings: Value) -> anyhow::Result<Value> {
+        let (code, body) = self.post("/api/bench", &settings).await?;
+        anyhow::ensure!(code == 202, "bench refused: {code} {body}");
+        let id = body["id"].as_i64().context("an id")?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let run = self.get_json(&format!("/api/bench/runs/{id}")).await?;
+            if run["status"] != "running" {
+                return Ok(run);
+            }
+            if Instant::now() > deadline {
+                bail!("benchmark {id} still running");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// The finished restart `id` (waits until it is no longer running).
     pub async fn finished_restart(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
         let deadline = Instant::now() + timeout;
