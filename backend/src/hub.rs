@@ -115,7 +115,7 @@ impl Hub {
 
     /// Makes `sample` the latest, appends it to history and sends it to every client.
     pub fn publish(&self, sample: Sample) {
-        let msg = ServerMsg::Sample(sample);
+        let msg: ServerMsg = ServerMsg::Sample(sample);
         let json = match serde_json::to_string(&msg) {
             Ok(j) => Utf8Bytes::from(j),
             Err(e) => {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use gloo_net::http::{Request, Response};
 use serde::{Deserialize, Serialize};
-use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, LevelSummary};
+use shared::bench::{FlagChange, FlagSet, FlagSetResults, LevelSummary};
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
 use crate::ops;
@@ -75,7 +75,6 @@ pub(crate) struct SetDiff {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Tagged {
     Detail(RestartDetail),
-    Run(BenchRun),
     Diff(SetDiff),
     Ledger { list: Vec<LedgerRow> },
 }
@@ -121,14 +120,6 @@ pub(crate) fn parse_diff(body: &str) -> Result<SetDiff, String> {
     }
 }
 
-/// Parses `GET /api/bench/runs/{id}`'s body.
-pub(crate) fn parse_run(body: &str) -> Result<BenchRun, String> {
-    match parse_tagged("run", body)? {
-        Tagged::Run(r) => Ok(r),
-        _ => Err(unexpected()),
-    }
-}
-
 /// The body of a successful answer, or the refusal's text.
 async fn body_of(req: Request) -> Result<String, String> {
     let resp = req.send().await.map_err(unreachable)?;
@@ -154,12 +145,6 @@ pub(crate) async fn ledger() -> Result<Vec<FlagSetResults>, String> {
 pub(crate) async fn set_diff(a: &str, b: &str) -> Result<SetDiff, String> {
     let url = format!("/api/flagsets/diff?a={a}&b={b}");
     parse_diff(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
-}
-
-/// `GET /api/bench/runs/{id}`.
-pub(crate) async fn bench_run(id: i64) -> Result<BenchRun, String> {
-    let url = format!("/api/bench/runs/{id}");
-    parse_run(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
 /// `PATCH /api/flagsets/{id}`'s body: both are replaced (absent clears).

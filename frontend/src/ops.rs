@@ -349,6 +349,7 @@ mod tests {
             status: shared::bench::RunStatus::Running,
             concurrency: 0,
             repeat: 0,
+            repeats: 3,
             done: 0,
             total: 0,
             output_tok_s: 0.0,

@@ -5,11 +5,16 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use shared::bench::{BenchProgress, BenchRun, FlagSetResults};
+use shared::bench::{BenchProgress, FlagSetResults};
 use shared::restart::{Flags, OpKind, Outcome, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 use crate::series::{self, Series};
+use crate::throughput::RunBrief;
+
+/// A message from the server as the page reads it: a finished benchmark run
+/// as a [`RunBrief`].
+pub(crate) type Msg = ServerMsg<RunBrief>;
 
 /// Assumed sampling period before the server has said what it is.
 const DEFAULT_INTERVAL_MS: u64 = 1000;
@@ -246,7 +251,7 @@ pub(crate) struct AppState {
     /// The running benchmark, from `bench` messages and the server's status.
     pub(crate) bench: RwSignal<Option<BenchProgress>>,
     /// The newest run that finished (from `bench_run` messages).
-    pub(crate) last_run: RwSignal<Option<BenchRun>>,
+    pub(crate) last_run: RwSignal<Option<RunBrief>>,
     /// The throughput ledger (`GET /api/flagsets`), first seen first.
     pub(crate) ledger: RwSignal<Vec<FlagSetResults>>,
     /// Bumped whenever the ledger should be fetched again.
@@ -304,7 +309,7 @@ impl AppState {
     }
 
     /// Takes one message from the server, received at `now_ms`.
-    pub(crate) fn apply(&self, msg: ServerMsg, now_ms: f64) {
+    pub(crate) fn apply(&self, msg: Msg, now_ms: f64) {
         match msg {
             ServerMsg::Hello {
                 protocol_version,
@@ -466,6 +471,29 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_run_reads_as_its_brief() {
+        let msg: Msg =
+            serde_json::from_str(include_str!("../../shared/tests/fixtures/bench_run.json"))
+                .expect("fixture");
+        let ServerMsg::BenchRun(run) = msg else {
+            panic!("the fixture is a finished run");
+        };
+        let full: ServerMsg =
+            serde_json::from_str(include_str!("../../shared/tests/fixtures/bench_run.json"))
+                .expect("fixture");
+        let ServerMsg::BenchRun(full) = full else {
+            unreachable!()
+        };
+        assert_eq!(run.id, full.id);
+        assert_eq!(run.status, full.status);
+        assert_eq!(run.error, full.error);
+        assert_eq!(
+            run.correctness.map(|c| c.passed),
+            full.correctness.map(|c| c.passed)
+        );
+    }
+
+    #[test]
     fn a_running_operation_gets_a_row_until_its_record_arrives() {
         let mut status: ServerStatus =
             serde_json::from_str(include_str!("../../shared/tests/fixtures/server.json"))
@@ -517,6 +545,7 @@ mod tests {
             status: shared::bench::RunStatus::Running,
             concurrency: 16,
             repeat: 0,
+            repeats: 3,
             done,
             total: 100,
             output_tok_s: 1.0,

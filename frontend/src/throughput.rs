@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use shared::bench::{
-    BenchApi, BenchProgress, BenchRun, BenchSettings, Correctness, FlagSet, FlagSetResults,
-    LevelSummary, Passive, RunStatus,
+    BenchApi, BenchProgress, BenchSettings, Correctness, FlagSet, FlagSetResults, LevelSummary,
+    Passive, RunStatus,
 };
 use shared::restart::{FlagSpec, Flags};
 
@@ -95,15 +95,15 @@ pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
 }
 
 /// The running benchmark in a line: "benchmark #4 · c=16 · repeat 2/3 ·
-/// 80/208 requests · 598 tok/s". `repeats` is the run's repeat count when
-/// known; the progress counts repeats from 0.
-pub(crate) fn progress_text(p: &BenchProgress, repeats: Option<u32>) -> String {
+/// 80/208 requests · 598 tok/s" (the progress counts repeats from 0; a
+/// count of 0 is not known yet).
+pub(crate) fn progress_text(p: &BenchProgress) -> String {
     if p.total == 0 {
         return format!("benchmark #{} · starting…", p.run_id);
     }
-    let repeat = match repeats {
-        Some(n) => format!("{}/{n}", p.repeat + 1),
-        None => (p.repeat + 1).to_string(),
+    let repeat = match p.repeats {
+        0 => (p.repeat + 1).to_string(),
+        n => format!("{}/{n}", p.repeat + 1),
     };
     format!(
         "benchmark #{} · c={} · repeat {repeat} · {}/{} requests · {}",
@@ -115,8 +115,25 @@ pub(crate) fn progress_text(p: &BenchProgress, repeats: Option<u32>) -> String {
     )
 }
 
+/// What the page shows of a finished benchmark run (a
+/// [`shared::bench::BenchRun`] read without its settings and per-repeat
+/// metrics: the ledger has the results).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct RunBrief {
+    pub(crate) id: i64,
+    pub(crate) status: RunStatus,
+    pub(crate) error: Option<String>,
+    pub(crate) correctness: Option<CorrectnessBrief>,
+}
+
+/// Whether the correctness prompt was answered right.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub(crate) struct CorrectnessBrief {
+    pub(crate) passed: bool,
+}
+
 /// A finished run in a line, for the panel while no benchmark runs.
-pub(crate) fn run_text(r: &BenchRun) -> String {
+pub(crate) fn run_text(r: &RunBrief) -> String {
     let how = match r.status {
         RunStatus::Running => "running",
         RunStatus::Succeeded => "succeeded",
@@ -959,17 +976,19 @@ mod tests {
             status: RunStatus::Running,
             concurrency: 16,
             repeat: 1,
+            repeats: 3,
             done: 80,
             total: 208,
             output_tok_s: 598.2,
         };
         assert_eq!(
-            progress_text(&b, Some(3)),
+            progress_text(&b),
             "benchmark #4 · c=16 · repeat 2/3 · 80/208 requests · 598 tok/s"
         );
-        assert!(progress_text(&b, None).contains("repeat 2 ·"));
+        b.repeats = 0;
+        assert!(progress_text(&b).contains("repeat 2 ·"));
         b.total = 0;
-        assert_eq!(progress_text(&b, Some(3)), "benchmark #4 · starting…");
+        assert_eq!(progress_text(&b), "benchmark #4 · starting…");
     }
 
     #[test]

@@ -16,10 +16,10 @@ use leptos_use::{
     ReconnectLimit, UseWebSocketOptions, UseWebSocketReturn, use_interval_fn,
     use_websocket_with_options,
 };
-use shared::{ClientMsg, ServerMsg};
+use shared::ClientMsg;
 
 use crate::localtime;
-use crate::state::{AppState, Link};
+use crate::state::{AppState, Link, Msg};
 
 /// The first retry's delay; each further one doubles it, up to [`BACKOFF_MAX_MS`].
 const BACKOFF_FIRST_MS: u64 = 500;
@@ -58,20 +58,18 @@ pub(crate) fn connect(state: AppState) {
                 since_ms: localtime::now_ms(),
             });
         })
-        .on_message_raw(
-            move |text: &str| match serde_json::from_str::<ServerMsg>(text) {
-                Ok(msg) => {
-                    failures.set_value(0);
-                    state.apply(msg, localtime::now_ms());
-                }
-                Err(err) => {
-                    leptos::logging::warn!("unreadable message from the server: {err}");
-                    state.notice.set(Some(format!(
-                        "could not read a message from the server: {err}"
-                    )));
-                }
-            },
-        )
+        .on_message_raw(move |text: &str| match serde_json::from_str::<Msg>(text) {
+            Ok(msg) => {
+                failures.set_value(0);
+                state.apply(msg, localtime::now_ms());
+            }
+            Err(err) => {
+                leptos::logging::warn!("unreadable message from the server: {err}");
+                state.notice.set(Some(format!(
+                    "could not read a message from the server: {err}"
+                )));
+            }
+        })
         .on_close(move |_| {
             let attempt = failures.get_value().saturating_add(1);
             failures.set_value(attempt);

@@ -288,7 +288,11 @@ pub struct BenchProgress {
     pub run_id: i64,
     pub status: RunStatus,
     pub concurrency: u32,
+    /// The repeat in progress, from 0.
     pub repeat: u32,
+    /// Repeats per concurrency (0 from a server that does not say).
+    #[serde(default)]
+    pub repeats: u32,
     /// Requests finished out of all the run will send.
     pub done: u32,
     pub total: u32,

@@ -15,13 +15,18 @@ use crate::{Sample, Snapshot};
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Server → client.
+///
+/// `R` is what a finished benchmark run is read as: the whole [`BenchRun`] by
+/// default; a client that shows only a run's outcome may read a smaller type
+/// (serde skips the fields it does not name), which keeps the browser's
+/// bundle free of the per-repeat metrics' readers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[expect(
     clippy::large_enum_variant,
     reason = "a message lives only while it is serialised or matched once"
 )]
-pub enum ServerMsg {
+pub enum ServerMsg<R = BenchRun> {
     /// First message on every connection.
     Hello {
         protocol_version: u32,
@@ -39,7 +44,7 @@ pub enum ServerMsg {
     /// The running benchmark advanced.
     Bench(BenchProgress),
     /// A benchmark run finished (its results are in the ledger).
-    BenchRun(BenchRun),
+    BenchRun(R),
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

@@ -168,6 +168,7 @@ fn bench_progress() -> bench::BenchProgress {
         status: bench::RunStatus::Running,
         concurrency: 16,
         repeat: 1,
+        repeats: 3,
         done: 80,
         total: 208,
         output_tok_s: 598.25,
@@ -329,7 +330,7 @@ fn client_messages_match_fixtures() {
 
 #[test]
 fn tags_are_snake_case_type_fields() {
-    let v = serde_json::to_value(ServerMsg::Pong { nonce: 1 }).expect("json");
+    let v = serde_json::to_value(ServerMsg::<bench::BenchRun>::Pong { nonce: 1 }).expect("json");
     assert_eq!(v["type"], "pong");
     let v = serde_json::to_value(ClientMsg::Resync).expect("json");
     assert_eq!(v, serde_json::json!({"type": "resync"}));

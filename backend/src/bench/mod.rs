@@ -91,6 +91,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                             status: RunStatus::Running,
                             concurrency: c,
                             repeat,
+                            repeats: s.repeats,
                             done: counters.done.load(Ordering::Relaxed),
                             total,
                             output_tok_s: tokens as f64 / started.elapsed().as_secs_f64(),

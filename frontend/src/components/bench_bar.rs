@@ -41,28 +41,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
     });
     let enabled = Memo::new(move |_| state.server.with(|s| s.as_ref().is_some_and(can_bench)));
 
-    // The run's repeat count, for "repeat 2/3": read once per run.
-    let repeats = RwSignal::new(None::<(i64, u32)>);
-    let run_id = Memo::new(move |_| state.bench.with(|b| b.as_ref().map(|b| b.run_id)));
-    Effect::new(move |_| {
-        let Some(id) = run_id.get() else { return };
-        if repeats.with_untracked(|r| r.is_some_and(|(rid, _)| rid == id)) {
-            return;
-        }
-        spawn_local(async move {
-            if let Ok(run) = api::bench_run(id).await {
-                repeats.try_set(Some((id, run.settings.repeats)));
-            }
-        });
-    });
-    let progress = Memo::new(move |_| {
-        state.bench.with(|b| {
-            b.as_ref().map(|b| {
-                let n = repeats.with(|r| r.filter(|(id, _)| *id == b.run_id).map(|(_, n)| n));
-                progress_text(b, n)
-            })
-        })
-    });
+    let progress = Memo::new(move |_| state.bench.with(|b| b.as_ref().map(progress_text)));
     let last = Memo::new(move |_| state.last_run.with(|r| r.as_ref().map(run_text)));
 
     let cancel_error = RwSignal::new(None::<String>);

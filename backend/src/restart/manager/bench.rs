@@ -13,6 +13,7 @@ use crate::telemetry::now_ms;
 #[derive(Debug)]
 pub(super) struct RunningBench {
     pub(super) id: i64,
+    pub(super) repeats: u32,
     pub(super) cancel: watch::Sender<bool>,
 }
 
@@ -120,12 +121,13 @@ impl Manager {
             hub: std::sync::Arc::clone(&self.hub),
             cancel: cancelled,
         };
-        let id = run.id;
+        let (id, repeats) = (run.id, run.settings.repeats);
         self.hub.publish_bench(BenchProgress {
             run_id: id,
             status: RunStatus::Running,
             concurrency: run.settings.concurrency[0],
             repeat: 0,
+            repeats,
             done: 0,
             total: 0,
             output_tok_s: 0.0,
@@ -134,7 +136,11 @@ impl Manager {
             let finished = bench::run(run, ctx).await;
             let _ = done.send(finished).await;
         });
-        self.bench = Some(RunningBench { id, cancel });
+        self.bench = Some(RunningBench {
+            id,
+            repeats,
+            cancel,
+        });
         self.publish_status(true);
         Ok(id)
     }

@@ -460,6 +460,7 @@ impl Manager {
                 status: RunStatus::Running,
                 concurrency: 0,
                 repeat: 0,
+                repeats: b.repeats,
                 done: 0,
                 total: 0,
                 output_tok_s: 0.0,
