@@ -4,10 +4,11 @@
 //! bounded history for late joiners. Each sample is serialized once, here, for all
 //! clients.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::ws::Utf8Bytes;
+use shared::auth::{Presence, Role};
 use shared::restart::{RestartSummary, ServerStatus};
 use shared::{HistoryPoint, HostInfo, Sample, ServerMsg, Snapshot};
 use tokio::sync::{broadcast, watch};
@@ -36,6 +37,21 @@ pub struct Hub {
     server: watch::Sender<Option<ServerStatus>>,
     restarts: Mutex<Vec<RestartSummary>>,
     events: broadcast::Sender<Utf8Bytes>,
+    /// Who has sockets open, by name (or address).
+    presence: Mutex<BTreeMap<String, Presence>>,
+}
+
+/// One open socket's place in [`Hub`]'s presence; leaves when dropped.
+#[derive(Debug)]
+pub struct Present {
+    hub: Arc<Hub>,
+    who: String,
+}
+
+impl Drop for Present {
+    fn drop(&mut self) {
+        self.hub.leave(&self.who);
+    }
 }
 
 impl Hub {
@@ -54,7 +70,53 @@ impl Hub {
             server: watch::Sender::new(None),
             restarts: Mutex::new(Vec::new()),
             events: broadcast::channel(256).0,
+            presence: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Counts a socket for `who`, unless `who` already has `max` open; every
+    /// client is told who is connected now.
+    pub fn join(self: &Arc<Self>, who: &str, role: Role, max: u32) -> Option<Present> {
+        let list = {
+            let mut p = self.presence.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = p.entry(who.to_owned()).or_insert_with(|| Presence {
+                who: who.to_owned(),
+                role,
+                sockets: 0,
+                since_ms: crate::telemetry::now_ms(),
+            });
+            if entry.sockets >= max {
+                return None;
+            }
+            entry.sockets += 1;
+            entry.role = entry.role.max(role);
+            p.values().cloned().collect()
+        };
+        self.push_event(&ServerMsg::Presence { clients: list });
+        Some(Present {
+            hub: Arc::clone(self),
+            who: who.to_owned(),
+        })
+    }
+
+    fn leave(&self, who: &str) {
+        let list = {
+            let mut p = self.presence.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = p.get_mut(who) {
+                e.sockets = e.sockets.saturating_sub(1);
+                if e.sockets == 0 {
+                    p.remove(who);
+                }
+            }
+            p.values().cloned().collect()
+        };
+        self.push_event(&ServerMsg::Presence { clients: list });
+    }
+
+    /// Who is connected now.
+    pub fn presence(&self) -> Vec<Presence> {
+        let p = self.presence.lock().unwrap_or_else(|p| p.into_inner());
+        p.values().cloned().collect()
     }
 
     /// Sets the restart history a snapshot starts from (newest first).
@@ -187,6 +249,7 @@ impl Hub {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            presence: self.presence(),
         }
     }
 }

@@ -11,6 +11,7 @@
 //!   parses the command line and waits for Ctrl-C.
 
 pub mod api;
+pub mod auth;
 pub mod bench;
 pub mod config;
 pub mod hub;

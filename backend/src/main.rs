@@ -1,13 +1,25 @@
-//! The `drainwatch` binary: parse the command line, start, wait for Ctrl-C or SIGTERM.
+//! The `drainwatch` binary: parse the command line, then serve until Ctrl-C or
+//! SIGTERM, or run one command.
 
 use clap::Parser;
-use drainwatch::config::Config;
+use drainwatch::config::{Cli, Command, Config, RoleArg};
 use drainwatch::startup::Application;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() {
-    let config = Config::parse();
+    let cli = Cli::parse();
+    let config = match cli.command {
+        None => cli.serve,
+        Some(Command::Serve(c)) => c,
+        Some(Command::Token { name, role }) => {
+            if let Err(e) = token(&name, role) {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
+            return;
+        }
+    };
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("error: invalid --log-level `{}`: {e}", config.log_level);
         std::process::exit(2);
@@ -20,6 +32,30 @@ async fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// `drainwatch token`: a new secret on stdout, the auth file's lines on stderr
+/// (so `TOKEN=$(drainwatch token …)` keeps only the secret).
+fn token(name: &str, role: RoleArg) -> anyhow::Result<()> {
+    let name = name.trim();
+    anyhow::ensure!(
+        !name.is_empty()
+            && name.len() <= 64
+            && !name.contains(['"', '\\'])
+            && !name.chars().any(char::is_control),
+        "--name must be 1–64 printable characters, without quotes or backslashes"
+    );
+    let secret = drainwatch::auth::new_secret()?;
+    let hash = drainwatch::auth::hex(&drainwatch::auth::sha256(&secret));
+    let role = match role {
+        RoleArg::Viewer => "viewer",
+        RoleArg::Operator => "operator",
+    };
+    eprintln!(
+        "# Add to the auth file (--auth); give the secret below to {name}. It is shown once.\n\n[[token]]\nname = \"{name}\"\nrole = \"{role}\"\nsha256 = \"{hash}\"\n"
+    );
+    println!("{secret}");
+    Ok(())
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {

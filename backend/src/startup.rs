@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
+use crate::auth::{Auth, AuthConfig};
 use crate::config::Config;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
@@ -37,6 +38,7 @@ pub struct Application {
     sampler: sampler::SamplerHandle,
     /// The managed server's manager, its handle and the history, when configured.
     managed: Option<Managed>,
+    auth: Arc<Auth>,
 }
 
 #[derive(Debug)]
@@ -49,6 +51,16 @@ struct Managed {
 
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let auth = match &config.auth {
+            Some(path) => Auth::new(AuthConfig::load(path)?),
+            None if !config.bind.ip().is_loopback() => anyhow::bail!(
+                "refusing to listen on {} without authentication: anyone who can reach it could restart the server. \
+                 Make tokens with `drainwatch token --name NAME --role operator` and pass the auth file with --auth \
+                 (see docs/deploy.md), or bind 127.0.0.1 and reach it through `ssh -L`",
+                config.bind
+            ),
+            None => Auth::open(),
+        };
         let server_cfg = match &config.config {
             Some(path) => Some(Arc::new(ServerConfig::load(path)?)),
             None => None,
@@ -126,6 +138,7 @@ impl Application {
             hub,
             sampler,
             managed,
+            auth: Arc::new(auth),
         })
     }
 
@@ -158,6 +171,7 @@ impl Application {
             sockets,
             manager: handle,
             store,
+            auth: self.auth,
         });
         let listener = self.listener.tap_io(|tcp| {
             let sock = socket2::SockRef::from(&*tcp);

@@ -5,8 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use gloo_net::http::{Request, Response};
+use std::cell::RefCell;
+
+use gloo_net::http::{Request, RequestBuilder, Response};
 use serde::{Deserialize, Serialize};
+use shared::auth::SessionInfo;
 use shared::bench::{FlagChange, FlagSet, FlagSetResults, LevelSummary};
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
@@ -28,6 +31,44 @@ async fn refusal(resp: Response) -> String {
         Err(_) if text.trim().is_empty() => format!("HTTP {status} {}", resp.status_text()),
         Err(_) => format!("HTTP {status}: {}", text.trim()),
     }
+}
+
+thread_local! {
+    /// The session's CSRF token, once `/api/session` said it.
+    static CSRF: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// A state-changing request, with the session's CSRF token when it has one.
+fn changing(req: RequestBuilder) -> RequestBuilder {
+    match CSRF.with(|c| c.borrow().clone()) {
+        Some(token) => req.header("X-CSRF-Token", &token),
+        None => req,
+    }
+}
+
+/// What `GET /api/session` said: `Ok(None)` when nobody is logged in.
+pub(crate) async fn session() -> Result<Option<SessionInfo>, String> {
+    let resp = Request::get("/api/session")
+        .send()
+        .await
+        .map_err(unreachable)?;
+    if resp.status() == 401 {
+        return Ok(None);
+    }
+    if !resp.ok() {
+        return Err(refusal(resp).await);
+    }
+    let body = resp.text().await.map_err(unreachable)?;
+    let Tagged::Session(info) = parse_tagged("session", &body)? else {
+        return Err(unexpected());
+    };
+    CSRF.with(|c| *c.borrow_mut() = info.csrf.clone());
+    Ok(Some(info))
+}
+
+/// `POST /api/logout`; the page then goes to `/login`.
+pub(crate) async fn logout() -> Result<(), String> {
+    accepted(changing(Request::post("/api/logout")).build()).await
 }
 
 fn unreachable(err: impl std::fmt::Display) -> String {
@@ -74,6 +115,7 @@ pub(crate) struct SetDiff {
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Tagged {
+    Session(SessionInfo),
     Detail(RestartDetail),
     Diff(SetDiff),
     Ledger { list: Vec<LedgerRow> },
@@ -156,17 +198,18 @@ struct Edit<'a> {
 
 /// Sets a flag set's label and notes (empty clears them).
 pub(crate) async fn edit_flagset(id: &str, label: &str, notes: &str) -> Result<(), String> {
-    accepted(Request::patch(&format!("/api/flagsets/{id}")).json(&Edit { label, notes })).await
+    accepted(changing(Request::patch(&format!("/api/flagsets/{id}"))).json(&Edit { label, notes }))
+        .await
 }
 
 /// `POST /api/bench` with the settings to change from the server's defaults.
 pub(crate) async fn start_bench(req: &BenchRequest) -> Result<(), String> {
-    accepted(Request::post("/api/bench").json(req)).await
+    accepted(changing(Request::post("/api/bench")).json(req)).await
 }
 
 /// `POST /api/bench/cancel`.
 pub(crate) async fn cancel_bench() -> Result<(), String> {
-    accepted(Request::post("/api/bench/cancel").build()).await
+    accepted(changing(Request::post("/api/bench/cancel")).build()).await
 }
 
 /// Asks for `kind` (restart, start with `flags`; stop, adopt without), guarded
@@ -179,7 +222,7 @@ pub(crate) async fn submit(
     confirm: String,
     flags: BTreeMap<String, Option<String>>,
 ) -> Result<(), String> {
-    let req = Request::post(ops::endpoint(kind));
+    let req = changing(Request::post(ops::endpoint(kind)));
     let req = if ops::takes_flags(kind) {
         req.json(&RestartRequest {
             generation,

@@ -62,10 +62,31 @@ fn deep_links(state: AppState) {
     });
 }
 
+/// Asks who this page is logged in as; a page without a session goes to
+/// the login page.
+pub(crate) fn check_session(state: AppState) {
+    leptos::task::spawn_local(async move {
+        match crate::api::session().await {
+            Ok(Some(s)) => {
+                state.session.try_set(Some(s));
+            }
+            Ok(None) => {
+                let _ = window().location().replace("/login");
+            }
+            Err(e) => {
+                state
+                    .notice
+                    .try_set(Some(format!("could not read this page's session: {e}")));
+            }
+        }
+    });
+}
+
 /// The whole page.
 #[component]
 pub(crate) fn App() -> impl IntoView {
     let state = AppState::provide(localtime::now_ms());
+    check_session(state);
     ws::connect(state);
     use_interval_fn(move || state.now_ms.set(localtime::now_ms()), CLOCK_TICK_MS);
     deep_links(state);

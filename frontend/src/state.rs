@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
+use shared::auth::{Presence, SessionInfo};
 use shared::bench::{BenchProgress, FlagSetResults};
 use shared::restart::{Flags, OpKind, Outcome, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
@@ -256,6 +257,10 @@ pub(crate) struct AppState {
     pub(crate) ledger: RwSignal<Vec<FlagSetResults>>,
     /// Bumped whenever the ledger should be fetched again.
     pub(crate) ledger_gen: RwSignal<u64>,
+    /// Who this page is logged in as (`GET /api/session`).
+    pub(crate) session: RwSignal<Option<SessionInfo>>,
+    /// Who is connected now.
+    pub(crate) presence: RwSignal<Vec<Presence>>,
 }
 
 impl AppState {
@@ -280,6 +285,8 @@ impl AppState {
             last_run: RwSignal::new(None),
             ledger: RwSignal::new(Vec::new()),
             ledger_gen: RwSignal::new(0),
+            session: RwSignal::new(None),
+            presence: RwSignal::new(Vec::new()),
         };
         provide_context(state);
         state
@@ -288,6 +295,13 @@ impl AppState {
     /// The state provided by `App`.
     pub(crate) fn get() -> Self {
         expect_context::<Self>()
+    }
+
+    /// Whether this page may change anything (tracked): an operator's, once
+    /// the session is known.
+    pub(crate) fn may_operate(&self) -> bool {
+        self.session
+            .with(|s| s.as_ref().is_some_and(|s| s.role.may_operate()))
     }
 
     /// The server's sampling period (tracked), or a default before it is known.
@@ -328,6 +342,7 @@ impl AppState {
             ServerMsg::Snapshot(snapshot) => self.apply_snapshot(snapshot, now_ms),
             ServerMsg::Sample(sample) => self.apply_sample(sample, now_ms),
             ServerMsg::Pong { .. } => {}
+            ServerMsg::Presence { clients } => self.presence.set(clients),
             ServerMsg::Server(status) => {
                 self.restarts.maybe_update(|r| note_running(r, &status));
                 self.take_bench_status(&status);
@@ -393,6 +408,7 @@ impl AppState {
         }
         self.restarts.set(restarts);
         self.server.set(snapshot.server);
+        self.presence.set(snapshot.presence);
         self.last_data_ms.set(Some(now_ms));
     }
 

@@ -375,6 +375,8 @@ pub(crate) struct RowCtx<'a> {
     pub(crate) running: Option<&'a str>,
     pub(crate) compare: &'a [String],
     pub(crate) scale: f64,
+    /// Whether the page may edit labels (an operator's).
+    pub(crate) operate: bool,
 }
 
 /// One flag set's row: compare box, name, badges and flags, the bar with its
@@ -513,10 +515,14 @@ pub(crate) fn row_markup(r: &FlagSetResults, x: &RowCtx<'_>) -> String {
         }
         None => out.push_str(r#"<div class="fs-lat"></div><div class="fs-lat"></div>"#),
     }
-    let _ = write!(
-        out,
-        r#"<div class="fs-act"><button type="button" class="btn btn-small" data-testid="label-edit" data-flagset="{id}" title="edit label and notes">edit</button></div></div>"#
-    );
+    if x.operate {
+        let _ = write!(
+            out,
+            r#"<div class="fs-act"><button type="button" class="btn btn-small" data-testid="label-edit" data-flagset="{id}" title="edit label and notes">edit</button></div></div>"#
+        );
+    } else {
+        out.push_str(r#"<div class="fs-act"></div></div>"#);
+    }
     out
 }
 
@@ -1068,6 +1074,7 @@ mod tests {
             running: Some("bbb"),
             compare: &compare,
             scale: 1200.0,
+            operate: true,
         };
         let base = row_markup(&l[0], &x);
         assert!(base.contains(r#"data-testid="flagset-bar" data-flagset="aaa" data-tok-s="600.0" data-running="false""#));

@@ -3,6 +3,7 @@
 //!
 //! Layout:
 //! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
+//! - [`auth`]: roles, the caller's session, who is connected.
 //! - [`bench`]: flag sets, serving benchmarks and their results.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
@@ -17,6 +18,7 @@
 //! golden fixtures in `tests/fixtures`. Units are part of field names
 //! (`mem_used_bytes`, `power_mw`, `at_ms`).
 
+pub mod auth;
 pub mod bench;
 pub mod gpu;
 pub mod holders;

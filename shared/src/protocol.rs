@@ -12,7 +12,7 @@ use crate::restart::{RestartSummary, ServerStatus};
 use crate::{Sample, Snapshot};
 
 /// Bumped on every incompatible change to any type in this crate.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Server → client.
 ///
@@ -45,6 +45,8 @@ pub enum ServerMsg<R = BenchRun> {
     Bench(BenchProgress),
     /// A benchmark run finished (its results are in the ledger).
     BenchRun(R),
+    /// Who is connected changed.
+    Presence { clients: Vec<crate::auth::Presence> },
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

@@ -119,4 +119,7 @@ pub struct Snapshot {
     /// The newest restarts, newest first.
     #[serde(default)]
     pub restarts: Vec<RestartSummary>,
+    /// Who is connected now.
+    #[serde(default)]
+    pub presence: Vec<crate::auth::Presence>,
 }

@@ -101,6 +101,7 @@ fn snapshot() -> Snapshot {
         history_step_ms: 1000,
         server: Some(server_status()),
         restarts: vec![restart_summary()],
+        presence: presence(),
     }
 }
 
@@ -261,6 +262,15 @@ fn restart_summary() -> restart::RestartSummary {
     }
 }
 
+fn presence() -> Vec<auth::Presence> {
+    vec![auth::Presence {
+        who: "alice".into(),
+        role: auth::Role::Operator,
+        sockets: 2,
+        since_ms: 1_764_680_000_000,
+    }]
+}
+
 fn server_cases() -> Vec<(&'static str, ServerMsg)> {
     vec![
         (
@@ -277,6 +287,12 @@ fn server_cases() -> Vec<(&'static str, ServerMsg)> {
         ("restart", ServerMsg::Restart(restart_summary())),
         ("bench", ServerMsg::Bench(bench_progress())),
         ("bench_run", ServerMsg::BenchRun(bench_run())),
+        (
+            "presence",
+            ServerMsg::Presence {
+                clients: presence(),
+            },
+        ),
         (
             "error",
             ServerMsg::Error {

@@ -1,7 +1,9 @@
 //! API tests: the real `drainwatch` binary over real HTTP and WebSockets, reading a
 //! simulated host through the fake NVML library.
 
+mod auth;
 mod cli;
+mod metrics;
 mod nvml_errors;
 mod other_clients;
 mod state;

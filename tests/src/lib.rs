@@ -252,6 +252,41 @@ pub fn spawn_foreign(host: &SimHost, gpu: u32, gib: f64) -> anyhow::Result<Proc>
 }
 
 /// A running `drainwatch`.
+/// An HTTP client whose every request carries `Authorization: Bearer <token>`.
+pub fn bearer_client(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+        .expect("a token is a valid header value");
+    v.set_sensitive(true);
+    headers.insert(reqwest::header::AUTHORIZATION, v);
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("an HTTP client")
+}
+
+/// An auth file with one operator and one viewer token; returns its path and
+/// the two secrets.
+pub fn auth_file(dir: &std::path::Path, extra: &str) -> (std::path::PathBuf, String, String) {
+    let secret = |n: &str| format!("dw_test_{n}_{}", std::process::id());
+    let (op, view) = (secret("operator"), secret("viewer"));
+    let hash = |s: &str| {
+        use sha2::Digest;
+        sha2::Sha256::digest(s.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let text = format!(
+        "{extra}\n[[token]]\nname = \"olga\"\nrole = \"operator\"\nsha256 = \"{}\"\n\n[[token]]\nname = \"victor\"\nrole = \"viewer\"\nsha256 = \"{}\"\n",
+        hash(&op),
+        hash(&view)
+    );
+    let path = dir.join("auth.toml");
+    std::fs::write(&path, text).expect("write the auth file");
+    (path, op, view)
+}
+
 #[derive(Debug)]
 pub struct TestApp {
     pub proc: Proc,
@@ -301,6 +336,12 @@ pub fn spawn_app_with(
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// From now on, this app's requests carry `Authorization: Bearer <token>`.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.http = bearer_client(token);
+        self
     }
 
     pub async fn state(&self) -> anyhow::Result<Snapshot> {

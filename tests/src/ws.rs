@@ -23,6 +23,27 @@ impl WsClient {
         Ok(Self { socket })
     }
 
+    /// Connects with extra request headers (`Authorization`, `Origin`, …); a
+    /// refused upgrade is `Err(Some(status))`.
+    pub async fn connect_with(addr: &str, headers: &[(&str, &str)]) -> Result<Self, Option<u16>> {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut req = format!("ws://{addr}/ws")
+            .into_client_request()
+            .map_err(|_| None)?;
+        for (k, v) in headers {
+            let name: tokio_tungstenite::tungstenite::http::HeaderName =
+                k.parse().map_err(|_| None)?;
+            req.headers_mut().insert(name, v.parse().map_err(|_| None)?);
+        }
+        match tokio_tungstenite::connect_async(req).await {
+            Ok((socket, _)) => Ok(Self { socket }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                Err(Some(resp.status().as_u16()))
+            }
+            Err(_) => Err(None),
+        }
+    }
+
     /// Connects with a tiny socket receive buffer: a client that stops reading then
     /// backs up the server within a few messages, as a slow browser on a bad link would.
     pub async fn connect_small_buffer(addr: &str) -> anyhow::Result<Self> {

@@ -2,28 +2,28 @@
 //! their results, labels and notes, diffs between sets, and export (JSON, CSV).
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 
-use axum::Json;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, diff_flags};
 
 use super::ops::{Body, internal, manager, refused, store};
 use super::{ApiError, AppState};
+use crate::auth::Caller;
 
 pub(super) async fn start(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     Body(overrides): Body<serde_json::Value>,
 ) -> Response {
     let m = match manager(&state) {
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
-    match m.bench(overrides, peer.to_string()).await {
+    match m.bench(overrides, caller.who()).await {
         Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
         Err(r) => refused(r),
     }

@@ -2,7 +2,9 @@
 //! the [`Hub`]; nothing here touches NVML or `/proc`.
 
 mod assets;
+mod auth;
 mod ledger;
+mod metrics;
 mod ops;
 mod ws;
 
@@ -37,6 +39,8 @@ pub struct AppState {
     /// The restart manager, when drainwatch manages a server (`--config`).
     pub manager: Option<ManagerHandle>,
     pub store: Option<Store>,
+    /// Who may do what (open without `--auth`).
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 /// Largest request body accepted; restart requests are a few hundred bytes.
@@ -75,9 +79,18 @@ pub fn router(state: AppState) -> Router {
         .route("/api/flagsets/{id}", axum::routing::patch(ledger::edit))
         .route("/api/export/bench.json", get(ledger::export_json))
         .route("/api/export/bench.csv", get(ledger::export_csv))
+        .route("/api/session", get(auth::session))
+        .route("/api/login", post(auth::login))
+        .route("/api/logout", post(auth::logout))
+        .route("/login", get(auth::login_page))
+        .route("/metrics", get(metrics::serve))
         .route("/api/{*rest}", any(api_not_found))
         .route("/ws", get(ws::upgrade))
         .fallback(assets::serve)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::gate,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(CompressionLayer::new())
         .with_state(state)

@@ -2,19 +2,18 @@
 //! (`GET /api/restarts`, `/api/restarts/{id}`, `/api/audit`). Every attempt is
 //! audited by the manager, accepted or refused; refusals change nothing.
 
-use std::net::SocketAddr;
-
-use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, FromRequest, Path, Query, Request, State};
+use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::restart::{
     Accepted, ConfirmRequest, OpKind, RestartDetail, RestartRequest, RestartSummary,
 };
 
 use super::{ApiError, AppState};
+use crate::auth::Caller;
 use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
 use crate::store::{AuditEntry, Store};
 
@@ -82,7 +81,7 @@ pub(super) fn refused(r: Refusal) -> Response {
 
 async fn submit(
     state: &AppState,
-    peer: SocketAddr,
+    caller: &Caller,
     kind: OpKind,
     generation: u64,
     confirm: String,
@@ -98,7 +97,7 @@ async fn submit(
         generation,
         confirm,
         flags,
-        peer: peer.to_string(),
+        peer: caller.who(),
         reply,
     };
     match m.submit(req).await {
@@ -111,22 +110,30 @@ async fn submit(
 pub(super) async fn with_flags(
     kind: OpKind,
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     Body(req): Body<RestartRequest>,
 ) -> Response {
-    submit(&state, peer, kind, req.generation, req.confirm, req.flags).await
+    submit(
+        &state,
+        &caller,
+        kind,
+        req.generation,
+        req.confirm,
+        req.flags,
+    )
+    .await
 }
 
 /// `POST /api/stop` and `/api/adopt`: an operation that only needs confirming.
 pub(super) async fn confirmed(
     kind: OpKind,
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     Body(req): Body<ConfirmRequest>,
 ) -> Response {
     submit(
         &state,
-        peer,
+        &caller,
         kind,
         req.generation,
         req.confirm,

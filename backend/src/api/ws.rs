@@ -6,15 +6,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use shared::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::AppState;
+use super::{ApiError, AppState};
+use crate::auth::Caller;
 use crate::hub::Hub;
 
 /// The connection's clocks.
@@ -41,13 +44,37 @@ impl Default for Timing {
     }
 }
 /// Largest client message accepted; ours are tiny.
-const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
+const MAX_CLIENT_MESSAGE: usize = 16 * 1024;
+/// Client messages per second before the socket is closed (ours send one
+/// ping every few seconds).
+const MAX_CLIENT_RATE: u32 = 20;
+/// Open sockets per person (per token name; per address without
+/// authentication): a tab each, with room, but not a flood.
+const MAX_SOCKETS_PER_CLIENT: u32 = 32;
 
-pub(super) async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
+pub(super) async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    let Some(present) = state
+        .hub
+        .join(&caller.presence_key(), caller.role, MAX_SOCKETS_PER_CLIENT)
+    else {
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "too many open sockets for {} (at most {MAX_SOCKETS_PER_CLIENT})",
+                caller.presence_key()
+            ),
+        )
+        .into_response();
+    };
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket: WebSocket| async move {
             let _open = state.sockets;
+            let _present = present;
             let (sink, stream) = socket.split();
             serve(state.hub, sink, stream, state.shutdown, Timing::default()).await;
         })
@@ -68,6 +95,7 @@ enum End {
     Shutdown,
     SendFailed,
     PeerSilent,
+    TooChatty,
 }
 
 /// Serves one client over any sink/stream pair (a real socket, or channels in tests).
@@ -107,6 +135,7 @@ pub(crate) async fn serve<S, R>(
             tokio::time::interval_at(Instant::now() + timing.ping_every, timing.ping_every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
+        let (mut window, mut in_window) = (Instant::now(), 0u32);
         loop {
             tokio::select! {
                 got = rx.recv() => match got {
@@ -129,6 +158,13 @@ pub(crate) async fn serve<S, R>(
                 },
                 incoming = stream.next() => {
                     last_heard = Instant::now();
+                    if last_heard.duration_since(window) >= Duration::from_secs(1) {
+                        (window, in_window) = (last_heard, 0);
+                    }
+                    in_window += 1;
+                    if in_window > MAX_CLIENT_RATE {
+                        break End::TooChatty;
+                    }
                     let reply = match incoming {
                         None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break End::ClientClosed,
                         Some(Ok(Message::Text(t))) => on_text(t.as_str()),
@@ -181,6 +217,7 @@ pub(crate) async fn serve<S, R>(
     let close = match end {
         End::Shutdown => Some((1001, "drainwatch is shutting down")),
         End::PeerSilent => Some((1000, "no answer to pings")),
+        End::TooChatty => Some((1008, "too many messages")),
         End::ClientClosed | End::SendFailed => None,
     };
     let goodbye = async {

@@ -10,9 +10,45 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// Live GPU and process view for the host that runs your model server.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "drainwatch", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Without a command, drainwatch serves (as `drainwatch serve`).
+    #[command(flatten)]
+    pub serve: Config,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Serve the UI, the API and the WebSocket (the default).
+    Serve(Config),
+    /// Make a new token: prints the secret once, and the lines for the auth
+    /// file, which keeps only its SHA-256.
+    Token {
+        /// Who holds it (shown in the audit log and to other users).
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: RoleArg,
+    },
+}
+
+/// `--role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    /// Sees everything, changes nothing.
+    Viewer,
+    /// Also restarts, stops, starts, benchmarks and labels.
+    Operator,
+}
+
+/// How drainwatch serves.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "drainwatch", version, about, long_about = None)]
 pub struct Config {
@@ -52,6 +88,11 @@ pub struct Config {
     /// Where the restart history (SQLite) and launch logs are kept.
     #[arg(long, env = "DRAINWATCH_DATA_DIR", default_value = "drainwatch-data")]
     pub data_dir: PathBuf,
+
+    /// Tokens and roles (TOML, see docs/deploy.md). Without it drainwatch
+    /// serves loopback only and every caller may do everything.
+    #[arg(long, env = "DRAINWATCH_AUTH")]
+    pub auth: Option<PathBuf>,
 
     /// Samples buffered per WebSocket client before it is resynced by a snapshot.
     #[arg(long, env = "DRAINWATCH_CLIENT_BUFFER", default_value_t = 64,

@@ -266,6 +266,20 @@ impl Store {
         self.read(move |c| read::restarts(c, limit)).await
     }
 
+    /// Every restart's kind, outcome and phase durations.
+    pub async fn outcomes(
+        &self,
+    ) -> Result<
+        Vec<(
+            shared::restart::OpKind,
+            shared::restart::Outcome,
+            shared::restart::Durations,
+        )>,
+        StoreError,
+    > {
+        self.read(read::outcomes).await
+    }
+
     pub async fn detail(&self, id: i64) -> Result<Option<RestartDetail>, StoreError> {
         self.read(move |c| read::detail(c, id)).await
     }

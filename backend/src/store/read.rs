@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use shared::ProcId;
 use shared::restart::{
-    Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary, TimelinePoint,
-    Transition,
+    Durations, Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary,
+    TimelinePoint, Transition,
 };
 
 use super::{AuditEntry, Instance, Recovered};
@@ -99,6 +99,19 @@ pub(super) fn restarts(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<Re
         "SELECT {SUMMARY_COLUMNS} FROM restarts ORDER BY id DESC LIMIT ?1"
     ))?;
     q.query_map([limit], summary)?.collect()
+}
+
+/// Every restart's kind, outcome and phase durations, for `/metrics`.
+pub(super) fn outcomes(conn: &Connection) -> rusqlite::Result<Vec<(OpKind, Outcome, Durations)>> {
+    let mut q = conn.prepare("SELECT kind, outcome, durations FROM restarts")?;
+    q.query_map([], |r| {
+        Ok((
+            named::<OpKind>(&r.get::<_, String>(0)?)?,
+            named::<Outcome>(&r.get::<_, String>(1)?)?,
+            parse(&r.get::<_, String>(2)?)?,
+        ))
+    })?
+    .collect()
 }
 
 pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<RestartDetail>> {

@@ -86,6 +86,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
                             <button
                                 class="btn btn-small"
                                 data-testid="bench-cancel"
+                                hidden=move || !state.may_operate()
                                 disabled=move || cancelling.get()
                                 on:click=cancel
                             >
@@ -108,6 +109,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
                     }
                 }}
             </span>
+            {move || state.may_operate().then(|| view! {
             <button
                 class="btn"
                 data-testid="open-bench"
@@ -117,6 +119,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
             >
                 "Benchmark…"
             </button>
+            })}
         </div>
         {move || open.get().then(|| bench_dialog(state, open, form, enabled))}
     }

@@ -129,6 +129,33 @@ pub(crate) fn Header() -> impl IntoView {
             .host
             .with(|h| state.latest.with(|l| server_text(h.as_ref(), l.as_ref())))
     });
+    // Who this page is (with authentication) and who else is here.
+    let me = Memo::new(move |_| {
+        state.session.with(|s| {
+            s.as_ref()
+                .filter(|s| s.auth)
+                .map(|s| (s.name.clone().unwrap_or_default(), s.role.as_str()))
+        })
+    });
+    let presence = Memo::new(move |_| {
+        state.presence.with(|p| {
+            let tip = p
+                .iter()
+                .map(|c| {
+                    let tabs = if c.sockets == 1 { "tab" } else { "tabs" };
+                    format!("{} · {} · {} {tabs}", c.who, c.role.as_str(), c.sockets)
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            (format!("{} connected", p.len()), tip)
+        })
+    });
+    let logout = move |_| {
+        leptos::task::spawn_local(async move {
+            let _ = crate::api::logout().await;
+            let _ = window().location().replace("/login");
+        });
+    };
     let simulated = Memo::new(move |_| {
         state
             .host
@@ -175,6 +202,22 @@ pub(crate) fn Header() -> impl IntoView {
                         </span>
                     </Show>
                 </span>
+                <span class="presence num" data-testid="presence" title=move || presence.with(|p| p.1.clone())>
+                    {move || presence.with(|p| p.0.clone())}
+                </span>
+                {move || {
+                    me.get()
+                        .map(|(name, role)| {
+                            view! {
+                                <span class="user" data-testid="user" data-role=role title="logged in as">
+                                    {format!("{name} · {role}")}
+                                </span>
+                                <button class="btn btn-small" data-testid="logout" on:click=logout>
+                                    "Log out"
+                                </button>
+                            }
+                        })
+                }}
                 <ConnBadge />
             </span>
         </header>

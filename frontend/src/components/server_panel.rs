@@ -123,6 +123,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 <span class="srv-fact num" data-testid="server-port" title="the port the server listens on">
                     {field(|h| format!("port :{}", h.port))}
                 </span>
+                {move || state.may_operate().then(|| view! {
                 <span class="srv-actions">
                     <button
                         class="btn"
@@ -149,6 +150,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                         "Start…"
                     </button>
                 </span>
+                })}
             </div>
             <div class="srv-flags" data-testid="server-flags">
                 <span class="srv-label">"flags"</span>
@@ -166,13 +168,15 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                                         "a server is running on :{port} (pid {pid}) that drainwatch does not manage",
                                     )}
                                 </span>
-                                <button
-                                    class="btn"
-                                    data-testid="open-adopt"
-                                    on:click=move |_| open(OpKind::Adopt)
-                                >
-                                    "Adopt…"
-                                </button>
+                                {move || state.may_operate().then(|| view! {
+                                    <button
+                                        class="btn"
+                                        data-testid="open-adopt"
+                                        on:click=move |_| open(OpKind::Adopt)
+                                    >
+                                        "Adopt…"
+                                    </button>
+                                })}
                             </div>
                         }
                     })

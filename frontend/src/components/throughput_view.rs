@@ -189,6 +189,7 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                     running: running.as_deref(),
                     compare: cmp,
                     scale,
+                    operate: state.may_operate(),
                 };
                 shown.with(|idx| {
                     idx.iter()
@@ -608,6 +609,10 @@ fn ComparePanel(compare: RwSignal<Vec<String>>) -> impl IntoView {
                 }
             };
             let title = format!("compare A {} with B {}", set_name(&a.set), set_name(&b.set));
+            // Only an operator's page offers to relaunch.
+            let actions = state.may_operate().then(|| {
+                view! { <div class="cmp-actions">{button(a.clone(), "A")} {button(b.clone(), "B")}</div> }
+            });
             let (aid, bid) = (a.set.id.clone(), b.set.id.clone());
             view! {
                 <section class="cmp-panel" data-testid="compare-panel" data-a=aid data-b=bid>
@@ -622,7 +627,7 @@ fn ComparePanel(compare: RwSignal<Vec<String>>) -> impl IntoView {
                         <span class="diff-lines" inner_html=diff_html></span>
                     </div>
                     <div class="cmp-results" inner_html=table></div>
-                    <div class="cmp-actions">{button(a, "A")} {button(b, "B")}</div>
+                    {actions}
                 </section>
             }
             .into_any()

@@ -1,0 +1,255 @@
+//! The gate in front of every route (see [`crate::auth`]): who is calling,
+//! whether they may, and the login, logout and session endpoints with the
+//! login page.
+//!
+//! - Without authentication: only this machine's names in `Host` (no DNS
+//!   rebinding), and a browser's `Origin` must be ours for state changes and
+//!   sockets (no cross-site requests); every caller is an operator.
+//! - With it: `/api/*` and `/ws` need a caller (401); state changes need an
+//!   operator (403), our `Origin`, and from a browser session the CSRF header
+//!   (403); `/metrics` needs a token; the UI's page sends a stranger to
+//!   `/login`. Its files, `/healthz` and the login itself are open.
+
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{CACHE_CONTROL, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use shared::auth::SessionInfo;
+
+use super::ops::Body;
+use super::{ApiError, AppState};
+use crate::auth::{COOKIE_NAME, Caller, LoginError, Via, cookie, csrf_ok};
+
+/// What a path is, for the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Open to anyone who may reach us: the UI's files, `/healthz`, login.
+    Open,
+    /// The UI's page itself: a stranger is sent to `/login`.
+    Page,
+    /// `/metrics`: a token, the scrape token or none without authentication.
+    Metrics,
+    /// `/api/*` and `/ws`.
+    Api,
+}
+
+fn kind(path: &str) -> Kind {
+    match path {
+        "/api/login" | "/api/session" | "/login" | "/healthz" => Kind::Open,
+        "/" | "/index.html" => Kind::Page,
+        "/metrics" => Kind::Metrics,
+        p if p.starts_with("/api/") || p == "/ws" => Kind::Api,
+        _ => Kind::Open,
+    }
+}
+
+fn changes_state(m: &Method) -> bool {
+    !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+pub(super) async fn gate(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let auth = &state.auth;
+    let headers = req.headers();
+    if !auth.host_ok(headers) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this address is not one drainwatch answers to: use localhost or 127.0.0.1, or set public_origin in the auth file",
+        )
+        .into_response();
+    }
+    let path = req.uri().path().to_owned();
+    let k = kind(&path);
+    let mutating = changes_state(req.method());
+    if (mutating || path == "/ws") && !auth.origin_ok(headers) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "request from another site refused (its Origin is not drainwatch's)",
+        )
+        .into_response();
+    }
+    let caller = match auth.identify(headers, peer) {
+        Ok(c) => c,
+        // The scrape token is not a caller's: `may_scrape` judges it below.
+        Err(()) if matches!(k, Kind::Open | Kind::Metrics) => None,
+        Err(()) => {
+            return ApiError::new(StatusCode::UNAUTHORIZED, "invalid token").into_response();
+        }
+    };
+    match (k, &caller) {
+        (Kind::Metrics, _) if !auth.may_scrape(headers) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "/metrics needs Authorization: Bearer with the scrape token",
+            )
+            .into_response();
+        }
+        (Kind::Page, None) => {
+            return (StatusCode::SEE_OTHER, [(LOCATION, "/login")]).into_response();
+        }
+        (Kind::Api, None) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "log in first (/login), or send Authorization: Bearer <token>",
+            )
+            .into_response();
+        }
+        _ => {}
+    }
+    if mutating
+        && k == Kind::Api
+        && let Some(c) = &caller
+    {
+        if let Via::Session { csrf, .. } = &c.via
+            && !csrf_ok(headers, csrf)
+        {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "missing or wrong X-CSRF-Token header (reload the page)",
+            )
+            .into_response();
+        }
+        if path != "/api/logout" && !c.role.may_operate() {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "{} is a viewer: only an operator may change anything",
+                    c.name.as_deref().unwrap_or("this token")
+                ),
+            )
+            .into_response();
+        }
+    }
+    if let Some(c) = caller {
+        req.extensions_mut().insert(c);
+    }
+    next.run(req).await
+}
+
+fn session_info(state: &AppState, caller: Option<&Caller>) -> SessionInfo {
+    match caller {
+        Some(c) => SessionInfo {
+            auth: state.auth.enabled(),
+            name: c.name.clone(),
+            role: c.role,
+            csrf: match &c.via {
+                Via::Session { csrf, .. } => Some(csrf.clone()),
+                _ => None,
+            },
+        },
+        None => SessionInfo {
+            auth: true,
+            name: None,
+            role: shared::auth::Role::Viewer,
+            csrf: None,
+        },
+    }
+}
+
+/// `GET /api/session`: the caller, or 401 for nobody.
+pub(super) async fn session(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+) -> Response {
+    match caller {
+        Some(axum::Extension(c)) => Json(session_info(&state, Some(&c))).into_response(),
+        None => ApiError::new(StatusCode::UNAUTHORIZED, "not logged in").into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Login {
+    token: String,
+}
+
+/// `POST /api/login` `{"token": "…"}`: a session cookie and the session.
+pub(super) async fn login(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(body): Body<Login>,
+) -> Response {
+    if !state.auth.enabled() {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "drainwatch runs without authentication: there is nothing to log in to",
+        )
+        .into_response();
+    }
+    match state.auth.login(peer.ip(), &body.token) {
+        Ok(s) => {
+            tracing::info!(name = %s.name, role = s.role.as_str(), %peer, "logged in");
+            let secure = if state.auth.secure_cookies() {
+                "; Secure"
+            } else {
+                ""
+            };
+            let set = format!(
+                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+                s.id,
+                s.ttl.as_secs()
+            );
+            let info = SessionInfo {
+                auth: true,
+                name: Some(s.name),
+                role: s.role,
+                csrf: Some(s.csrf),
+            };
+            let mut resp = Json(info).into_response();
+            if let Ok(v) = HeaderValue::from_str(&set) {
+                resp.headers_mut().insert(SET_COOKIE, v);
+            }
+            resp.headers_mut()
+                .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        Err(LoginError::Invalid) => {
+            tracing::warn!(%peer, "failed login");
+            ApiError::new(StatusCode::UNAUTHORIZED, "unknown token").into_response()
+        }
+        Err(LoginError::TooMany { retry_after }) => {
+            let secs = retry_after.as_secs().max(1);
+            let mut resp = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("too many failed logins from this address: try again in {secs} s"),
+            )
+            .into_response();
+            resp.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(secs));
+            resp
+        }
+    }
+}
+
+/// `POST /api/logout`: ends the browser session.
+pub(super) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(id) = cookie(&headers, COOKIE_NAME) {
+        state.auth.logout(&id);
+    }
+    (
+        StatusCode::NO_CONTENT,
+        [(
+            SET_COOKIE,
+            format!("{COOKIE_NAME}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+        )],
+    )
+        .into_response()
+}
+
+/// `GET /login`: a page that asks for a token (no script of its own beyond
+/// the request; the UI is not loaded until the session exists).
+pub(super) async fn login_page() -> impl IntoResponse {
+    (
+        [(CACHE_CONTROL, "no-store")],
+        Html(include_str!("login.html")),
+    )
+}

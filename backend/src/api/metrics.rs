@@ -1,0 +1,256 @@
+//! `GET /metrics`: Prometheus text. GPU series carry DCGM-exporter's names,
+//! units and labels, so dashboards built for dcgm-exporter read drainwatch
+//! unchanged; drainwatch's own series are `drainwatch_*`. Built per scrape
+//! from the latest sample, the hub and the store (a few hundred series at
+//! most).
+
+use std::sync::atomic::AtomicU64;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use shared::restart::Phase;
+
+use super::AppState;
+
+type Labels = Vec<(String, String)>;
+type FGauge = Family<Labels, Gauge<f64, AtomicU64>>;
+
+/// Seconds: from a quick drain to a slow warm-up of a large model.
+const PHASE_BUCKETS: [f64; 12] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+fn gauge(reg: &mut Registry, name: &str, help: &str) -> FGauge {
+    let f = FGauge::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn set(f: &FGauge, labels: Labels, v: f64) {
+    f.get_or_create(&labels).set(v);
+}
+
+fn l(pairs: &[(&str, String)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+pub(super) async fn serve(State(state): State<AppState>) -> Response {
+    let mut reg = Registry::default();
+    gpus(&mut reg, &state);
+    own(&mut reg, &state).await;
+    let mut out = String::new();
+    if encode(&mut out, &reg).is_err() {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    (
+        [(
+            CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
+
+/// dcgm-exporter's names and units: memory in MiB, power in W, temperature
+/// in °C, utilisation in %. A field NVML could not read is left out.
+fn gpus(reg: &mut Registry, state: &AppState) {
+    let used = gauge(
+        reg,
+        "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory used (in MiB).",
+    );
+    let free = gauge(
+        reg,
+        "DCGM_FI_DEV_FB_FREE",
+        "Framebuffer memory free (in MiB).",
+    );
+    let util = gauge(reg, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).");
+    let power = gauge(reg, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).");
+    let temp = gauge(reg, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).");
+    let host = state.hub.host();
+    let Some(latest) = state.hub.latest() else {
+        return;
+    };
+    const MIB: f64 = 1_048_576.0;
+    for g in &latest.sample.gpus {
+        let labels = l(&[
+            ("gpu", g.index.to_string()),
+            ("UUID", g.uuid.clone().unwrap_or_default()),
+            ("device", format!("nvidia{}", g.index)),
+            ("modelName", g.name.clone().unwrap_or_default()),
+            ("Hostname", host.hostname.clone()),
+        ]);
+        if let Some(u) = g.mem_used_bytes {
+            set(&used, labels.clone(), (u as f64 / MIB).round());
+            if let Some(t) = g.mem_total_bytes {
+                set(
+                    &free,
+                    labels.clone(),
+                    (t.saturating_sub(u) as f64 / MIB).round(),
+                );
+            }
+        }
+        if let Some(u) = g.util_gpu_percent {
+            set(&util, labels.clone(), f64::from(u));
+        }
+        if let Some(p) = g.power_mw {
+            set(&power, labels.clone(), f64::from(p) / 1_000.0);
+        }
+        if let Some(t) = g.temp_c {
+            set(&temp, labels, f64::from(t));
+        }
+    }
+}
+
+async fn own(reg: &mut Registry, state: &AppState) {
+    let host = state.hub.host();
+    let info = gauge(
+        reg,
+        "drainwatch_host_info",
+        "This drainwatch: version, and whether its GPUs are a simulated host (1 always).",
+    );
+    set(
+        &info,
+        l(&[
+            ("version", host.version.clone()),
+            ("simulated", host.nvml.is_simulated().to_string()),
+            ("Hostname", host.hostname.clone()),
+        ]),
+        1.0,
+    );
+    let clients = gauge(
+        reg,
+        "drainwatch_connected_sockets",
+        "Open WebSocket connections.",
+    );
+    set(&clients, Vec::new(), state.hub.client_count() as f64);
+    let people = gauge(
+        reg,
+        "drainwatch_connected_clients",
+        "Distinct people (token names, or addresses without authentication) with a socket open.",
+    );
+    set(&people, Vec::new(), state.hub.presence().len() as f64);
+
+    if let Some(s) = state.hub.server_status() {
+        let phase = gauge(
+            reg,
+            "drainwatch_server_phase",
+            "The managed server's phase (1 for the current one).",
+        );
+        for p in ALL_PHASES {
+            let v = if p == s.phase { 1.0 } else { 0.0 };
+            set(&phase, l(&[("phase", phase_name(p))]), v);
+        }
+        let generation = gauge(
+            reg,
+            "drainwatch_server_generation",
+            "Launches of the managed server so far.",
+        );
+        set(&generation, Vec::new(), s.generation as f64);
+        if s.has_metrics {
+            let live = gauge(
+                reg,
+                "drainwatch_server_output_tokens_per_second",
+                "Output tokens per second from the server's own metrics.",
+            );
+            if let Some(v) = s.passive.output_tok_s {
+                set(&live, Vec::new(), v);
+            }
+        }
+    }
+
+    let Some(store) = &state.store else { return };
+    let restarts = Family::<Labels, Counter>::default();
+    reg.register(
+        "drainwatch_restarts",
+        "Operations on the managed server by kind and outcome.",
+        restarts.clone(),
+    );
+    let phases = Family::<Labels, Histogram>::new_with_constructor(|| {
+        Histogram::new(PHASE_BUCKETS.iter().copied())
+    });
+    reg.register(
+        "drainwatch_restart_phase_seconds",
+        "Time spent in each part of a finished operation.",
+        phases.clone(),
+    );
+    if let Ok(all) = store.outcomes().await {
+        for (kind, outcome, d) in all {
+            let outcome = serde_json::to_value(outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let kind = serde_json::to_value(kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            restarts
+                .get_or_create(&l(&[("kind", kind), ("outcome", outcome)]))
+                .inc();
+            for (part, ms) in [
+                ("drain", d.drain_ms),
+                ("kill", d.kill_ms),
+                ("verify", d.verify_ms),
+                ("warmup", d.warmup_ms),
+                ("total", d.total_ms),
+            ] {
+                if let Some(ms) = ms {
+                    phases
+                        .get_or_create(&l(&[("phase", part.to_owned())]))
+                        .observe(ms as f64 / 1_000.0);
+                }
+            }
+        }
+    }
+    let tok = gauge(
+        reg,
+        "drainwatch_bench_output_tokens_per_second",
+        "Median output tokens per second across repeats, per flag set and concurrency.",
+    );
+    if let Ok(ledger) = store.ledger().await {
+        for r in ledger {
+            for (c, lv) in &r.levels {
+                set(
+                    &tok,
+                    l(&[
+                        ("flagset", r.set.id.clone()),
+                        ("label", r.set.label.clone().unwrap_or_default()),
+                        ("concurrency", c.to_string()),
+                    ]),
+                    lv.output_tok_s.median,
+                );
+            }
+        }
+    }
+}
+
+const ALL_PHASES: [Phase; 9] = [
+    Phase::Stopped,
+    Phase::Draining,
+    Phase::Killing,
+    Phase::Verifying,
+    Phase::Launching,
+    Phase::WarmingUp,
+    Phase::Ready,
+    Phase::Failed,
+    Phase::Crashed,
+];
+
+fn phase_name(p: Phase) -> String {
+    serde_json::to_value(p)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}

@@ -1,0 +1,181 @@
+//! `/metrics` as Prometheus reads it: dcgm-exporter's GPU series with their
+//! labels and units, drainwatch's own series, and the scrape token.
+
+use std::time::Duration;
+
+use prometheus_parse::{Sample, Scrape, Value as PValue};
+use serde_json::json;
+use tests::managed::{ServerSpec, spawn_managed};
+use tests::{SimHost, auth_file, bearer_client};
+
+fn parse(text: &str) -> Scrape {
+    Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text")
+}
+
+fn value(s: &Sample) -> f64 {
+    match s.value {
+        PValue::Gauge(v) | PValue::Counter(v) | PValue::Untyped(v) => v,
+        _ => f64::NAN,
+    }
+}
+
+fn samples<'a>(scrape: &'a Scrape, name: &str) -> Vec<&'a Sample> {
+    scrape.samples.iter().filter(|s| s.metric == name).collect()
+}
+
+#[tokio::test]
+async fn gpu_series_carry_dcgm_names_labels_and_units() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let app = tests::spawn_app(&host, &[])?;
+    let state = app
+        .wait_for_state("a sample", Duration::from_secs(10), |s| s.latest.is_some())
+        .await?;
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let scrape = parse(&text);
+    let gpus = &state.latest.expect("a sample").gpus;
+    for name in [
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+    ] {
+        assert_eq!(
+            samples(&scrape, name).len(),
+            gpus.len(),
+            "{name} per GPU:\n{text}"
+        );
+    }
+    for g in gpus {
+        let used = samples(&scrape, "DCGM_FI_DEV_FB_USED")
+            .into_iter()
+            .find(|s| s.labels.get("gpu") == Some(g.index.to_string().as_str()))
+            .expect("GPU's series");
+        assert_eq!(used.labels.get("UUID"), g.uuid.as_deref());
+        assert_eq!(used.labels.get("modelName"), g.name.as_deref());
+        assert_eq!(
+            used.labels.get("Hostname"),
+            Some(state.host.hostname.as_str())
+        );
+        // Idle at its baseline: 4 MiB, in MiB as DCGM reports it.
+        let mib = g.mem_used_bytes.expect("read") as f64 / 1_048_576.0;
+        assert!((value(used) - mib).abs() <= 1.0, "{} vs {mib}", value(used));
+        let total = g.mem_total_bytes.expect("read") as f64 / 1_048_576.0;
+        let free = samples(&scrape, "DCGM_FI_DEV_FB_FREE")
+            .into_iter()
+            .find(|s| s.labels.get("gpu") == used.labels.get("gpu"))
+            .expect("free");
+        assert!((value(free) + value(used) - total).abs() <= 1.0);
+    }
+    let info = samples(&scrape, "drainwatch_host_info");
+    assert_eq!(info.len(), 1);
+    assert_eq!(info[0].labels.get("simulated"), Some("true"));
+    assert!(text.contains("# TYPE DCGM_FI_DEV_FB_USED gauge"), "{text}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn restarts_and_benchmarks_are_counted_and_scrapes_need_the_token() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let scrape_secret = "dw_scrape_secret_for_tests";
+    let hash: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(scrape_secret.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let (path, op, _view) = auth_file(
+        host.scratch(),
+        &format!("metrics_token_sha256 = \"{hash}\""),
+    );
+    let spec = ServerSpec {
+        tp: 1,
+        itl_ms: 5.0,
+        ttft_ms: 10.0,
+        ..ServerSpec::default()
+    };
+    let app =
+        spawn_managed(&host, &spec, &["--auth", path.to_str().expect("utf-8")])?.with_token(&op);
+    app.start_server().await?;
+    let id = app
+        .restart(json!({"--tp": "1", "--warmup-ms": "300"}))
+        .await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let run = app
+        .bench(json!({"concurrency": [4], "num_prompts": 8, "output_len": 8, "input_len": 8, "warmup": 1, "repeats": 3}))
+        .await?;
+    assert_eq!(run["status"], "succeeded", "{run}");
+
+    let nobody = reqwest::Client::new();
+    assert_eq!(nobody.get(app.url("/metrics")).send().await?.status(), 401);
+    assert_eq!(
+        bearer_client("dw_wrong")
+            .get(app.url("/metrics"))
+            .send()
+            .await?
+            .status(),
+        401
+    );
+    let resp = bearer_client(scrape_secret)
+        .get(app.url("/metrics"))
+        .send()
+        .await?;
+    assert_eq!(resp.status(), 200);
+    let text = resp.text().await?;
+    // The scrape token is for scraping only.
+    assert_eq!(
+        bearer_client(scrape_secret)
+            .get(app.url("/api/state"))
+            .send()
+            .await?
+            .status(),
+        401
+    );
+    let scrape = parse(&text);
+
+    let restarts = samples(&scrape, "drainwatch_restarts_total");
+    let count = |kind: &str| {
+        restarts
+            .iter()
+            .filter(|s| {
+                s.labels.get("kind") == Some(kind) && s.labels.get("outcome") == Some("succeeded")
+            })
+            .map(|s| value(s))
+            .sum::<f64>()
+    };
+    assert_eq!((count("start"), count("restart")), (1.0, 1.0), "{text}");
+    let total = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "drainwatch_restart_phase_seconds" && s.labels.get("phase") == Some("total")
+        })
+        .or_else(|| {
+            scrape.samples.iter().find(|s| {
+                s.metric == "drainwatch_restart_phase_seconds_count"
+                    && s.labels.get("phase") == Some("total")
+            })
+        });
+    assert!(total.is_some(), "a phase histogram: {text}");
+    let phase: Vec<_> = samples(&scrape, "drainwatch_server_phase")
+        .into_iter()
+        .filter(|s| value(s) == 1.0)
+        .collect();
+    assert_eq!(phase.len(), 1);
+    assert_eq!(phase[0].labels.get("phase"), Some("ready"));
+    let tok = samples(&scrape, "drainwatch_bench_output_tokens_per_second");
+    assert_eq!(tok.len(), 1, "{text}");
+    assert_eq!(tok[0].labels.get("concurrency"), Some("4"));
+    let measured = run["levels"][0]["output_tok_s"]["median"]
+        .as_f64()
+        .expect("median");
+    assert!((value(tok[0]) - measured).abs() < 1e-6 * measured.max(1.0));
+    Ok(())
+}
