@@ -48,3 +48,41 @@ fn bad_log_filter_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--log-level"), "{err}");
 }
+
+#[test]
+fn token_prints_a_secret_and_the_stanza_that_admits_it() {
+    let out = Command::new(bin("drainwatch"))
+        .args(["token", "--name", "alice", "--role", "viewer"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run drainwatch token");
+    assert!(out.status.success());
+    let secret = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(secret.starts_with("dw_") && secret.len() == 67, "{secret}");
+    let stanza = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stanza.contains(&secret), "the secret is only on stdout");
+    let hash: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(secret.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    assert!(stanza.contains(&format!("sha256 = \"{hash}\"")), "{stanza}");
+    assert!(stanza.contains("name = \"alice\"") && stanza.contains("role = \"viewer\""));
+    // The stanza is a valid auth file as it stands.
+    let cfg = drainwatch::auth::AuthConfig::parse(&stanza).expect("the printed stanza parses");
+    assert_eq!(cfg.tokens.len(), 1);
+    // Two runs, two secrets.
+    let again = Command::new(bin("drainwatch"))
+        .args(["token", "--name", "alice", "--role", "viewer"])
+        .output()
+        .expect("run");
+    assert_ne!(String::from_utf8_lossy(&again.stdout).trim(), secret);
+    // A name that would break the file is refused.
+    let (code, err) = run(&["token", "--name", "a\"b", "--role", "operator"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--name"), "{err}");
+    let (code, _) = run(&["token", "--name", "a", "--role", "admin"]);
+    assert_eq!(code, 2);
+}
