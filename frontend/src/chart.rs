@@ -140,6 +140,37 @@ pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
+/// A chart's horizontal grid from 0 to `max` (at most `n` steps), each line
+/// from `left` to `right` at `y_of(value)`, labelled in `unit` left of it.
+pub(crate) fn y_grid(
+    out: &mut String,
+    (left, right): (f64, f64),
+    max: f64,
+    n: usize,
+    unit: &str,
+    y_of: impl Fn(f64) -> f64,
+) {
+    let step = nice_step(max, n);
+    for v in ticks(max, n) {
+        let y = y_of(v);
+        let _ = write!(
+            out,
+            r#"<line class="grid" x1="{left}" x2="{right}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + 4.0,
+            tick_label(v, step, unit)
+        );
+    }
+}
+
+/// A chart's message where there is nothing to draw, centred at `(x, y)`.
+pub(crate) fn empty_note(out: &mut String, x: f64, y: f64, text: &str) {
+    let _ = write!(
+        out,
+        r#"<text class="chart-empty" x="{x}" y="{y}" text-anchor="middle">{text}</text>"#
+    );
+}
+
 /// 0, step, 2·step, … up to `max`.
 pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
     let step = nice_step(max, max_ticks);
@@ -306,27 +337,24 @@ pub(crate) fn svg_markup(
         &detail.markers,
         y_max(totals, &detail.timeline),
     ) else {
-        let _ = write!(
-            out,
-            r#"<text class="chart-empty" x="{}" y="{}" text-anchor="middle">no samples recorded yet</text>"#,
+        empty_note(
+            &mut out,
             (PLOT_LEFT + PLOT_RIGHT) / 2.0,
-            (PLOT_TOP + PLOT_BOTTOM) / 2.0
+            (PLOT_TOP + PLOT_BOTTOM) / 2.0,
+            "no samples recorded yet",
         );
         return out;
     };
 
     // Grid and axes.
-    let y_step = nice_step(frame.y_max_gib(), Y_TICKS);
-    for g in ticks(frame.y_max_gib(), Y_TICKS) {
-        let y = frame.y_of_gib(g);
-        let _ = write!(
-            out,
-            r#"<line class="grid" x1="{PLOT_LEFT}" x2="{PLOT_RIGHT}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            PLOT_LEFT - 6.0,
-            y + 4.0,
-            tick_label(g, y_step, "GiB")
-        );
-    }
+    y_grid(
+        &mut out,
+        (PLOT_LEFT, PLOT_RIGHT),
+        frame.y_max_gib(),
+        Y_TICKS,
+        "GiB",
+        |g| frame.y_of_gib(g),
+    );
     let x_step = nice_step(frame.span_s(), X_TICKS);
     for t in ticks(frame.span_s(), X_TICKS) {
         let x = frame.x_of_s(t);

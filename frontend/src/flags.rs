@@ -216,17 +216,21 @@ pub(crate) fn initial(current: &Flags, name: &str) -> Option<String> {
     current.get(name).cloned()
 }
 
+/// Flags from `(name, value)` pairs, for tests.
+#[cfg(test)]
+pub(crate) fn of_pairs(pairs: &[(&str, &str)]) -> Flags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use shared::restart::FlagKind;
 
-    fn flags(pairs: &[(&str, &str)]) -> Flags {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use super::of_pairs as flags;
 
     fn spec(name: &str, ty: FlagType) -> FlagSpec {
         FlagSpec {

@@ -275,12 +275,7 @@ mod tests {
     use super::*;
     use shared::restart::{Durations, Holder, LaunchCause, OpKind, Outcome, Phase, Transition};
 
-    fn flags(pairs: &[(&str, &str)]) -> Flags {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::flags::of_pairs as flags;
 
     fn summary(id: i64, outcome: Outcome, failure: Option<Failure>) -> RestartSummary {
         RestartSummary {

@@ -17,7 +17,7 @@ use shared::bench::{
 };
 use shared::restart::{FlagSpec, Flags};
 
-use crate::chart::{gpu_colour, nice_step, tick_label, ticks};
+use crate::chart::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
 use crate::flags::{self, FlagChange};
 use crate::markup::escape;
 use crate::ops::MISSING;
@@ -559,11 +559,11 @@ pub(crate) fn sweep_markup(ledger: &[FlagSetResults], shown: &[usize], target: f
         v
     };
     let (Some(&c_lo), Some(&c_hi)) = (cs.first(), cs.last()) else {
-        let _ = write!(
-            out,
-            r#"<text class="chart-empty" x="{}" y="{}" text-anchor="middle">no sweep yet: benchmark a set at two concurrencies or more (e.g. 1,4,16,64)</text>"#,
+        empty_note(
+            &mut out,
             (S_LEFT + S_RIGHT) / 2.0,
-            (S_TOP + S_BOTTOM) / 2.0
+            (S_TOP + S_BOTTOM) / 2.0,
+            "no sweep yet: benchmark a set at two concurrencies or more (e.g. 1,4,16,64)",
         );
         return out;
     };
@@ -584,17 +584,7 @@ pub(crate) fn sweep_markup(ledger: &[FlagSetResults], shown: &[usize], target: f
     let y_max = scale_max(data_max, target);
     let y = |v: f64| S_BOTTOM - pct(v, y_max) / 100.0 * (S_BOTTOM - S_TOP);
 
-    let step = nice_step(y_max, 5);
-    for t in ticks(y_max, 5) {
-        let yy = y(t);
-        let _ = write!(
-            out,
-            r#"<line class="grid" x1="{S_LEFT}" x2="{S_RIGHT}" y1="{yy:.1}" y2="{yy:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            S_LEFT - 6.0,
-            yy + 4.0,
-            tick_label(t, step, "tok/s")
-        );
-    }
+    y_grid(&mut out, (S_LEFT, S_RIGHT), y_max, 5, "tok/s", y);
     for &c in &cs {
         let xx = x(c);
         let _ = write!(
@@ -875,12 +865,7 @@ mod tests {
     use super::*;
     use shared::bench::Spread;
 
-    fn flags(pairs: &[(&str, &str)]) -> Flags {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::flags::of_pairs as flags;
 
     fn lvl(c: u32, med: f64) -> LevelSummary {
         LevelSummary {

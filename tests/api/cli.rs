@@ -61,13 +61,7 @@ fn token_prints_a_secret_and_the_stanza_that_admits_it() {
     assert!(secret.starts_with("dw_") && secret.len() == 67, "{secret}");
     let stanza = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!stanza.contains(&secret), "the secret is only on stdout");
-    let hash: String = {
-        use sha2::Digest;
-        sha2::Sha256::digest(secret.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
+    let hash = tests::sha256_hex(&secret);
     assert!(stanza.contains(&format!("sha256 = \"{hash}\"")), "{stanza}");
     assert!(stanza.contains("name = \"alice\"") && stanza.contains("role = \"viewer\""));
     // The stanza is a valid auth file as it stands.

@@ -84,13 +84,7 @@ async fn gpu_series_carry_dcgm_names_labels_and_units() -> anyhow::Result<()> {
 async fn restarts_and_benchmarks_are_counted_and_scrapes_need_the_token() -> anyhow::Result<()> {
     let host = SimHost::new(100);
     let scrape_secret = "dw_scrape_secret_for_tests";
-    let hash: String = {
-        use sha2::Digest;
-        sha2::Sha256::digest(scrape_secret.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
+    let hash = tests::sha256_hex(scrape_secret);
     let (path, op, _view) = auth_file(
         host.scratch(),
         &format!("metrics_token_sha256 = \"{hash}\""),

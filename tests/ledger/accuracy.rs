@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 use tests::managed::{ServerSpec, spawn_managed};
 
-fn spec() -> ServerSpec {
+/// A quick one-GPU simulated server (5 ms per token, 10 ms to the first).
+pub(crate) fn spec() -> ServerSpec {
     ServerSpec {
         tp: 1,
         warmup_ms: 200,

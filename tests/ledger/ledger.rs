@@ -7,15 +7,7 @@ use serde_json::{Value, json};
 use tests::managed::{ServerSpec, spawn_managed};
 use tests::{SimHost, TestApp};
 
-fn spec() -> ServerSpec {
-    ServerSpec {
-        tp: 1,
-        warmup_ms: 200,
-        itl_ms: 5.0,
-        ttft_ms: 10.0,
-        ..ServerSpec::default()
-    }
-}
+use crate::accuracy::spec;
 
 async fn ready(spec: &ServerSpec) -> anyhow::Result<(SimHost, TestApp)> {
     let host = SimHost::new(100);

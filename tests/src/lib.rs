@@ -265,18 +265,22 @@ pub fn bearer_client(token: &str) -> reqwest::Client {
         .expect("an HTTP client")
 }
 
+/// SHA-256 of `secret` in hex, as the auth file holds a token (computed
+/// here, not by drainwatch, so the tests check its hashing).
+pub fn sha256_hex(secret: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An auth file with one operator and one viewer token; returns its path and
 /// the two secrets.
 pub fn auth_file(dir: &std::path::Path, extra: &str) -> (std::path::PathBuf, String, String) {
     let secret = |n: &str| format!("dw_test_{n}_{}", std::process::id());
     let (op, view) = (secret("operator"), secret("viewer"));
-    let hash = |s: &str| {
-        use sha2::Digest;
-        sha2::Sha256::digest(s.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
+    let hash = sha256_hex;
     let text = format!(
         "{extra}\n[[token]]\nname = \"olga\"\nrole = \"operator\"\nsha256 = \"{}\"\n\n[[token]]\nname = \"victor\"\nrole = \"viewer\"\nsha256 = \"{}\"\n",
         hash(&op),

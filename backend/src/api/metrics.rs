@@ -19,6 +19,7 @@ use prometheus_client::registry::Registry;
 use shared::restart::Phase;
 
 use super::AppState;
+use crate::store::name;
 
 type Labels = Vec<(String, String)>;
 type FGauge = Family<Labels, Gauge<f64, AtomicU64>>;
@@ -151,7 +152,7 @@ async fn own(reg: &mut Registry, state: &AppState) {
         );
         for p in ALL_PHASES {
             let v = if p == s.phase { 1.0 } else { 0.0 };
-            set(&phase, l(&[("phase", phase_name(p))]), v);
+            set(&phase, l(&[("phase", name(&p))]), v);
         }
         let generation = gauge(
             reg,
@@ -188,16 +189,8 @@ async fn own(reg: &mut Registry, state: &AppState) {
     );
     if let Ok(all) = store.outcomes().await {
         for (kind, outcome, d) in all {
-            let outcome = serde_json::to_value(outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let kind = serde_json::to_value(kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
             restarts
-                .get_or_create(&l(&[("kind", kind), ("outcome", outcome)]))
+                .get_or_create(&l(&[("kind", name(&kind)), ("outcome", name(&outcome))]))
                 .inc();
             for (part, ms) in [
                 ("drain", d.drain_ms),
@@ -247,10 +240,3 @@ const ALL_PHASES: [Phase; 9] = [
     Phase::Failed,
     Phase::Crashed,
 ];
-
-fn phase_name(p: Phase) -> String {
-    serde_json::to_value(p)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
