@@ -63,7 +63,7 @@ pub(super) async fn gate(
     if !auth.host_ok(headers) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "this address is not one drainwatch answers to: use localhost or 127.0.0.1, or set public_origin in the auth file",
+            "this address is not one drainwatch answers to without authentication: use localhost or 127.0.0.1, or run it with --auth",
         )
         .into_response();
     }
@@ -135,22 +135,14 @@ pub(super) async fn gate(
     next.run(req).await
 }
 
-fn session_info(state: &AppState, caller: Option<&Caller>) -> SessionInfo {
-    match caller {
-        Some(c) => SessionInfo {
-            auth: state.auth.enabled(),
-            name: c.name.clone(),
-            role: c.role,
-            csrf: match &c.via {
-                Via::Session { csrf, .. } => Some(csrf.clone()),
-                _ => None,
-            },
-        },
-        None => SessionInfo {
-            auth: true,
-            name: None,
-            role: shared::auth::Role::Viewer,
-            csrf: None,
+fn session_info(state: &AppState, c: &Caller) -> SessionInfo {
+    SessionInfo {
+        auth: state.auth.enabled(),
+        name: c.name.clone(),
+        role: c.role,
+        csrf: match &c.via {
+            Via::Session { csrf, .. } => Some(csrf.clone()),
+            _ => None,
         },
     }
 }
@@ -161,7 +153,7 @@ pub(super) async fn session(
     caller: Option<axum::Extension<Caller>>,
 ) -> Response {
     match caller {
-        Some(axum::Extension(c)) => Json(session_info(&state, Some(&c))).into_response(),
+        Some(axum::Extension(c)) => Json(session_info(&state, &c)).into_response(),
         None => ApiError::new(StatusCode::UNAUTHORIZED, "not logged in").into_response(),
     }
 }

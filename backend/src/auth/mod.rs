@@ -319,7 +319,7 @@ impl Auth {
         origin == format!("http://{host}") || origin == format!("https://{host}")
     }
 
-    /// Without authentication, only names of this machine may be asked for:
+    /// Without authentication, only loopback names may be asked for:
     /// a page elsewhere cannot point a DNS name at 127.0.0.1 and read us.
     pub fn host_ok(&self, headers: &HeaderMap) -> bool {
         if self.enabled() {
@@ -336,9 +336,6 @@ impl Auth {
         let name = name.trim_start_matches('[').trim_end_matches(']');
         name.eq_ignore_ascii_case("localhost")
             || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-            || self
-                .public_origin()
-                .is_some_and(|o| o.ends_with(&format!("//{host}")))
     }
 }
 
