@@ -227,6 +227,14 @@ pub(crate) async fn serve<S, R>(
                 reason: Utf8Bytes::from_static(reason),
             };
             let _ = sink.send(Message::Close(Some(frame))).await;
+            // Read on until the client answers our close: dropping a socket with
+            // unread input makes the kernel reset it, and the client would see
+            // "connection reset" instead of our code and reason.
+            while let Some(Ok(msg)) = stream.next().await {
+                if matches!(msg, Message::Close(_)) {
+                    break;
+                }
+            }
         }
         // Flushes the close handshake (our frame, or the reply to the client's).
         let _ = sink.close().await;
