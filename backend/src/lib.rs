@@ -7,12 +7,14 @@
 //!   readers, joined into one [`shared::Sample`] by the sampler thread.
 //! - [`hub`]: latest sample, live stream and history, shared by all clients.
 //! - [`api`]: `/healthz`, `/api/state`, `/ws` and the embedded UI.
+//! - [`cli`]: the client commands (`status`, `restart`, `bench`, `watch`).
 //! - [`startup`]: [`startup::Application`] ties them together; `main.rs` only
 //!   parses the command line and waits for Ctrl-C.
 
 pub mod api;
 pub mod auth;
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod hub;
 pub mod restart;

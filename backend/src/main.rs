@@ -2,6 +2,7 @@
 //! SIGTERM, or run one command.
 
 use clap::Parser;
+use drainwatch::cli;
 use drainwatch::config::{Cli, Command, Config, RoleArg};
 use drainwatch::startup::Application;
 use tracing_subscriber::EnvFilter;
@@ -19,6 +20,10 @@ async fn main() {
             }
             return;
         }
+        Some(Command::Status(args)) => client(cli::status(args)).await,
+        Some(Command::Restart(args)) => client(cli::restart(args)).await,
+        Some(Command::Bench(args)) => client(cli::bench(args)).await,
+        Some(Command::Watch(args)) => client(cli::watch(args)).await,
     };
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("error: invalid --log-level `{}`: {e}", config.log_level);
@@ -32,6 +37,18 @@ async fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Runs a client command and exits with its code.
+async fn client(command: impl std::future::Future<Output = Result<cli::Exit, cli::CliError>>) -> ! {
+    let code = match command.await {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit.code()
+        }
+    };
+    std::process::exit(code)
 }
 
 /// `drainwatch token`: a new secret on stdout, the auth file's lines on stderr

@@ -18,7 +18,7 @@ use crate::components::server_panel::ServerPanel;
 use crate::components::throughput_view::ThroughputView;
 use crate::deeplink;
 use crate::localtime;
-use crate::ops::{kind_from_key, kind_key};
+use crate::ops::kind_from_key;
 use crate::state::{AppState, DialogOpen};
 use crate::ws;
 
@@ -51,7 +51,7 @@ fn deep_links(state: AppState) {
             let search = location.search().unwrap_or_default();
             let search =
                 deeplink::with_param(&search, "detail", now.0.map(|id| id.to_string()).as_deref());
-            let search = deeplink::with_param(&search, "dialog", now.1.map(kind_key));
+            let search = deeplink::with_param(&search, "dialog", now.1.map(OpKind::as_str));
             let url = format!("{}{search}", location.pathname().unwrap_or_default());
             if let Ok(history) = window().history() {
                 let _ =

@@ -16,8 +16,8 @@ use shared::units::fmt_bytes;
 
 use crate::flags::{FlagChange, compact, diff};
 use crate::ops::{
-    self, MISSING, failure_holders, failure_key, failure_log, fmt_offset, fmt_secs, kind_key,
-    last_lines, outcome_key, phase_key, truncate,
+    self, MISSING, failure_holders, failure_key, failure_log, fmt_offset, fmt_secs, last_lines,
+    outcome_key, phase_key, truncate,
 };
 
 /// How many log lines a failure box shows.
@@ -192,7 +192,7 @@ pub(crate) fn history_rows(
             id = s.id,
             full = escape(&full(s.started_at_ms)),
             hms = escape(&hms(s.started_at_ms)),
-            kind = kind_key(s.kind),
+            kind = s.kind.as_str(),
             tip = escape(&tip),
             drain = fmt_secs(d.drain_ms),
             kill = fmt_secs(d.kill_ms),

@@ -10,7 +10,7 @@ use shared::units::fmt_bytes;
 use shared::{ProcessInfo, ProcessRole};
 
 /// Shown for a value that is not there.
-pub(crate) const MISSING: &str = "—";
+pub(crate) use shared::units::{MISSING, fmt_secs};
 
 /// The phase as its wire name (`warming_up`), for `data-phase`.
 pub(crate) fn phase_key(phase: Phase) -> &'static str {
@@ -34,16 +34,6 @@ pub(crate) fn outcome_key(outcome: Outcome) -> &'static str {
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
         Outcome::Interrupted => "interrupted",
-    }
-}
-
-/// The operation's name: "restart", "stop", "start", "adopt".
-pub(crate) fn kind_key(kind: OpKind) -> &'static str {
-    match kind {
-        OpKind::Restart => "restart",
-        OpKind::Stop => "stop",
-        OpKind::Start => "start",
-        OpKind::Adopt => "adopt",
     }
 }
 
@@ -126,17 +116,6 @@ pub(crate) fn can_start(s: &ServerStatus) -> bool {
 /// manages none.
 pub(crate) fn can_adopt(s: &ServerStatus) -> bool {
     s.adoptable.is_some() && s.root.is_none() && s.operation.is_none()
-}
-
-/// Milliseconds as seconds with one decimal ("4.2 s"), "—" when unknown.
-pub(crate) fn fmt_secs(ms: Option<u64>) -> String {
-    match ms {
-        Some(ms) => {
-            let tenths = ms.saturating_add(50) / 100;
-            format!("{}.{} s", tenths / 10, tenths % 10)
-        }
-        None => MISSING.to_owned(),
-    }
 }
 
 /// A signed offset in seconds from a start: "+4.2 s".
@@ -313,7 +292,7 @@ mod tests {
         assert_eq!(phase_key(Phase::WarmingUp), "warming_up");
         assert_eq!(outcome_key(Outcome::Interrupted), "interrupted");
         for k in [OpKind::Restart, OpKind::Stop, OpKind::Start, OpKind::Adopt] {
-            assert_eq!(kind_from_key(kind_key(k)), Some(k));
+            assert_eq!(kind_from_key(k.as_str()), Some(k));
         }
         assert_eq!(kind_from_key("x"), None);
         assert_eq!(endpoint(OpKind::Adopt), "/api/adopt");
@@ -363,11 +342,6 @@ mod tests {
 
     #[test]
     fn seconds_with_one_decimal() {
-        assert_eq!(fmt_secs(None), "—");
-        assert_eq!(fmt_secs(Some(0)), "0.0 s");
-        assert_eq!(fmt_secs(Some(65)), "0.1 s");
-        assert_eq!(fmt_secs(Some(8089)), "8.1 s");
-        assert_eq!(fmt_secs(Some(91_000)), "91.0 s");
         assert_eq!(fmt_offset(5_200, 1_000), "+4.2 s");
         assert_eq!(fmt_offset(1_000, 1_500), "−0.5 s");
     }

@@ -20,46 +20,12 @@ use shared::restart::{FlagSpec, Flags};
 use crate::chart::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
 use crate::flags::{self, FlagChange};
 use crate::markup::escape;
-use crate::ops::MISSING;
+pub(crate) use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, ms_num, tok_num};
 
 /// The target line's default, in output tok/s.
 pub(crate) const DEFAULT_TARGET: f64 = 1000.0;
 /// The concurrency shown first when the data has it.
 pub(crate) const PREFERRED_C: u32 = 16;
-
-/// Tokens per second as a number: whole from 100, one decimal below.
-pub(crate) fn tok_num(v: f64) -> String {
-    if !v.is_finite() {
-        MISSING.to_owned()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// "612 tok/s", "4.2 tok/s", "— tok/s".
-pub(crate) fn fmt_tok_s(v: Option<f64>) -> String {
-    format!("{} tok/s", v.map_or_else(|| MISSING.to_owned(), tok_num))
-}
-
-/// Milliseconds as a number: whole from 100, one decimal from 10, two below.
-pub(crate) fn ms_num(v: f64) -> String {
-    if !v.is_finite() {
-        MISSING.to_owned()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// "41.2 / 88 ms": a p50 and a p99.
-pub(crate) fn fmt_ms_pair(p50: f64, p99: f64) -> String {
-    format!("{} / {} ms", ms_num(p50), ms_num(p99))
-}
 
 /// The relative change from `base` to `v`, in percent; `None` without a
 /// usable base.
@@ -937,11 +903,6 @@ mod tests {
 
     #[test]
     fn numbers_carry_units() {
-        assert_eq!(fmt_tok_s(Some(612.4)), "612 tok/s");
-        assert_eq!(fmt_tok_s(Some(4.25)), "4.2 tok/s");
-        assert_eq!(fmt_tok_s(None), "— tok/s");
-        assert_eq!(fmt_ms_pair(41.25, 88.0), "41.2 / 88.0 ms");
-        assert_eq!(fmt_ms_pair(8.5, 120.4), "8.50 / 120 ms");
         assert_eq!(fmt_delta(12.34), "+12.3 %");
         assert_eq!(fmt_delta(-4.0), "−4.0 %");
         assert_eq!(fmt_delta(0.01), "±0.0 %");

@@ -76,6 +76,18 @@ pub enum OpKind {
     Adopt,
 }
 
+impl OpKind {
+    /// "restart", "stop", "start", "adopt".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Restart => "restart",
+            Self::Stop => "stop",
+            Self::Start => "start",
+            Self::Adopt => "adopt",
+        }
+    }
+}
+
 /// Whether a flag is passed in the environment or on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -81,6 +81,54 @@ pub fn fraction(part: u64, total: u64) -> f64 {
     (part as f64 / total as f64).clamp(0.0, 1.0)
 }
 
+/// What a number that is not known reads as.
+pub const MISSING: &str = "—";
+
+/// Tokens per second as a number: whole from 100, one decimal below.
+pub fn tok_num(v: f64) -> String {
+    if !v.is_finite() {
+        MISSING.to_owned()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// "612 tok/s", "4.2 tok/s", "— tok/s".
+pub fn fmt_tok_s(v: Option<f64>) -> String {
+    format!("{} tok/s", v.map_or_else(|| MISSING.to_owned(), tok_num))
+}
+
+/// Milliseconds as a number: whole from 100, one decimal from 10, two below.
+pub fn ms_num(v: f64) -> String {
+    if !v.is_finite() {
+        MISSING.to_owned()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// "41.2 / 88 ms": a p50 and a p99.
+pub fn fmt_ms_pair(p50: f64, p99: f64) -> String {
+    format!("{} / {} ms", ms_num(p50), ms_num(p99))
+}
+
+/// Milliseconds as seconds with one decimal ("4.2 s"), "—" when unknown.
+pub fn fmt_secs(ms: Option<u64>) -> String {
+    match ms {
+        Some(ms) => {
+            let tenths = ms.saturating_add(50) / 100;
+            format!("{}.{} s", tenths / 10, tenths % 10)
+        }
+        None => MISSING.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +208,19 @@ mod tests {
         assert_eq!(fraction(0, 10), 0.0);
         assert_eq!(fraction(5, 10), 0.5);
         assert_eq!(fraction(20, 10), 1.0);
+    }
+
+    #[test]
+    fn throughput_latency_and_seconds() {
+        assert_eq!(fmt_tok_s(Some(612.4)), "612 tok/s");
+        assert_eq!(fmt_tok_s(Some(4.25)), "4.2 tok/s");
+        assert_eq!(fmt_tok_s(None), "— tok/s");
+        assert_eq!(fmt_ms_pair(41.25, 88.0), "41.2 / 88.0 ms");
+        assert_eq!(fmt_ms_pair(8.5, 120.4), "8.50 / 120 ms");
+        assert_eq!(fmt_secs(None), "—");
+        assert_eq!(fmt_secs(Some(0)), "0.0 s");
+        assert_eq!(fmt_secs(Some(65)), "0.1 s");
+        assert_eq!(fmt_secs(Some(8089)), "8.1 s");
+        assert_eq!(fmt_secs(Some(91_000)), "91.0 s");
     }
 }

@@ -12,7 +12,9 @@ const T: Duration = Duration::from_secs(10);
 
 /// A managed server behind authentication, started by the operator; the app
 /// speaks as the operator.
-async fn managed_with_auth(extra_auth: &str) -> anyhow::Result<(SimHost, TestApp, String, String)> {
+pub(super) async fn managed_with_auth(
+    extra_auth: &str,
+) -> anyhow::Result<(SimHost, TestApp, String, String)> {
     let host = SimHost::new(100);
     let (path, op, view) = auth_file(host.scratch(), extra_auth);
     let app = spawn_managed(

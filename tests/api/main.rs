@@ -6,5 +6,6 @@ mod cli;
 mod metrics;
 mod nvml_errors;
 mod other_clients;
+mod remote;
 mod state;
 mod ws;

@@ -382,6 +382,13 @@ impl TestApp {
     }
 }
 
+/// Sends `sig` to one process (a child the test started).
+#[allow(unsafe_code)]
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) has no memory effects; the pid is the caller's child.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
 /// True while `pid` is alive and not a zombie.
 pub fn alive(pid: u32) -> bool {
     simhost::read_proc_stat(pid)

@@ -37,6 +37,15 @@ pub enum Command {
         #[arg(long, value_enum)]
         role: RoleArg,
     },
+    /// Print the GPUs, processes and the managed server once.
+    Status(crate::cli::StatusArgs),
+    /// Restart the managed server through its guards (drain, verify by GPU
+    /// memory, relaunch, wait for ready) and wait for the outcome.
+    Restart(crate::cli::RestartArgs),
+    /// Benchmark the running flag set and print its throughput.
+    Bench(crate::cli::BenchArgs),
+    /// Follow GPUs, processes, restarts and benchmarks live.
+    Watch(crate::cli::WatchArgs),
 }
 
 /// `--role`.

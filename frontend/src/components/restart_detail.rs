@@ -13,7 +13,7 @@ use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
 use crate::localtime;
 use crate::markup;
-use crate::ops::{kind_key, outcome_key};
+use crate::ops::outcome_key;
 use crate::state::AppState;
 
 /// How often a running operation's record is fetched again.
@@ -147,7 +147,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                         {move || {
                             loaded
                                 .with(|d| match d {
-                                    Some(d) => format!("{} #{id}", kind_key(d.summary.kind)),
+                                    Some(d) => format!("{} #{id}", d.summary.kind.as_str()),
                                     None => format!("operation #{id}"),
                                 })
                         }}

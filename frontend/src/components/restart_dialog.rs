@@ -19,7 +19,7 @@ use crate::components::kill_list::KillList;
 use crate::components::phase_badge::PhaseBadge;
 use crate::flags;
 use crate::markup::diff_lines;
-use crate::ops::{kind_key, kind_title, takes_flags};
+use crate::ops::{kind_title, takes_flags};
 use crate::state::{AppState, DialogOpen};
 use crate::throughput::prefill;
 
@@ -217,7 +217,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                 aria-modal="true"
                 aria-label=aria
                 data-testid="restart-dialog"
-                data-kind=kind_key(kind)
+                data-kind=kind.as_str()
                 data-generation=generation.to_string()
             >
                 <form

@@ -8,7 +8,6 @@ use shared::restart::{Phase, ServerStatus};
 use shared::units::fmt_age_ms;
 
 use crate::components::phase_badge::PhaseBadge;
-use crate::ops::kind_key;
 use crate::state::AppState;
 
 /// What the line shows: operation and record id, phase, when the phase began,
@@ -25,7 +24,7 @@ struct Stage {
 fn stage(s: &ServerStatus) -> Option<Stage> {
     let op = s.operation.as_ref()?;
     Some(Stage {
-        kind: kind_key(op.kind),
+        kind: op.kind.as_str(),
         id: op.id,
         phase: s.phase,
         since_ms: s.phase_since_ms,

@@ -1,0 +1,139 @@
+//! `drainwatch bench`: start a benchmark of the running flag set with the
+//! settings given (the rest from the server's configuration), follow its progress
+//! over `/ws`, then print the results per concurrency.
+
+use std::io::IsTerminal as _;
+
+use serde_json::{Map, Value, json};
+use shared::bench::{BenchRun, RunStatus};
+use shared::protocol::ServerMsg;
+use shared::units::fmt_tok_s;
+
+use super::client::{Client, Events};
+use super::{ApiArg, BenchArgs, CliError, Exit, ctrl_c, print_json, render};
+
+pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
+    let client = Client::new(&args.remote)?;
+    let events = if args.no_wait {
+        None
+    } else {
+        Some(client.events().await?)
+    };
+    let started: Value = client.post("api/bench", &settings(&args)).await?;
+    let Some(id) = started.get("id").and_then(Value::as_i64) else {
+        return Err(CliError::new(
+            Exit::Error,
+            "drainwatch accepted the benchmark but gave no run id",
+        ));
+    };
+    let Some(events) = events else {
+        if args.remote.json {
+            print_json(&json!({ "id": id }))?;
+        } else {
+            println!("benchmark #{id} started");
+        }
+        return Ok(Exit::Ok);
+    };
+    eprintln!(
+        "benchmark #{id} started; Ctrl-C stops waiting (cancel it in the UI or with POST /api/bench/cancel)"
+    );
+    let run = tokio::select! {
+        r = follow(&client, events, id) => r?,
+        () = ctrl_c() => {
+            eprintln!("stopped waiting: benchmark #{id} goes on in drainwatch");
+            return Ok(Exit::StoppedWaiting);
+        }
+    };
+    if args.remote.json {
+        print_json(&run)?;
+    } else {
+        print!("{}", render::bench_run(&run));
+    }
+    Ok(render::bench_exit(&run))
+}
+
+/// Only what was given: drainwatch fills in the rest from its configuration and
+/// checks the whole.
+fn settings(args: &BenchArgs) -> Value {
+    let mut out = Map::new();
+    if !args.concurrency.is_empty() {
+        out.insert("concurrency".into(), json!(args.concurrency));
+    }
+    for (key, v) in [
+        ("num_prompts", args.prompts),
+        ("input_len", args.input_len),
+        ("output_len", args.output_len),
+        ("warmup", args.warmup),
+        ("repeats", args.repeats),
+    ] {
+        if let Some(v) = v {
+            out.insert(key.into(), json!(v));
+        }
+    }
+    if let Some(api) = args.api {
+        let name = match api {
+            ApiArg::Completions => "completions",
+            ApiArg::Chat => "chat",
+        };
+        out.insert("api".into(), json!(name));
+    }
+    if let (Some(prompt), Some(expect)) = (&args.check_prompt, &args.expect) {
+        out.insert(
+            "correctness".into(),
+            json!({ "prompt": prompt, "expect": expect }),
+        );
+    }
+    Value::Object(out)
+}
+
+/// Shows progress (one updating line on a terminal, one line per repeat
+/// otherwise) until the run's record says it ended.
+async fn follow(client: &Client, mut events: Events, id: i64) -> Result<BenchRun, CliError> {
+    let tty = std::io::stderr().is_terminal();
+    let mut shown = None;
+    while let Some((_, msg)) = events.next().await? {
+        match msg {
+            ServerMsg::Bench(p) if p.run_id == id => {
+                let line = format!(
+                    "concurrency {}, repeat {}/{}: {}/{} requests, {}",
+                    p.concurrency,
+                    p.repeat + 1,
+                    p.repeats,
+                    p.done,
+                    p.total,
+                    fmt_tok_s(Some(p.output_tok_s))
+                );
+                if tty {
+                    eprint!("\r\x1b[2K{line}");
+                } else if shown != Some((p.concurrency, p.repeat)) {
+                    shown = Some((p.concurrency, p.repeat));
+                    eprintln!("{line}");
+                }
+            }
+            ServerMsg::BenchRun(run) if run.id == id && run.status != RunStatus::Running => {
+                if tty {
+                    eprintln!();
+                }
+                events.close().await;
+                return Ok(run);
+            }
+            ServerMsg::Snapshot(_) => {
+                // Fell behind: the record may have ended in between.
+                let run: BenchRun = client.get(&format!("api/bench/runs/{id}")).await?;
+                if run.status != RunStatus::Running {
+                    events.close().await;
+                    return Ok(run);
+                }
+            }
+            _ => {}
+        }
+    }
+    let run: BenchRun = client.get(&format!("api/bench/runs/{id}")).await?;
+    if run.status != RunStatus::Running {
+        return Ok(run);
+    }
+    Err(CliError::new(
+        Exit::Unreachable,
+        format!("drainwatch closed the connection before benchmark #{id} ended"),
+    ))
+}

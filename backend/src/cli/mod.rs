@@ -1,0 +1,289 @@
+//! The client commands of the `drainwatch` binary: `status`, `restart`, `bench`
+//! and `watch` talk to a running drainwatch through its HTTP API and `/ws`, the
+//! way any script could, under the same tokens and roles as the browser.
+//!
+//! - [`client`]: the HTTP and WebSocket client, and how a refusal maps to an exit code.
+//! - [`render`]: plain-text tables for the terminal.
+//! - [`status`], [`restart`], [`bench`], [`watch`]: one command each.
+//!
+//! Results go to stdout (text, or one line of JSON with `--json`); progress and
+//! errors go to stderr, so `drainwatch restart --yes --json | jq` sees only JSON.
+
+mod bench;
+mod client;
+mod render;
+mod restart;
+mod status;
+mod watch;
+
+pub use bench::bench;
+pub use restart::restart;
+pub use status::status;
+pub use watch::watch;
+
+use clap::{Args, ValueEnum};
+
+/// What the client commands' exit codes mean (also in `--help`).
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   done (for restart: the server is ready; for bench: the run succeeded)
+  1   unexpected error
+  2   bad command line, or drainwatch refused the request as invalid (400, 404, 413)
+  3   drainwatch cannot be reached, or the connection was lost
+  4   not allowed: no or wrong token (401), or the role may not do this (403)
+  5   busy or stale: another operation runs, the server changed (409), or too many requests (429)
+  10  restart failed: GPU memory did not come back (nothing was launched)
+  11  restart refused: a foreign process holds GPU memory the server needs
+  12  launch failed: out of GPU memory
+  13  launch failed: the port is in use
+  14  launch failed: the server exited during warm-up, or could not be started
+  15  launch failed: not ready within the warm-up timeout
+  16  the operation was interrupted, or the server crashed
+  20  benchmark failed or was interrupted
+  21  benchmark cancelled
+  22  benchmark ran, but the correctness check failed
+  130 stopped waiting (Ctrl-C); the operation goes on in drainwatch";
+
+/// How a client command ended: its process exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Ok,
+    Error,
+    Usage,
+    Unreachable,
+    NotAllowed,
+    Busy,
+    VerifyFailed,
+    ForeignHolders,
+    Oom,
+    PortInUse,
+    Exited,
+    WarmupTimeout,
+    Interrupted,
+    BenchFailed,
+    BenchCancelled,
+    WrongAnswer,
+    StoppedWaiting,
+}
+
+impl Exit {
+    pub fn code(self) -> i32 {
+        match self {
+            Self::Ok => 0,
+            Self::Error => 1,
+            Self::Usage => 2,
+            Self::Unreachable => 3,
+            Self::NotAllowed => 4,
+            Self::Busy => 5,
+            Self::VerifyFailed => 10,
+            Self::ForeignHolders => 11,
+            Self::Oom => 12,
+            Self::PortInUse => 13,
+            Self::Exited => 14,
+            Self::WarmupTimeout => 15,
+            Self::Interrupted => 16,
+            Self::BenchFailed => 20,
+            Self::BenchCancelled => 21,
+            Self::WrongAnswer => 22,
+            Self::StoppedWaiting => 130,
+        }
+    }
+}
+
+/// A client command that could not do its work: printed as `error: …`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Self {
+        Self {
+            exit,
+            message: message.into(),
+        }
+    }
+}
+
+/// Where drainwatch is and who is asking; shared by every client command.
+#[derive(Debug, Clone, Args)]
+pub struct Remote {
+    /// The drainwatch to talk to (its address, or the public URL behind a proxy).
+    #[arg(long, env = "DRAINWATCH_URL", default_value = "http://127.0.0.1:7878")]
+    pub url: String,
+    /// A bearer token (see `drainwatch token`). Prefer the environment
+    /// variable: a command-line argument is visible to every user in `ps`.
+    #[arg(long, env = "DRAINWATCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the result as one line of JSON (for `watch`, one line per message).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `drainwatch status`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+/// `drainwatch restart`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct RestartArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Set an allow-listed flag for the new launch, e.g. `--flag --tp=8` or
+    /// `--flag SGLANG_OPT_USE_TILELANG_INDEXER=1`. Flags not named keep their value.
+    #[arg(long = "flag", value_name = "NAME=VALUE", value_parser = parse_flag, allow_hyphen_values = true)]
+    pub flags: Vec<(String, String)>,
+    /// Put a flag back to the configuration's default.
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+    pub reset: Vec<String>,
+    /// Do not ask for the server's name to confirm (for scripts).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Return once drainwatch accepted the restart, without waiting for the end.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// `drainwatch bench`: settings not given take the server's configured defaults.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Concurrency: one level, or several for a sweep (`-c 1,4,16,64`).
+    #[arg(long, short = 'c', value_delimiter = ',', num_args = 1..)]
+    pub concurrency: Vec<u32>,
+    /// Requests per repeat, after warm-up.
+    #[arg(long)]
+    pub prompts: Option<u32>,
+    /// Prompt length in tokens.
+    #[arg(long)]
+    pub input_len: Option<u32>,
+    /// Output length in tokens.
+    #[arg(long)]
+    pub output_len: Option<u32>,
+    /// Requests sent first at each concurrency and not counted.
+    #[arg(long)]
+    pub warmup: Option<u32>,
+    /// Repeats per concurrency (at least 3).
+    #[arg(long)]
+    pub repeats: Option<u32>,
+    /// The endpoint to load.
+    #[arg(long, value_enum)]
+    pub api: Option<ApiArg>,
+    /// A prompt asked before the load; its answer must contain `--expect`.
+    #[arg(long, requires = "expect")]
+    pub check_prompt: Option<String>,
+    /// What the answer to `--check-prompt` must contain (case-insensitive).
+    #[arg(long, requires = "check_prompt")]
+    pub expect: Option<String>,
+    /// Return once drainwatch accepted the run, without waiting for the results.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// `--api`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApiArg {
+    /// `/v1/completions`.
+    Completions,
+    /// `/v1/chat/completions`.
+    Chat,
+}
+
+/// `drainwatch watch`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+}
+
+/// `NAME=VALUE`, split at the first `=` after the name (a name never holds one).
+fn parse_flag(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!(
+            "`{s}` is not NAME=VALUE (e.g. --flag --tp=8; --reset NAME for the default)"
+        )),
+    }
+}
+
+/// Now, in Unix milliseconds.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// One line of JSON on stdout.
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
+    let line = serde_json::to_string(value)
+        .map_err(|e| CliError::new(Exit::Error, format!("cannot write JSON: {e}")))?;
+    println!("{line}");
+    Ok(())
+}
+
+/// Waits for Ctrl-C (and never returns if the handler cannot be installed).
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_split_at_the_first_equals() {
+        assert_eq!(
+            parse_flag("--tp=8"),
+            Ok(("--tp".to_owned(), "8".to_owned()))
+        );
+        assert_eq!(parse_flag("X=a=b"), Ok(("X".to_owned(), "a=b".to_owned())));
+        assert_eq!(parse_flag("X="), Ok(("X".to_owned(), String::new())));
+        assert!(parse_flag("--tp").is_err());
+        assert!(parse_flag("=1").is_err());
+    }
+
+    #[test]
+    fn exit_codes_are_distinct_and_documented() {
+        let all = [
+            Exit::Ok,
+            Exit::Error,
+            Exit::Usage,
+            Exit::Unreachable,
+            Exit::NotAllowed,
+            Exit::Busy,
+            Exit::VerifyFailed,
+            Exit::ForeignHolders,
+            Exit::Oom,
+            Exit::PortInUse,
+            Exit::Exited,
+            Exit::WarmupTimeout,
+            Exit::Interrupted,
+            Exit::BenchFailed,
+            Exit::BenchCancelled,
+            Exit::WrongAnswer,
+            Exit::StoppedWaiting,
+        ];
+        let codes: std::collections::BTreeSet<i32> = all.iter().map(|e| e.code()).collect();
+        assert_eq!(codes.len(), all.len());
+        for c in codes {
+            assert!(
+                EXIT_CODES.contains(&format!("\n  {c} ")),
+                "{c} is not in EXIT_CODES"
+            );
+        }
+    }
+}

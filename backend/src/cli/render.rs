@@ -1,0 +1,398 @@
+//! Plain text for a terminal: the host and server lines, the GPU and process
+//! tables, a restart's outcome and a benchmark's results. Every number carries its
+//! unit (the formatters are the browser UI's, from [`shared::units`]).
+
+use std::fmt::Write as _;
+
+use shared::bench::{BenchRun, RunStatus};
+use shared::restart::{Failure, Outcome, RestartSummary, ServerStatus};
+use shared::units::{
+    MISSING, fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_ms_pair, fmt_percent, fmt_power_mw, fmt_secs,
+    fmt_temp_c, fmt_tok_s, tok_num,
+};
+use shared::{ProcessRole, Snapshot};
+
+/// Columns of text, each as wide as its widest cell; `right` columns are
+/// right-aligned (numbers).
+pub(super) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+            .chain([header[i].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            let last = i + 1 == widths.len();
+            if right.get(i).copied().unwrap_or(false) {
+                out.push_str(&" ".repeat(pad));
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                if !last {
+                    out.push_str(&" ".repeat(pad));
+                }
+            }
+            if !last {
+                out.push_str("  ");
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    for r in rows {
+        out.push_str(&line(&mut r.iter().map(String::as_str)));
+    }
+    out
+}
+
+fn or_missing<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map_or_else(|| MISSING.to_owned(), f)
+}
+
+/// At most `max` characters, with "…" when cut.
+pub(super) fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The whole state: host, server, GPUs, processes, last restart.
+pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
+    let mut out = String::new();
+    let host = &s.host;
+    let _ = write!(out, "{} — drainwatch {}", host.hostname, host.version);
+    match &host.nvml {
+        shared::NvmlStatus::Ok {
+            simulated: true, ..
+        } => out.push_str(" — SIMULATED HOST: every GPU number below is simulated"),
+        shared::NvmlStatus::Ok { driver_version, .. } => {
+            let _ = write!(
+                out,
+                " — driver {}",
+                driver_version.as_deref().unwrap_or(MISSING)
+            );
+        }
+        shared::NvmlStatus::Unavailable { reason, .. } => {
+            let _ = write!(out, " — NVML unavailable: {reason}");
+        }
+    }
+    out.push('\n');
+    if let Some(server) = &s.server {
+        out.push_str(&server_lines(server, now_ms));
+    }
+    out.push('\n');
+    let Some(sample) = &s.latest else {
+        out.push_str("no sample yet\n");
+        return out;
+    };
+    let rows: Vec<Vec<String>> = sample
+        .gpus
+        .iter()
+        .map(|g| {
+            vec![
+                g.index.to_string(),
+                g.name.clone().unwrap_or_else(|| MISSING.to_owned()),
+                match (g.mem_used_bytes, g.mem_total_bytes) {
+                    (Some(u), Some(t)) => fmt_bytes_of(u, t),
+                    (u, _) => or_missing(u, fmt_bytes),
+                },
+                or_missing(g.util_gpu_percent, fmt_percent),
+                or_missing(g.power_mw, fmt_power_mw),
+                or_missing(g.temp_c, fmt_temp_c),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["GPU", "NAME", "MEMORY", "UTIL", "POWER", "TEMP"],
+        &[true, false, true, true, true, true],
+        &rows,
+    ));
+    let procs: Vec<Vec<String>> = sample
+        .processes
+        .iter()
+        .map(|p| {
+            let gpus: Vec<String> = p.gpu_mem.iter().map(|m| m.gpu_index.to_string()).collect();
+            let held: u64 = p.gpu_mem.iter().filter_map(|m| m.used_bytes).sum();
+            vec![
+                p.pid.to_string(),
+                match p.role {
+                    ProcessRole::Server => "server".to_owned(),
+                    ProcessRole::Foreign => "foreign".to_owned(),
+                },
+                p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
+                if gpus.is_empty() {
+                    MISSING.to_owned()
+                } else {
+                    gpus.join(",")
+                },
+                if p.gpu_mem.is_empty() {
+                    MISSING.to_owned()
+                } else {
+                    fmt_bytes(held)
+                },
+                cut(&p.cmdline.join(" "), 70),
+            ]
+        })
+        .collect();
+    out.push('\n');
+    if procs.is_empty() {
+        out.push_str("no process holds GPU memory\n");
+    } else {
+        out.push_str(&table(
+            &["PID", "ROLE", "USER", "GPUS", "GPU MEM", "COMMAND"],
+            &[true, false, false, false, true, false],
+            &procs,
+        ));
+    }
+    if let Some(r) = s.restarts.first() {
+        out.push('\n');
+        out.push_str("last operation: ");
+        out.push_str(&restart_line(r));
+        out.push('\n');
+    }
+    out
+}
+
+/// The managed server in two or three lines.
+pub(super) fn server_lines(s: &ServerStatus, now_ms: u64) -> String {
+    let mut out = format!(
+        "server {}: {} for {}, generation {}, port {}",
+        s.name,
+        s.phase.label(),
+        fmt_age_ms(now_ms.saturating_sub(s.phase_since_ms)),
+        s.generation,
+        s.port
+    );
+    if let Some(set) = &s.flagset {
+        let _ = write!(out, ", flag set {set}");
+    }
+    out.push('\n');
+    let flags: Vec<String> = s.flags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(
+        out,
+        "  flags: {}",
+        if flags.is_empty() {
+            "(none)".to_owned()
+        } else {
+            flags.join(" ")
+        }
+    );
+    if s.has_metrics {
+        let _ = writeln!(
+            out,
+            "  live: {}, {} running, {} queued",
+            fmt_tok_s(s.passive.output_tok_s),
+            or_missing(s.passive.running, |n| n.to_string()),
+            or_missing(s.passive.queued, |n| n.to_string()),
+        );
+    }
+    if let Some(op) = &s.operation {
+        let _ = writeln!(
+            out,
+            "  running: {} #{} by {}, for {}",
+            op.kind.as_str(),
+            op.id,
+            op.requested_by,
+            fmt_age_ms(now_ms.saturating_sub(op.started_at_ms))
+        );
+    }
+    if let Some(b) = &s.bench {
+        let _ = writeln!(
+            out,
+            "  benchmark #{}: concurrency {}, repeat {}/{}, {}/{} requests, {}",
+            b.run_id,
+            b.concurrency,
+            b.repeat + 1,
+            b.repeats,
+            b.done,
+            b.total,
+            fmt_tok_s(Some(b.output_tok_s))
+        );
+    }
+    if let (Some(f), None) = (&s.failure, &s.operation) {
+        let _ = writeln!(out, "  last failure: {}", f.summary());
+    }
+    out
+}
+
+/// One line for a restart record.
+pub(super) fn restart_line(r: &RestartSummary) -> String {
+    let what = format!("{} #{} by {}", r.kind.as_str(), r.id, r.requested_by);
+    let d = &r.durations;
+    match (&r.outcome, &r.failure) {
+        (Outcome::Running, _) => format!("{what}: running"),
+        (Outcome::Succeeded, _) => format!(
+            "{what}: succeeded in {} (drain {}, kill {}, verify {}, launch and warm-up {})",
+            fmt_secs(d.total_ms),
+            fmt_secs(d.drain_ms),
+            fmt_secs(d.kill_ms),
+            fmt_secs(d.verify_ms),
+            fmt_secs(d.warmup_ms)
+        ),
+        (_, Some(f)) => format!("{what}: {}", f.summary()),
+        (Outcome::Failed, None) => format!("{what}: failed"),
+        (Outcome::Interrupted, None) => format!("{what}: interrupted"),
+    }
+}
+
+/// A finished restart: its line, then who held memory and the log's tail.
+pub(super) fn restart_outcome(r: &RestartSummary) -> String {
+    let mut out = restart_line(r) + "\n";
+    match &r.failure {
+        Some(Failure::VerifyFailed { holders, .. } | Failure::ForeignHolders { holders }) => {
+            let rows: Vec<Vec<String>> = holders
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.pid.to_string(),
+                        if h.ours { "server" } else { "foreign" }.to_owned(),
+                        h.user.clone().unwrap_or_else(|| MISSING.to_owned()),
+                        h.gpu_index.to_string(),
+                        or_missing(h.used_bytes, fmt_bytes),
+                        cut(&h.cmdline.join(" "), 70),
+                    ]
+                })
+                .collect();
+            out.push_str("still holding GPU memory:\n");
+            out.push_str(&table(
+                &["PID", "ROLE", "USER", "GPU", "GPU MEM", "COMMAND"],
+                &[true, false, false, true, true, false],
+                &rows,
+            ));
+        }
+        Some(Failure::LaunchFailed { log_tail, .. } | Failure::Crashed { log_tail, .. })
+            if !log_tail.is_empty() =>
+        {
+            out.push_str("log tail:\n");
+            for l in log_tail.iter().rev().take(20).rev() {
+                let _ = writeln!(out, "  {l}");
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A benchmark run: status, then one row per concurrency.
+pub(super) fn bench_run(run: &BenchRun) -> String {
+    let mut out = format!(
+        "benchmark #{} on flag set {}: {}",
+        run.id,
+        run.flagset,
+        status_word(run.status)
+    );
+    if let Some(e) = &run.error {
+        let _ = write!(out, " ({e})");
+    }
+    out.push('\n');
+    if let Some(c) = &run.correctness {
+        let _ = writeln!(
+            out,
+            "correctness: {} (answer: {})",
+            if c.passed { "passed" } else { "WRONG ANSWER" },
+            cut(c.answer.trim(), 80)
+        );
+    }
+    if run.levels.is_empty() {
+        return out;
+    }
+    let rows: Vec<Vec<String>> = run
+        .levels
+        .iter()
+        .map(|l| {
+            vec![
+                l.concurrency.to_string(),
+                fmt_tok_s(Some(l.output_tok_s.median)),
+                format!(
+                    "{}–{}",
+                    tok_num(l.output_tok_s.min),
+                    tok_num(l.output_tok_s.max)
+                ),
+                fmt_tok_s(Some(l.total_tok_s.median)),
+                format!("{:.2} req/s", l.request_s.median),
+                fmt_ms_pair(l.ttft_p50_ms.median, l.ttft_p99_ms.median),
+                fmt_ms_pair(l.itl_p50_ms.median, l.itl_p99_ms.median),
+                l.failed.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "CONC",
+            "OUTPUT",
+            "MIN–MAX",
+            "TOTAL",
+            "REQUESTS",
+            "TTFT P50/P99",
+            "ITL P50/P99",
+            "FAILED",
+        ],
+        &[true, true, true, true, true, true, true, true],
+        &rows,
+    ));
+    let _ = writeln!(
+        out,
+        "medians of {} repeats; min–max is the output rate's spread",
+        run.settings.repeats
+    );
+    out
+}
+
+/// "succeeded", "cancelled", ….
+pub(super) fn status_word(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Running => "running",
+        RunStatus::Succeeded => "succeeded",
+        RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
+        RunStatus::Interrupted => "interrupted",
+    }
+}
+
+/// Whether a finished run is what a script should call success.
+pub(super) fn bench_exit(run: &BenchRun) -> super::Exit {
+    use super::Exit;
+    match run.status {
+        RunStatus::Succeeded if run.correctness.as_ref().is_some_and(|c| !c.passed) => {
+            Exit::WrongAnswer
+        }
+        RunStatus::Succeeded => Exit::Ok,
+        RunStatus::Cancelled => Exit::BenchCancelled,
+        RunStatus::Failed | RunStatus::Interrupted | RunStatus::Running => Exit::BenchFailed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_numbers_right_and_text_left() {
+        let t = table(
+            &["GPU", "NAME", "MEMORY"],
+            &[true, false, true],
+            &[
+                vec!["0".into(), "A100".into(), "4 MiB / 80.0 GiB".into()],
+                vec!["10".into(), "H100 SXM".into(), "88.0 GiB / 80.0 GiB".into()],
+            ],
+        );
+        assert_eq!(
+            t,
+            "GPU  NAME                   MEMORY\n  0  A100          4 MiB / 80.0 GiB\n 10  H100 SXM   88.0 GiB / 80.0 GiB\n"
+        );
+    }
+
+    #[test]
+    fn long_commands_are_cut() {
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 4), "abc");
+    }
+}

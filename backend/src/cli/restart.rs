@@ -1,0 +1,272 @@
+//! `drainwatch restart`: show what will be stopped and how the flags change, ask
+//! for the server's name (unless `--yes`), send the guarded restart with the
+//! generation this view saw, then follow it over `/ws` to its end. The exit code
+//! says how it ended.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::time::Instant;
+
+use shared::bench::{FlagChange, diff_flags};
+use shared::protocol::ServerMsg;
+use shared::restart::{
+    Accepted, Failure, Flags, LaunchCause, Outcome, Phase, RestartDetail, RestartRequest,
+    RestartSummary, ServerStatus,
+};
+use shared::units::{MISSING, fmt_bytes, fmt_secs};
+use shared::{ProcessRole, Snapshot};
+
+use super::client::{Client, Events};
+use super::{CliError, Exit, RestartArgs, ctrl_c, print_json, render};
+
+pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
+    let client = Client::new(&args.remote)?;
+    let state: Snapshot = client.get("api/state").await?;
+    let Some(server) = state.server.clone() else {
+        return Err(CliError::new(
+            Exit::Usage,
+            "this drainwatch manages no server (it was started without --config)",
+        ));
+    };
+    let changes = changes(&server, &args)?;
+    let to = planned(&server, &changes);
+    eprint!("{}", plan(&state, &server, &to));
+    if !args.yes {
+        confirm(&server.name).await?;
+    }
+    // Listen before asking, so no step of the restart goes unseen.
+    let events = if args.no_wait {
+        None
+    } else {
+        Some(client.events().await?)
+    };
+    let req = RestartRequest {
+        generation: server.generation,
+        flags: changes,
+        confirm: server.name.clone(),
+    };
+    let accepted: Accepted = client.post("api/restart", &req).await?;
+    let id = accepted.id;
+    let Some(events) = events else {
+        if args.remote.json {
+            print_json(&accepted)?;
+        } else {
+            println!("restart #{id} accepted");
+        }
+        return Ok(Exit::Ok);
+    };
+    eprintln!("restart #{id} accepted; Ctrl-C stops waiting, not the restart");
+    let summary = tokio::select! {
+        r = follow(&client, events, id) => r?,
+        () = ctrl_c() => {
+            eprintln!("stopped waiting: restart #{id} goes on in drainwatch (`drainwatch watch` follows it)");
+            return Ok(Exit::StoppedWaiting);
+        }
+    };
+    if args.remote.json {
+        print_json(&summary)?;
+    } else {
+        print!("{}", render::restart_outcome(&summary));
+    }
+    Ok(exit_of(&summary))
+}
+
+/// The request's flag changes; a name off the allow-list fails here, before the
+/// confirmation (drainwatch checks the values).
+fn changes(
+    server: &ServerStatus,
+    args: &RestartArgs,
+) -> Result<BTreeMap<String, Option<String>>, CliError> {
+    let mut out = BTreeMap::new();
+    let sets = args.flags.iter().map(|(k, v)| (k, Some(v.clone())));
+    let resets = args.reset.iter().map(|k| (k, None));
+    for (name, value) in sets.chain(resets) {
+        if !server.allowed.iter().any(|f| &f.name == name) {
+            let allowed: Vec<&str> = server.allowed.iter().map(|f| f.name.as_str()).collect();
+            return Err(CliError::new(
+                Exit::Usage,
+                format!(
+                    "`{name}` is not a flag a restart may change; the allow-list has: {}",
+                    if allowed.is_empty() {
+                        "nothing".to_owned()
+                    } else {
+                        allowed.join(", ")
+                    }
+                ),
+            ));
+        }
+        if out.insert(name.clone(), value).is_some() {
+            return Err(CliError::new(
+                Exit::Usage,
+                format!("`{name}` is given twice"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The flags the server will run with after the change.
+fn planned(server: &ServerStatus, changes: &BTreeMap<String, Option<String>>) -> Flags {
+    let mut to = server.flags.clone();
+    for (name, value) in changes {
+        match value.as_ref().or_else(|| server.default_flags.get(name)) {
+            Some(v) => to.insert(name.clone(), v.clone()),
+            None => to.remove(name),
+        };
+    }
+    to
+}
+
+/// What will be stopped, and how the flags change.
+fn plan(state: &Snapshot, server: &ServerStatus, to: &Flags) -> String {
+    let gpus: Vec<String> = server.gpus.iter().map(u32::to_string).collect();
+    let mut out = format!(
+        "restart {} ({}, generation {}) on GPUs {}\n",
+        server.name,
+        server.phase.label(),
+        server.generation,
+        gpus.join(", ")
+    );
+    let ours: Vec<Vec<String>> = state
+        .latest
+        .iter()
+        .flat_map(|s| &s.processes)
+        .filter(|p| p.role == ProcessRole::Server)
+        .map(|p| {
+            let held: u64 = p.gpu_mem.iter().filter_map(|m| m.used_bytes).sum();
+            vec![
+                p.pid.to_string(),
+                p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
+                if p.gpu_mem.is_empty() {
+                    MISSING.to_owned()
+                } else {
+                    fmt_bytes(held)
+                },
+                render::cut(&p.cmdline.join(" "), 70),
+            ]
+        })
+        .collect();
+    if ours.is_empty() {
+        out.push_str("no server process is running: it will be launched\n");
+    } else {
+        out.push_str(
+            "will stop (SIGTERM to its process group, then SIGKILL after the grace period):\n",
+        );
+        out.push_str(&render::table(
+            &["PID", "USER", "GPU MEM", "COMMAND"],
+            &[true, false, true, false],
+            &ours,
+        ));
+    }
+    let diff = diff_flags(&server.flags, to);
+    if diff.is_empty() {
+        out.push_str("flags: unchanged\n");
+    } else {
+        out.push_str("flags:\n");
+        for c in diff {
+            let line = match c {
+                FlagChange::Added { name, value } => format!("  {name}: (unset) → {value}"),
+                FlagChange::Removed { name, value } => format!("  {name}: {value} → (unset)"),
+                FlagChange::Changed { name, from, to } => format!("  {name}: {from} → {to}"),
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Asks for the server's name on the terminal.
+async fn confirm(name: &str) -> Result<(), CliError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::new(
+            Exit::Usage,
+            "confirmation needed and stdin is not a terminal: pass --yes to restart without typing the server's name",
+        ));
+    }
+    eprint!("type the server's name ({name}) to restart it: ");
+    let typed = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await
+    .ok()
+    .and_then(Result::ok)
+    .unwrap_or_default();
+    if typed.trim() == name {
+        Ok(())
+    } else {
+        Err(CliError::new(
+            Exit::Usage,
+            "not confirmed: nothing was done",
+        ))
+    }
+}
+
+/// Prints each phase as the restart enters it, until its record says it ended.
+async fn follow(client: &Client, mut events: Events, id: i64) -> Result<RestartSummary, CliError> {
+    let started = Instant::now();
+    let mut shown: Option<Phase> = None;
+    let mut progress = |s: &ServerStatus| {
+        let ours = s.operation.as_ref().is_some_and(|o| o.id == id);
+        if ours && shown != Some(s.phase) {
+            shown = Some(s.phase);
+            let at = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            eprintln!(
+                "{:>8}  {}",
+                format!("+{}", fmt_secs(Some(at))),
+                s.phase.label()
+            );
+        }
+    };
+    while let Some((_, msg)) = events.next().await? {
+        match msg {
+            ServerMsg::Server(s) => progress(&s),
+            ServerMsg::Snapshot(snap) => {
+                if let Some(s) = &snap.server {
+                    progress(s);
+                }
+                if let Some(r) = snap.restarts.into_iter().find(|r| r.id == id && ended(r)) {
+                    events.close().await;
+                    return Ok(r);
+                }
+            }
+            ServerMsg::Restart(r) if r.id == id && ended(&r) => {
+                events.close().await;
+                return Ok(r);
+            }
+            _ => {}
+        }
+    }
+    // The stream ended (drainwatch is shutting down): the record says how far it got.
+    let detail: RestartDetail = client.get(&format!("api/restarts/{id}")).await?;
+    if ended(&detail.summary) {
+        return Ok(detail.summary);
+    }
+    Err(CliError::new(
+        Exit::Unreachable,
+        format!("drainwatch closed the connection before restart #{id} ended"),
+    ))
+}
+
+fn ended(r: &RestartSummary) -> bool {
+    r.outcome != Outcome::Running
+}
+
+/// A finished restart's exit code, by the failure's class.
+fn exit_of(r: &RestartSummary) -> Exit {
+    match (&r.outcome, &r.failure) {
+        (Outcome::Succeeded, _) => Exit::Ok,
+        (_, Some(Failure::VerifyFailed { .. })) => Exit::VerifyFailed,
+        (_, Some(Failure::ForeignHolders { .. })) => Exit::ForeignHolders,
+        (_, Some(Failure::LaunchFailed { cause, .. })) => match cause {
+            LaunchCause::Oom => Exit::Oom,
+            LaunchCause::PortInUse { .. } => Exit::PortInUse,
+            LaunchCause::Exited { .. } | LaunchCause::SpawnError { .. } => Exit::Exited,
+            LaunchCause::WarmupTimeout { .. } => Exit::WarmupTimeout,
+        },
+        (_, Some(Failure::Crashed { .. } | Failure::Interrupted))
+        | (Outcome::Interrupted, None) => Exit::Interrupted,
+        (Outcome::Failed | Outcome::Running, None) => Exit::Error,
+    }
+}

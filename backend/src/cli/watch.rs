@@ -1,0 +1,167 @@
+//! `drainwatch watch`: the live state over `/ws`. On a terminal, the GPU table
+//! and the server redrawn in place (at most four times a second); piped, one
+//! line per event (phase changes, restarts and benchmarks that end, who
+//! connects); with `--json`, every message as drainwatch sent it, one per line.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::time::{Duration, Instant};
+
+use shared::Snapshot;
+use shared::bench::RunStatus;
+use shared::protocol::ServerMsg;
+use shared::restart::Outcome;
+use shared::units::{fmt_secs, fmt_tok_s};
+
+use super::client::Client;
+use super::{CliError, Exit, WatchArgs, ctrl_c, now_ms, render};
+
+/// How the stream is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Json,
+    Screen,
+    Lines,
+}
+
+pub async fn watch(args: WatchArgs) -> Result<Exit, CliError> {
+    let client = Client::new(&args.remote)?;
+    let mut events = client.events().await?;
+    let mode = if args.remote.json {
+        Mode::Json
+    } else if std::io::stdout().is_terminal() {
+        Mode::Screen
+    } else {
+        Mode::Lines
+    };
+    let started = Instant::now();
+    let mut view: Option<Snapshot> = None;
+    let mut dirty = false;
+    let mut redraw = tokio::time::interval(Duration::from_millis(250));
+    loop {
+        tokio::select! {
+            got = events.next() => {
+                let Some((raw, msg)) = got? else {
+                    return Err(CliError::new(
+                        Exit::Unreachable,
+                        "drainwatch closed the connection (it is shutting down)",
+                    ));
+                };
+                match mode {
+                    Mode::Json => println!("{raw}"),
+                    Mode::Lines => {
+                        for line in events_of(view.as_ref(), &msg) {
+                            let at = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                            println!("{:>9}  {line}", format!("+{}", fmt_secs(Some(at))));
+                        }
+                        if view.is_none()
+                            && let ServerMsg::Snapshot(s) = &msg
+                        {
+                            print!("{}", render::snapshot(s, now_ms()));
+                        }
+                    }
+                    Mode::Screen => dirty = true,
+                }
+                apply(&mut view, msg);
+            }
+            _ = redraw.tick(), if dirty => {
+                dirty = false;
+                if let Some(v) = &view {
+                    let mut out = std::io::stdout().lock();
+                    let _ = write!(
+                        out,
+                        "\x1b[H\x1b[2J{}\nwatching {} — Ctrl-C to quit\n",
+                        render::snapshot(v, now_ms()),
+                        args.remote.url
+                    );
+                    let _ = out.flush();
+                }
+            }
+            () = ctrl_c() => {
+                events.close().await;
+                return Ok(Exit::Ok);
+            }
+        }
+    }
+}
+
+/// Folds one message into the view.
+fn apply(view: &mut Option<Snapshot>, msg: ServerMsg) {
+    if let ServerMsg::Snapshot(s) = msg {
+        *view = Some(s);
+        return;
+    }
+    let Some(v) = view else {
+        return;
+    };
+    match msg {
+        ServerMsg::Sample(s) => v.latest = Some(s),
+        ServerMsg::Server(s) => v.server = Some(s),
+        ServerMsg::Restart(r) => {
+            v.restarts.retain(|x| x.id != r.id);
+            v.restarts.insert(0, r);
+            v.restarts.sort_by_key(|r| std::cmp::Reverse(r.id));
+            v.restarts.truncate(20);
+        }
+        ServerMsg::Presence { clients } => v.presence = clients,
+        ServerMsg::Bench(p) => {
+            if let Some(s) = &mut v.server {
+                s.bench = Some(p);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a message changes that is worth a line of its own.
+fn events_of(view: Option<&Snapshot>, msg: &ServerMsg) -> Vec<String> {
+    let Some(v) = view else {
+        return Vec::new();
+    };
+    match msg {
+        ServerMsg::Server(s) => {
+            let before = v.server.as_ref().map(|b| b.phase);
+            if before == Some(s.phase) {
+                return Vec::new();
+            }
+            let mut line = format!("{}: {}", s.name, s.phase.label());
+            if let Some(op) = &s.operation {
+                line.push_str(&format!(
+                    " ({} #{} by {})",
+                    op.kind.as_str(),
+                    op.id,
+                    op.requested_by
+                ));
+            }
+            vec![line]
+        }
+        ServerMsg::Restart(r) if r.outcome != Outcome::Running => vec![render::restart_line(r)],
+        ServerMsg::BenchRun(run) if run.status != RunStatus::Running => {
+            let best = run
+                .levels
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{} at concurrency {}",
+                        fmt_tok_s(Some(l.output_tok_s.median)),
+                        l.concurrency
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![format!(
+                "benchmark #{} on {}: {} {best}",
+                run.id,
+                run.flagset,
+                render::status_word(run.status)
+            )]
+        }
+        ServerMsg::Presence { clients } => {
+            let names: Vec<String> = clients
+                .iter()
+                .map(|c| format!("{} ({})", c.who, c.role.as_str()))
+                .collect();
+            vec![format!("connected: {}", names.join(", "))]
+        }
+        _ => Vec::new(),
+    }
+}
