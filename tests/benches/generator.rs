@@ -36,6 +36,9 @@ fn truth(speed: f64) -> f64 {
 }
 
 fn main() -> anyhow::Result<()> {
+    if !tests::bench_wanted("generator") {
+        return Ok(());
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -7,20 +7,20 @@
 //! 2. `delivery`: the release `drainwatch` binary at 10 Hz with 10 WebSocket
 //!    clients: time from a sample's `at_ms` to its arrival at each client (p50,
 //!    p99, max), and the backend's CPU use over the window.
+//! 3. `team`: the same with 200 clients, each with its own bearer token
+//!    (drainwatch with `--auth`): latency, CPU, RSS and its peak.
 
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use shared::ServerMsg;
 use tests::ws::WsClient;
 use tests::{GIB, SimHost, SimServer, spawn_app, spawn_foreign};
 
 fn main() -> anyhow::Result<()> {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
+    let wants = tests::bench_wanted;
+    if !["sample", "delivery", "team"].into_iter().any(wants) {
+        return Ok(());
+    }
     let rt = tokio::runtime::Runtime::new()?;
     let host = SimHost::new(1_000);
     let server = SimServer::launch(&host, 8, 500)?;
@@ -30,7 +30,20 @@ fn main() -> anyhow::Result<()> {
         sample_cost(&host, server.port)?;
     }
     if wants("delivery") {
-        rt.block_on(delivery(&host, server.port))?;
+        let load = Load {
+            name: "delivery",
+            clients: 10,
+            auth: false,
+        };
+        rt.block_on(delivery(&host, server.port, load))?;
+    }
+    if wants("team") {
+        let load = Load {
+            name: "team",
+            clients: 200,
+            auth: true,
+        };
+        rt.block_on(delivery(&host, server.port, load))?;
     }
     Ok(())
 }
@@ -90,15 +103,59 @@ fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     Ok(f[11].parse::<u64>()? + f[12].parse::<u64>()?)
 }
 
-async fn delivery(host: &SimHost, port: u16) -> anyhow::Result<()> {
-    const CLIENTS: usize = 10;
+/// Who connects for a delivery run.
+struct Load {
+    name: &'static str,
+    clients: usize,
+    /// Each client with its own bearer token (drainwatch runs with `--auth`).
+    auth: bool,
+}
+
+/// The start of a message: enough to time a sample without reading the rest.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(rename = "type")]
+    kind: String,
+    at_ms: Option<u64>,
+}
+
+async fn delivery(host: &SimHost, port: u16, load: Load) -> anyhow::Result<()> {
     const WINDOW: Duration = Duration::from_secs(30);
-    let app = spawn_app(host, &["--server-port", &port.to_string()])?;
+    let port = port.to_string();
+    let mut args = vec!["--server-port", port.as_str()];
+    // One token per client, so presence lists every one of them.
+    let secrets: Vec<String> = (0..load.clients)
+        .map(|i| format!("dw_bench_{i:04}_{}", std::process::id()))
+        .collect();
+    let auth_path = host.scratch().join("bench-auth.toml");
+    if load.auth {
+        let text: String = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    "[[token]]\nname = \"user{i:03}\"\nrole = \"viewer\"\nsha256 = \"{}\"\n\n",
+                    tests::sha256_hex(s)
+                )
+            })
+            .collect();
+        std::fs::write(&auth_path, text)?;
+        args.extend(["--auth", auth_path.to_str().unwrap_or_default()]);
+    }
+    let app = spawn_app(host, &args)?;
     let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
-        let mut ws = WsClient::connect(&app.addr).await?;
+    for secret in secrets.iter().take(load.clients) {
+        let bearer = format!("Bearer {secret}");
+        let mut ws = if load.auth {
+            WsClient::connect_with(&app.addr, &[("authorization", &bearer)])
+                .await
+                .map_err(|e| anyhow::anyhow!("connect refused: {e:?}"))?
+        } else {
+            WsClient::connect(&app.addr).await?
+        };
         tasks.push(tokio::spawn(async move {
             let mut lat_ms = Vec::new();
+            let mut resyncs = 0u32;
             let end = Instant::now() + WINDOW;
             while Instant::now() < end {
                 let Some(Ok(frame)) = ws.socket.next().await else {
@@ -108,42 +165,59 @@ async fn delivery(host: &SimHost, port: u16) -> anyhow::Result<()> {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_secs_f64() * 1e3)
                     .unwrap_or(0.0);
-                if let tokio_tungstenite::tungstenite::Message::Text(t) = frame {
-                    if let Ok(ServerMsg::Sample(s)) = serde_json::from_str::<ServerMsg>(t.as_str())
-                    {
-                        lat_ms.push(now_ms - s.at_ms as f64);
+                if let tokio_tungstenite::tungstenite::Message::Text(t) = frame
+                    && let Ok(head) = serde_json::from_str::<Head>(t.as_str())
+                {
+                    match (head.kind.as_str(), head.at_ms) {
+                        ("sample", Some(at)) => lat_ms.push(now_ms - at as f64),
+                        ("snapshot", _) => resyncs += 1,
+                        _ => {}
                     }
                 }
             }
-            lat_ms
+            (lat_ms, resyncs)
         }));
     }
     let pid = app.proc.pid();
     let tps = 100.0; // USER_HZ on Linux
     let t0 = (cpu_ticks(pid)?, Instant::now());
     let mut all = Vec::new();
+    // Every client gets one snapshot on connect; more mean it fell behind.
+    let mut resyncs = 0;
     for t in tasks {
-        all.extend(t.await?);
+        let (lat, r) = t.await?;
+        all.extend(lat);
+        resyncs += r.saturating_sub(1);
     }
     let t1 = (cpu_ticks(pid)?, Instant::now());
     let cpu = (t1.0 - t0.0) as f64 / tps / (t1.1 - t0.1).as_secs_f64() * 100.0;
-    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))?
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    anyhow::ensure!(!all.is_empty(), "no sample arrived");
     all.sort_by(f64::total_cmp);
+    let expected = load.clients as f64 * WINDOW.as_secs_f64() * 10.0;
     println!(
-        "delivery: {CLIENTS} clients at 10 Hz for {}s, {} deliveries: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (sample start → client; at_ms is whole ms, so up to +1 ms)",
+        "{}: {} {}clients at 10 Hz for {}s, {} deliveries ({:.1} % of {expected:.0}), {resyncs} resyncs: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (sample start → client; at_ms is whole ms, so up to +1 ms)",
+        load.name,
+        load.clients,
+        if load.auth { "authenticated " } else { "" },
         WINDOW.as_secs(),
         all.len(),
+        all.len() as f64 / expected * 100.0,
         pct(&all, 0.5),
         pct(&all, 0.99),
         all[all.len() - 1]
     );
     println!(
-        "backend: CPU {cpu:.2} % of one core, RSS {:.1} MiB",
-        rss_kib as f64 / 1024.0
+        "backend: CPU {cpu:.2} % of one core, RSS {:.1} MiB (peak {:.1} MiB)",
+        kib("VmRSS:") as f64 / 1024.0,
+        kib("VmHWM:") as f64 / 1024.0
     );
     Ok(())
 }

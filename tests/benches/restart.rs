@@ -57,6 +57,9 @@ async fn one(app: &TestApp, host: &SimHost) -> anyhow::Result<(u64, u64)> {
 }
 
 fn main() -> anyhow::Result<()> {
+    if !tests::bench_wanted("restart") {
+        return Ok(());
+    }
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
         let host = SimHost::new(RELEASE_DELAY_MS);

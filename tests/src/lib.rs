@@ -382,6 +382,16 @@ impl TestApp {
     }
 }
 
+/// Whether a benchmark binary should run its part `name`: with no filter on
+/// the command line (`cargo bench -- team`), every part runs.
+pub fn bench_wanted(name: &str) -> bool {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()))
+}
+
 /// Sends `sig` to one process (a child the test started).
 #[allow(unsafe_code)]
 pub fn signal(pid: u32, sig: i32) {
