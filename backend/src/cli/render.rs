@@ -386,7 +386,7 @@ mod tests {
         );
         assert_eq!(
             t,
-            "GPU  NAME                   MEMORY\n  0  A100          4 MiB / 80.0 GiB\n 10  H100 SXM   88.0 GiB / 80.0 GiB\n"
+            "GPU  NAME                   MEMORY\n  0  A100         4 MiB / 80.0 GiB\n 10  H100 SXM  88.0 GiB / 80.0 GiB\n"
         );
     }
 

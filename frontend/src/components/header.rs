@@ -35,13 +35,17 @@ fn nvml_text(nvml: Option<&NvmlStatus>) -> (String, String, &'static str) {
             if let Some(c) = cuda_driver_version {
                 parts.push(format!("CUDA {}", cuda_version(*c)));
             }
-            if let Some(n) = nvml_version {
-                parts.push(format!("NVML {n}"));
-            }
             if parts.is_empty() {
                 parts.push("NVML ok".to_owned());
             }
-            (parts.join(" · "), format!("NVML library: {library}"), "ok")
+            // The NVML version and library are for the curious: in the tooltip,
+            // so the bar fits one line next to presence and the user.
+            let nvml = nvml_version.as_deref().unwrap_or("?");
+            (
+                parts.join(" · "),
+                format!("NVML {nvml}, library: {library}"),
+                "ok",
+            )
         }
         Some(NvmlStatus::Unavailable { library, reason }) => (
             format!("NVML unavailable: {reason}"),
@@ -198,7 +202,7 @@ pub(crate) fn Header() -> impl IntoView {
                             data-testid="simulated-banner"
                             title="NVML is drainwatch's simulated host: GPUs, memory and processes are made up"
                         >
-                            "simulated host · not a real GPU"
+                            "simulated host"
                         </span>
                     </Show>
                 </span>
