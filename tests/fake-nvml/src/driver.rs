@@ -127,6 +127,9 @@ impl Driver {
                 return Ok(Arc::clone(view));
             }
         }
+        // Aged from when the reading began: a change made while it was being
+        // read must not hide behind a view stamped as fresh.
+        let began = Instant::now();
         let mut view = simhost::observe(&self.dir, simhost::now_ms()).map_err(|_| ERROR_UNKNOWN)?;
         // GPUs are fixed at init, as with a real driver.
         view.inventory = self.inventory.clone();
@@ -141,7 +144,7 @@ impl Driver {
                 processes: Vec::new(),
             });
         let view = Arc::new(view);
-        *cache = Some((Instant::now(), Arc::clone(&view)));
+        *cache = Some((began, Arc::clone(&view)));
         Ok(view)
     }
 }
