@@ -12,19 +12,14 @@ fn label(view: ConnView) -> String {
         ConnView::Connecting => "connecting…".to_owned(),
         ConnView::Live => "live".to_owned(),
         ConnView::Stale { age_ms } => format!("stale · {}", fmt_age_ms(age_ms)),
+        // The attempt's number is in the tooltip: the badge stays narrow.
         ConnView::Reconnecting {
-            attempt,
             retry_in_ms: Some(ms),
             ..
-        } => format!(
-            "reconnecting · attempt {attempt} · retry in {}",
-            fmt_age_ms(ms)
-        ),
+        } => format!("offline · retry in {}", fmt_age_ms(ms)),
         ConnView::Reconnecting {
-            attempt,
-            retry_in_ms: None,
-            ..
-        } => format!("reconnecting · attempt {attempt} · connecting…"),
+            retry_in_ms: None, ..
+        } => "offline · reconnecting…".to_owned(),
     }
 }
 
