@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use gloo_net::http::{Request, RequestBuilder, Response};
 use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
-use shared::bench::{FlagChange, FlagSet, FlagSetResults, LevelSummary};
+use shared::bench::{FlagChange, FlagSet, FlagSetResults};
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
 use crate::ops;
@@ -59,9 +59,7 @@ pub(crate) async fn session() -> Result<Option<SessionInfo>, String> {
         return Err(refusal(resp).await);
     }
     let body = resp.text().await.map_err(unreachable)?;
-    let Tagged::Session(info) = parse_tagged("session", &body)? else {
-        return Err(unexpected());
-    };
+    let info: SessionInfo = parse(&body)?;
     CSRF.with(|c| *c.borrow_mut() = info.csrf.clone());
     Ok(Some(info))
 }
@@ -75,29 +73,6 @@ fn unreachable(err: impl std::fmt::Display) -> String {
     format!("could not reach drainwatch: {err}")
 }
 
-/// One row of `GET /api/flagsets`. The ledger's levels are keyed by
-/// concurrency as JSON object keys (text); the buffered path below cannot read
-/// text keys as numbers, so they are read as text and the concurrency is taken
-/// from the summary itself.
-#[derive(Debug, Deserialize)]
-struct LedgerRow {
-    set: FlagSet,
-    levels: BTreeMap<String, LevelSummary>,
-    runs: u32,
-    wrong_answers: bool,
-}
-
-impl From<LedgerRow> for FlagSetResults {
-    fn from(r: LedgerRow) -> Self {
-        Self {
-            set: r.set,
-            levels: r.levels.into_values().map(|l| (l.concurrency, l)).collect(),
-            runs: r.runs,
-            wrong_answers: r.wrong_answers,
-        }
-    }
-}
-
 /// `GET /api/flagsets/diff`'s body.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct SetDiff {
@@ -106,60 +81,24 @@ pub(crate) struct SetDiff {
     pub(crate) changes: Vec<FlagChange>,
 }
 
-/// The bodies this module reads, read the way the socket's messages are read.
-///
-/// The socket's messages are internally tagged (`"type": …`), so serde reads
-/// the shared types in them through its buffered path; reading these bodies
-/// directly would compile a second copy of every shared type's reader into
-/// the bundle. Tagging the bodies the same way shares one copy.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Tagged {
-    Session(SessionInfo),
-    Detail(RestartDetail),
-    Diff(SetDiff),
-    Ledger { list: Vec<LedgerRow> },
-}
-
-/// Reads `body` as the `kind` variant of [`Tagged`]: an object gets the tag
-/// added, anything else (an array) becomes the variant's `list`.
-fn parse_tagged(kind: &str, body: &str) -> Result<Tagged, String> {
-    let body = body.trim_start();
-    let tagged = match body.strip_prefix('{') {
-        Some(rest) => format!(r#"{{"type":"{kind}",{rest}"#),
-        None if body.starts_with('[') => format!(r#"{{"type":"{kind}","list":{body}}}"#),
-        None => return Err("unexpected answer from drainwatch: not JSON".to_owned()),
-    };
-    serde_json::from_str::<Tagged>(&tagged)
-        .map_err(|e| format!("unexpected answer from drainwatch: {e}"))
-}
-
-fn unexpected() -> String {
-    "unexpected answer from drainwatch".to_owned()
+/// A successful answer's body as `T`.
+fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
+    serde_json::from_str(body).map_err(|e| format!("unexpected answer from drainwatch: {e}"))
 }
 
 /// Parses `GET /api/restarts/{id}`'s body.
 pub(crate) fn parse_detail(body: &str) -> Result<RestartDetail, String> {
-    match parse_tagged("detail", body)? {
-        Tagged::Detail(d) => Ok(d),
-        _ => Err(unexpected()),
-    }
+    parse(body)
 }
 
 /// Parses `GET /api/flagsets`'s body.
 pub(crate) fn parse_ledger(body: &str) -> Result<Vec<FlagSetResults>, String> {
-    match parse_tagged("ledger", body)? {
-        Tagged::Ledger { list } => Ok(list.into_iter().map(Into::into).collect()),
-        _ => Err(unexpected()),
-    }
+    parse(body)
 }
 
 /// Parses `GET /api/flagsets/diff`'s body.
 pub(crate) fn parse_diff(body: &str) -> Result<SetDiff, String> {
-    match parse_tagged("diff", body)? {
-        Tagged::Diff(d) => Ok(d),
-        _ => Err(unexpected()),
-    }
+    parse(body)
 }
 
 /// The body of a successful answer, or the refusal's text.
@@ -256,7 +195,7 @@ mod tests {
     use shared::restart::{Durations, MarkerKind, Outcome, Phase, RestartSummary};
 
     #[test]
-    fn detail_bodies_parse_through_the_tagged_path() {
+    fn detail_bodies_parse() {
         let detail = RestartDetail {
             summary: RestartSummary {
                 id: 3,
@@ -288,5 +227,32 @@ mod tests {
         assert!(parse_detail("[]").is_err());
         assert!(parse_detail("{}").is_err());
         assert!(parse_detail(r#"{"error":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn ledger_bodies_parse_with_concurrency_keys() {
+        let level = shared::bench::LevelSummary {
+            concurrency: 16,
+            ..Default::default()
+        };
+        let row = FlagSetResults {
+            set: FlagSet {
+                id: "abc".to_owned(),
+                model: "m".to_owned(),
+                flags: Default::default(),
+                label: Some("baseline".to_owned()),
+                notes: None,
+                first_seen_ms: 1,
+                last_seen_ms: 2,
+            },
+            levels: [(16, level)].into(),
+            runs: 1,
+            wrong_answers: false,
+        };
+        // JSON object keys are text: `"16": {…}`.
+        let body = serde_json::to_string(&vec![row.clone()]).expect("serialize");
+        assert!(body.contains(r#""16":"#), "{body}");
+        assert_eq!(parse_ledger(&body), Ok(vec![row]));
+        assert!(parse_ledger("{}").is_err());
     }
 }

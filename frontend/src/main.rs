@@ -17,6 +17,7 @@ mod ops;
 mod series;
 mod state;
 mod throughput;
+mod wire;
 mod ws;
 
 fn main() {

@@ -19,7 +19,7 @@ use leptos_use::{
 use shared::ClientMsg;
 
 use crate::localtime;
-use crate::state::{AppState, Link, Msg};
+use crate::state::{AppState, Link};
 
 /// The first retry's delay; each further one doubles it, up to [`BACKOFF_MAX_MS`].
 const BACKOFF_FIRST_MS: u64 = 500;
@@ -58,7 +58,7 @@ pub(crate) fn connect(state: AppState) {
                 since_ms: localtime::now_ms(),
             });
         })
-        .on_message_raw(move |text: &str| match serde_json::from_str::<Msg>(text) {
+        .on_message_raw(move |text: &str| match crate::wire::parse_msg(text) {
             Ok(msg) => {
                 failures.set_value(0);
                 state.apply(msg, localtime::now_ms());
