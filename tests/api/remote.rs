@@ -347,3 +347,88 @@ async fn watch_streams_every_message_as_a_json_line() -> anyhow::Result<()> {
     assert_eq!(status.code(), Some(0));
     Ok(())
 }
+
+/// A TLS-terminating proxy (as nginx or Caddy would be) in front of
+/// `upstream`, with a fresh self-signed certificate for `localhost`; returns
+/// its port and the certificate (PEM) a client must trust.
+async fn tls_proxy(upstream: String) -> anyhow::Result<(u16, String)> {
+    use std::sync::Arc;
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let Ok(mut back) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut back).await;
+            });
+        }
+    });
+    Ok((port, cert.cert.pem()))
+}
+
+#[tokio::test]
+async fn https_and_wss_through_a_tls_proxy() -> anyhow::Result<()> {
+    let (host, app, _op, view) = managed_with_auth("").await?;
+    let (port, pem) = tls_proxy(app.addr.clone()).await?;
+    let ca = host.scratch().join("proxy-ca.pem");
+    std::fs::write(&ca, pem)?;
+    let url = format!("https://localhost:{port}");
+    let client = |args: &[&str], trust: &std::path::Path| {
+        let mut cmd = tokio::process::Command::new(bin("drainwatch"));
+        cmd.args(args)
+            .args(["--url", &url])
+            .env("DRAINWATCH_TOKEN", &view)
+            .env("SSL_CERT_FILE", trust)
+            .env_remove("SSL_CERT_DIR")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    // https: the state, as over plain http.
+    let out = client(&["status", "--json"], &ca).output().await?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let snap: Snapshot = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(snap.latest.expect("a sample").gpus.len(), 8);
+    // wss: the live stream.
+    let mut watch = client(&["watch", "--json"], &ca)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await??
+        .ok_or_else(|| anyhow::anyhow!("watch over wss printed nothing"))?;
+    assert!(matches!(
+        serde_json::from_str::<ServerMsg>(&first)?,
+        ServerMsg::Snapshot(_)
+    ));
+    tests::signal(watch.id().expect("running"), libc::SIGINT);
+    assert_eq!(watch.wait().await?.code(), Some(0));
+    // A certificate the client does not trust: refused, nothing sent.
+    let elsewhere = host.scratch().join("other-ca.pem");
+    std::fs::write(
+        &elsewhere,
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])?
+            .cert
+            .pem(),
+    )?;
+    let out = client(&["status"], &elsewhere).output().await?;
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("certificate"),
+        "{out:?}"
+    );
+    Ok(())
+}

@@ -34,18 +34,11 @@ impl Client {
             )
         })?;
         match base.scheme() {
-            "http" => {}
-            "https" => {
-                return Err(CliError::new(
-                    Exit::Usage,
-                    "this build speaks plain http only: run the command on the host, or \
-                     through `ssh -L 7878:127.0.0.1:7878 host` and --url http://127.0.0.1:7878",
-                ));
-            }
+            "http" | "https" => {}
             other => {
                 return Err(CliError::new(
                     Exit::Usage,
-                    format!("--url must start with http:// (not {other}://)"),
+                    format!("--url must start with http:// or https:// (not {other}://)"),
                 ));
             }
         }
@@ -133,8 +126,9 @@ impl Client {
     /// Opens `/ws` and reads past `hello` (checking the protocol version).
     pub(super) async fn events(&self) -> Result<Events, CliError> {
         let mut url = self.url("ws");
-        // http → ws keeps everything else; the scheme was checked in `new`.
-        let _ = url.set_scheme("ws");
+        // http → ws, https → wss; the scheme was checked in `new`.
+        let ws = if url.scheme() == "https" { "wss" } else { "ws" };
+        let _ = url.set_scheme(ws);
         let mut req = url
             .as_str()
             .into_client_request()
@@ -286,11 +280,16 @@ mod tests {
             c.url("api/state").as_str(),
             "http://127.0.0.1:7878/api/state"
         );
+        let c = Client::new(&remote("https://gpu-07.example.com/")).expect("valid");
+        assert_eq!(
+            c.url("api/state").as_str(),
+            "https://gpu-07.example.com/api/state"
+        );
         for bad in [
             "ftp://x",
             "127.0.0.1:7878",
             "not a url",
-            "https://example.org",
+            "ws://127.0.0.1:7878",
         ] {
             let e = Client::new(&remote(bad)).err().expect(bad);
             assert_eq!(e.exit, Exit::Usage, "{bad}");
