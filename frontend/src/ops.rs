@@ -10,7 +10,7 @@ use shared::units::fmt_bytes;
 use shared::{ProcessInfo, ProcessRole};
 
 /// Shown for a value that is not there.
-pub(crate) use shared::units::{MISSING, fmt_secs};
+pub(crate) use shared::units::{MISSING, fmt_secs, truncate};
 
 /// The phase as its wire name (`warming_up`), for `data-phase`.
 pub(crate) fn phase_key(phase: Phase) -> &'static str {
@@ -125,16 +125,6 @@ pub(crate) fn fmt_offset(at_ms: u64, start_ms: u64) -> String {
     } else {
         format!("−{}", fmt_secs(Some(start_ms - at_ms)))
     }
-}
-
-/// At most `max` characters, with "…" when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// One process a stop would kill.
@@ -344,12 +334,6 @@ mod tests {
     fn seconds_with_one_decimal() {
         assert_eq!(fmt_offset(5_200, 1_000), "+4.2 s");
         assert_eq!(fmt_offset(1_000, 1_500), "−0.5 s");
-    }
-
-    #[test]
-    fn truncation() {
-        assert_eq!(truncate("abc", 3), "abc");
-        assert_eq!(truncate("abcd", 3), "ab…");
     }
 
     #[test]

@@ -129,6 +129,16 @@ pub fn fmt_secs(ms: Option<u64>) -> String {
     }
 }
 
+/// At most `max` characters, with "…" when cut.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,5 +232,12 @@ mod tests {
         assert_eq!(fmt_secs(Some(65)), "0.1 s");
         assert_eq!(fmt_secs(Some(8089)), "8.1 s");
         assert_eq!(fmt_secs(Some(91_000)), "91.0 s");
+    }
+
+    #[test]
+    fn truncation() {
+        assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(truncate("abcd", 3), "ab…");
+        assert_eq!(truncate("ééé", 2), "é…");
     }
 }

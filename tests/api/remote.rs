@@ -212,7 +212,7 @@ async fn restart_follows_to_ready_or_exits_with_the_failure_class() -> anyhow::R
 
 #[tokio::test]
 async fn bench_waits_for_its_results_and_a_second_one_is_busy() -> anyhow::Result<()> {
-    let (_host, app, op, _view) = managed_with_auth("").await?;
+    let (_host, app, op, view) = managed_with_auth("").await?;
     let small = [
         "--input-len",
         "16",
@@ -265,12 +265,15 @@ async fn bench_waits_for_its_results_and_a_second_one_is_busy() -> anyhow::Resul
     let r = cli(&app, Some(&op), &args).await?;
     assert_eq!(r.code, 5, "{r:?}");
     assert!(r.err.contains("409"), "{r:?}");
-    // Cancelled from elsewhere, the waiting client would say 21; here the
-    // record says so.
-    let (code, _) = app
-        .post("/api/bench/cancel", &serde_json::json!({}))
-        .await?;
-    assert_eq!(code, 202);
+    // Cancelled by another client command; a viewer may not.
+    let r = cli(&app, Some(&view), &["bench", "--cancel"]).await?;
+    assert_eq!(r.code, 4, "{r:?}");
+    let r = cli(&app, Some(&op), &["bench", "--cancel", "--json"]).await?;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(r.out.trim())?["id"].as_i64(),
+        Some(id)
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let run = app.get_json(&format!("/api/bench/runs/{id}")).await?;

@@ -10,10 +10,20 @@ use shared::protocol::ServerMsg;
 use shared::units::fmt_tok_s;
 
 use super::client::{Client, Events};
-use super::{ApiArg, BenchArgs, CliError, Exit, ctrl_c, print_json, render};
+use super::{ApiArg, BenchArgs, CliError, Exit, print_json, render, show, until_done};
 
 pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
     let client = Client::new(&args.remote)?;
+    if args.cancel {
+        let done: Value = client.post("api/bench/cancel", &json!({})).await?;
+        if args.remote.json {
+            print_json(&done)?;
+        } else {
+            let id = done.get("id").and_then(Value::as_i64).unwrap_or_default();
+            println!("benchmark #{id} cancelled");
+        }
+        return Ok(Exit::Ok);
+    }
     let events = if args.no_wait {
         None
     } else {
@@ -35,20 +45,13 @@ pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
         return Ok(Exit::Ok);
     };
     eprintln!(
-        "benchmark #{id} started; Ctrl-C stops waiting (cancel it in the UI or with POST /api/bench/cancel)"
+        "benchmark #{id} started; Ctrl-C stops waiting (`drainwatch bench --cancel` cancels it)"
     );
-    let run = tokio::select! {
-        r = follow(&client, events, id) => r?,
-        () = ctrl_c() => {
-            eprintln!("stopped waiting: benchmark #{id} goes on in drainwatch");
-            return Ok(Exit::StoppedWaiting);
-        }
+    let what = format!("benchmark #{id}");
+    let Some(run) = until_done(&what, follow(&client, events, id)).await? else {
+        return Ok(Exit::StoppedWaiting);
     };
-    if args.remote.json {
-        print_json(&run)?;
-    } else {
-        print!("{}", render::bench_run(&run));
-    }
+    show(args.remote.json, &run, render::bench_run)?;
     Ok(render::bench_exit(&run))
 }
 

@@ -187,6 +187,9 @@ pub struct BenchArgs {
     /// Return once drainwatch accepted the run, without waiting for the results.
     #[arg(long)]
     pub no_wait: bool,
+    /// Cancel the running benchmark instead of starting one.
+    #[arg(long, conflicts_with_all = ["concurrency", "prompts", "input_len", "output_len", "warmup", "repeats", "api", "check_prompt", "no_wait"])]
+    pub cancel: bool,
 }
 
 /// `--api`.
@@ -231,6 +234,35 @@ fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
         .map_err(|e| CliError::new(Exit::Error, format!("cannot write JSON: {e}")))?;
     println!("{line}");
     Ok(())
+}
+
+/// The result: one line of JSON, or `text`'s rendering.
+fn show<T: serde::Serialize>(
+    json: bool,
+    value: &T,
+    text: fn(&T) -> String,
+) -> Result<(), CliError> {
+    if json {
+        print_json(value)
+    } else {
+        print!("{}", text(value));
+        Ok(())
+    }
+}
+
+/// Waits for `done`, unless Ctrl-C comes first: then `None`, and a word that
+/// `what` goes on in drainwatch (only the waiting stops).
+async fn until_done<T>(
+    what: &str,
+    done: impl std::future::Future<Output = Result<T, CliError>>,
+) -> Result<Option<T>, CliError> {
+    tokio::select! {
+        r = done => r.map(Some),
+        () = ctrl_c() => {
+            eprintln!("stopped waiting: {what} goes on in drainwatch (`drainwatch watch` follows it)");
+            Ok(None)
+        }
+    }
 }
 
 /// Waits for Ctrl-C (and never returns if the handler cannot be installed).

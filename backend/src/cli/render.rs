@@ -8,7 +8,7 @@ use shared::bench::{BenchRun, RunStatus};
 use shared::restart::{Failure, Outcome, RestartSummary, ServerStatus};
 use shared::units::{
     MISSING, fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_ms_pair, fmt_percent, fmt_power_mw, fmt_secs,
-    fmt_temp_c, fmt_tok_s, tok_num,
+    fmt_temp_c, fmt_tok_s, tok_num, truncate,
 };
 use shared::{ProcessRole, Snapshot};
 
@@ -52,16 +52,6 @@ pub(super) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> St
 
 fn or_missing<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| MISSING.to_owned(), f)
-}
-
-/// At most `max` characters, with "…" when cut.
-pub(super) fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// The whole state: host, server, GPUs, processes, last restart.
@@ -138,7 +128,7 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
                 } else {
                     fmt_bytes(held)
                 },
-                cut(&p.cmdline.join(" "), 70),
+                truncate(&p.cmdline.join(" "), 70),
             ]
         })
         .collect();
@@ -257,7 +247,7 @@ pub(super) fn restart_outcome(r: &RestartSummary) -> String {
                         h.user.clone().unwrap_or_else(|| MISSING.to_owned()),
                         h.gpu_index.to_string(),
                         or_missing(h.used_bytes, fmt_bytes),
-                        cut(&h.cmdline.join(" "), 70),
+                        truncate(&h.cmdline.join(" "), 70),
                     ]
                 })
                 .collect();
@@ -298,7 +288,7 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
             out,
             "correctness: {} (answer: {})",
             if c.passed { "passed" } else { "WRONG ANSWER" },
-            cut(c.answer.trim(), 80)
+            truncate(c.answer.trim(), 80)
         );
     }
     if run.levels.is_empty() {
@@ -388,11 +378,5 @@ mod tests {
             t,
             "GPU  NAME                   MEMORY\n  0  A100         4 MiB / 80.0 GiB\n 10  H100 SXM  88.0 GiB / 80.0 GiB\n"
         );
-    }
-
-    #[test]
-    fn long_commands_are_cut() {
-        assert_eq!(cut("abcdef", 4), "abc…");
-        assert_eq!(cut("abc", 4), "abc");
     }
 }

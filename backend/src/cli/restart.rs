@@ -17,7 +17,7 @@ use shared::units::{MISSING, fmt_bytes, fmt_secs};
 use shared::{ProcessRole, Snapshot};
 
 use super::client::{Client, Events};
-use super::{CliError, Exit, RestartArgs, ctrl_c, print_json, render};
+use super::{CliError, Exit, RestartArgs, print_json, render, show, until_done};
 
 pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     let client = Client::new(&args.remote)?;
@@ -56,18 +56,11 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
         return Ok(Exit::Ok);
     };
     eprintln!("restart #{id} accepted; Ctrl-C stops waiting, not the restart");
-    let summary = tokio::select! {
-        r = follow(&client, events, id) => r?,
-        () = ctrl_c() => {
-            eprintln!("stopped waiting: restart #{id} goes on in drainwatch (`drainwatch watch` follows it)");
-            return Ok(Exit::StoppedWaiting);
-        }
+    let what = format!("restart #{id}");
+    let Some(summary) = until_done(&what, follow(&client, events, id)).await? else {
+        return Ok(Exit::StoppedWaiting);
     };
-    if args.remote.json {
-        print_json(&summary)?;
-    } else {
-        print!("{}", render::restart_outcome(&summary));
-    }
+    show(args.remote.json, &summary, render::restart_outcome)?;
     Ok(exit_of(&summary))
 }
 
@@ -142,7 +135,7 @@ fn plan(state: &Snapshot, server: &ServerStatus, to: &Flags) -> String {
                 } else {
                     fmt_bytes(held)
                 },
-                render::cut(&p.cmdline.join(" "), 70),
+                shared::units::truncate(&p.cmdline.join(" "), 70),
             ]
         })
         .collect();
