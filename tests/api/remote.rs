@@ -343,7 +343,9 @@ async fn watch_streams_every_message_as_a_json_line() -> anyhow::Result<()> {
         phases.contains(&Phase::Draining) && phases.contains(&Phase::WarmingUp),
         "{phases:?}"
     );
-    // Ctrl-C ends it cleanly.
+    // Ctrl-C ends it, even while it is stuck writing to a reader that
+    // stopped reading (this test has not read for a while: the pipe is full).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let pid = child.id().expect("running");
     tests::signal(pid, libc::SIGINT);
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await??;

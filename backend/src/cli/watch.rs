@@ -33,6 +33,15 @@ pub async fn watch(args: WatchArgs) -> Result<Exit, CliError> {
     } else {
         Mode::Lines
     };
+    // Ctrl-C is watched on its own task: this one may be stuck writing to a
+    // reader that stopped reading, and must still end.
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        ctrl_c().await;
+        let _ = stop.send(());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        std::process::exit(Exit::Ok.code());
+    });
     let started = Instant::now();
     let mut view: Option<Snapshot> = None;
     let mut dirty = false;
@@ -76,7 +85,7 @@ pub async fn watch(args: WatchArgs) -> Result<Exit, CliError> {
                     let _ = out.flush();
                 }
             }
-            () = ctrl_c() => {
+            _ = &mut stopped => {
                 events.close().await;
                 return Ok(Exit::Ok);
             }
