@@ -87,6 +87,22 @@ async fn a_viewer_sees_no_restart_button_and_an_operator_does() -> anyhow::Resul
         .await?;
     b.wait_enabled(&confirm, T).await?;
     confirm.click().await?;
+    // While it runs, the server panel says who started it.
+    let deadline = std::time::Instant::now() + 3 * T;
+    loop {
+        let who = match b.client.find(Locator::Css("[data-testid=stage-who]")).await {
+            Ok(el) => el.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if who.contains("olga") {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the running restart never said who started it"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     b.wait_attr("[data-testid=history-row]", "data-outcome", 3 * T, |o| {
         o == "succeeded"
     })

@@ -16,6 +16,8 @@ use crate::state::AppState;
 struct Stage {
     kind: &'static str,
     id: i64,
+    /// Who asked for it (token name and address, or the address).
+    who: String,
     phase: Phase,
     since_ms: u64,
     typical_ms: Option<u64>,
@@ -26,6 +28,7 @@ fn stage(s: &ServerStatus) -> Option<Stage> {
     Some(Stage {
         kind: op.kind.as_str(),
         id: op.id,
+        who: op.requested_by.clone(),
         phase: s.phase,
         since_ms: s.phase_since_ms,
         typical_ms: s.typical_ms.get(&s.phase).copied(),
@@ -57,6 +60,9 @@ pub(crate) fn StageProgress() -> impl IntoView {
                                 data-phase=crate::ops::phase_key(phase)
                             >
                                 <span class="stage-op">{format!("{} #{}", st.kind, st.id)}</span>
+                                <span class="stage-who" data-testid="stage-who" title=st.who.clone()>
+                                    {format!("by {}", st.who)}
+                                </span>
                                 <PhaseBadge phase=phase />
                                 <span class="stage-elapsed num" data-testid="stage-elapsed">
                                     {move || format!("{} in this phase", fmt_age_ms(elapsed(since)))}
