@@ -322,6 +322,13 @@ async fn watch_streams_every_message_as_a_json_line() -> anyhow::Result<()> {
             samples += 1;
         }
     }
+    // `status` says who is watching.
+    let r = cli(&app, Some(&view), &["status"]).await?;
+    assert!(
+        r.out.lines().any(|l| l == "connected: victor (viewer)"),
+        "{}",
+        r.out
+    );
     // A restart by someone else shows up as it happens, to its end.
     let id = app.restart(serde_json::json!({"--tp": "2"})).await?;
     let mut phases = Vec::new();

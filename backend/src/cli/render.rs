@@ -78,6 +78,14 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
     if let Some(server) = &s.server {
         out.push_str(&server_lines(server, now_ms));
     }
+    if !s.presence.is_empty() {
+        let who: Vec<String> = s
+            .presence
+            .iter()
+            .map(|p| format!("{} ({})", p.who, p.role.as_str()))
+            .collect();
+        let _ = writeln!(out, "connected: {}", who.join(", "));
+    }
     out.push('\n');
     let Some(sample) = &s.latest else {
         out.push_str("no sample yet\n");
