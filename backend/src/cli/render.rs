@@ -10,7 +10,7 @@ use shared::units::{
     MISSING, fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_ms_pair, fmt_percent, fmt_power_mw, fmt_secs,
     fmt_temp_c, fmt_tok_s, tok_num, truncate,
 };
-use shared::{ProcessRole, Snapshot};
+use shared::{ProcessInfo, ProcessRole, Snapshot};
 
 /// Columns of text, each as wide as its widest cell; `right` columns are
 /// right-aligned (numbers).
@@ -52,6 +52,20 @@ pub(super) fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> St
 
 fn or_missing<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| MISSING.to_owned(), f)
+}
+
+/// What a process holds on all its GPUs ("—" for one that holds none).
+pub(super) fn gpu_mem_cell(p: &ProcessInfo) -> String {
+    if p.gpu_mem.is_empty() {
+        MISSING.to_owned()
+    } else {
+        fmt_bytes(p.gpu_mem_total_bytes())
+    }
+}
+
+/// A command line, cut to fit a table row.
+pub(super) fn command_cell(argv: &[String]) -> String {
+    truncate(&argv.join(" "), 70)
 }
 
 /// The whole state: host, server, GPUs, processes, last restart.
@@ -118,7 +132,6 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
         .iter()
         .map(|p| {
             let gpus: Vec<String> = p.gpu_mem.iter().map(|m| m.gpu_index.to_string()).collect();
-            let held: u64 = p.gpu_mem.iter().filter_map(|m| m.used_bytes).sum();
             vec![
                 p.pid.to_string(),
                 match p.role {
@@ -131,12 +144,8 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
                 } else {
                     gpus.join(",")
                 },
-                if p.gpu_mem.is_empty() {
-                    MISSING.to_owned()
-                } else {
-                    fmt_bytes(held)
-                },
-                truncate(&p.cmdline.join(" "), 70),
+                gpu_mem_cell(p),
+                command_cell(&p.cmdline),
             ]
         })
         .collect();
@@ -255,7 +264,7 @@ pub(super) fn restart_outcome(r: &RestartSummary) -> String {
                         h.user.clone().unwrap_or_else(|| MISSING.to_owned()),
                         h.gpu_index.to_string(),
                         or_missing(h.used_bytes, fmt_bytes),
-                        truncate(&h.cmdline.join(" "), 70),
+                        command_cell(&h.cmdline),
                     ]
                 })
                 .collect();

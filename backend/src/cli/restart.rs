@@ -13,7 +13,7 @@ use shared::restart::{
     Accepted, Failure, Flags, LaunchCause, Outcome, Phase, RestartDetail, RestartRequest,
     RestartSummary, ServerStatus,
 };
-use shared::units::{MISSING, fmt_bytes, fmt_secs};
+use shared::units::{MISSING, fmt_secs};
 use shared::{ProcessRole, Snapshot};
 
 use super::client::{Client, Events};
@@ -126,16 +126,11 @@ fn plan(state: &Snapshot, server: &ServerStatus, to: &Flags) -> String {
         .flat_map(|s| &s.processes)
         .filter(|p| p.role == ProcessRole::Server)
         .map(|p| {
-            let held: u64 = p.gpu_mem.iter().filter_map(|m| m.used_bytes).sum();
             vec![
                 p.pid.to_string(),
                 p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
-                if p.gpu_mem.is_empty() {
-                    MISSING.to_owned()
-                } else {
-                    fmt_bytes(held)
-                },
-                shared::units::truncate(&p.cmdline.join(" "), 70),
+                render::gpu_mem_cell(p),
+                render::command_cell(&p.cmdline),
             ]
         })
         .collect();
