@@ -179,16 +179,7 @@ pub(crate) fn progress_for_status(
 /// Puts `summary` into the history, newest (highest id) first: replaces the
 /// record with its id, or inserts it in order. Keeps at most [`MAX_RESTARTS`].
 pub(crate) fn upsert_restart(list: &mut Vec<RestartSummary>, summary: RestartSummary) {
-    if let Some(old) = list.iter_mut().find(|r| r.id == summary.id) {
-        *old = summary;
-        return;
-    }
-    let at = list
-        .iter()
-        .position(|r| r.id < summary.id)
-        .unwrap_or(list.len());
-    list.insert(at, summary);
-    list.truncate(MAX_RESTARTS);
+    shared::restart::upsert_summary(list, summary, MAX_RESTARTS);
 }
 
 /// The history row of the operation `status` says is running: the backend

@@ -319,6 +319,21 @@ pub struct RestartSummary {
     pub durations: Durations,
 }
 
+/// Puts `summary` into `list` (newest first): replaces the record with its
+/// id, or inserts it in order. Keeps at most `max`.
+pub fn upsert_summary(list: &mut Vec<RestartSummary>, summary: RestartSummary, max: usize) {
+    if let Some(old) = list.iter_mut().find(|r| r.id == summary.id) {
+        *old = summary;
+        return;
+    }
+    let at = list
+        .iter()
+        .position(|r| r.id < summary.id)
+        .unwrap_or(list.len());
+    list.insert(at, summary);
+    list.truncate(max);
+}
+
 /// A phase change, with when it happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transition {

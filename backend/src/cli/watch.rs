@@ -105,12 +105,7 @@ fn apply(view: &mut Option<Snapshot>, msg: ServerMsg) {
     match msg {
         ServerMsg::Sample(s) => v.latest = Some(s),
         ServerMsg::Server(s) => v.server = Some(s),
-        ServerMsg::Restart(r) => {
-            v.restarts.retain(|x| x.id != r.id);
-            v.restarts.insert(0, r);
-            v.restarts.sort_by_key(|r| std::cmp::Reverse(r.id));
-            v.restarts.truncate(20);
-        }
+        ServerMsg::Restart(r) => shared::restart::upsert_summary(&mut v.restarts, r, 20),
         ServerMsg::Presence { clients } => v.presence = clients,
         ServerMsg::Bench(p) => {
             if let Some(s) = &mut v.server {
