@@ -144,7 +144,7 @@ async fn delivery(host: &SimHost, port: u16, load: Load) -> anyhow::Result<()> {
     }
     let app = spawn_app(host, &args)?;
     let mut tasks = Vec::new();
-    for secret in secrets.iter().take(load.clients) {
+    for secret in &secrets {
         let bearer = format!("Bearer {secret}");
         let mut ws = if load.auth {
             WsClient::connect_with(&app.addr, &[("authorization", &bearer)])
