@@ -29,26 +29,46 @@ async fn started(host: &SimHost, spec: &ServerSpec) -> anyhow::Result<(TestApp, 
     Ok((app, KillGroup(pid)))
 }
 
+/// Polls the stored record of restart `id` until it has `n` timeline points.
+async fn committed_points(app: &TestApp, id: i64, n: usize) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let d = app.get_json(&format!("/api/restarts/{id}")).await?;
+        let points = d["timeline"].as_array().map_or(0, Vec::len);
+        if points >= n {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "only {points} timeline points stored: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
 -> anyhow::Result<()> {
     let host = SimHost::new(200);
+    // The server drains for up to 6 s and drainwatch waits up to 20 s, so the
+    // drain outlasts the test's wait however slow the machine is.
     let spec = ServerSpec {
         env: vec![("SIMSERVER_MODE", "slow-drain=6000")],
+        drain: "20s",
         ..ServerSpec::default()
     };
     let (app, _server) = started(&host, &spec).await?;
     let port = app.server().await?.port;
-    // A long request keeps the drain busy.
+    // A request that would take minutes keeps the drain busy.
     let long = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/v1/completions"))
-        .json(&json!({"prompt": "x", "max_tokens": 150, "stream": true}))
+        .json(&json!({"prompt": "x", "max_tokens": 100_000, "stream": true}))
         .send();
     let _long = tokio::spawn(long);
     app.wait_running(1, T).await?;
     let id = app.restart(json!({"--tp": "2"})).await?;
-    // Let the drain run long enough for its records to be committed (≤ 250 ms).
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // Wait until the database holds part of the drain, then kill mid-drain.
+    committed_points(&app, id, 10).await?;
     assert_eq!(app.server().await?.phase, Phase::Draining);
     app.proc.kill_alone();
 
