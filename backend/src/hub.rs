@@ -135,10 +135,7 @@ impl Hub {
     pub fn publish_restart(&self, summary: RestartSummary) {
         {
             let mut r = self.restarts.lock().unwrap_or_else(|p| p.into_inner());
-            r.retain(|x| x.id != summary.id);
-            r.insert(0, summary.clone());
-            r.sort_by(|a, b| b.id.cmp(&a.id));
-            r.truncate(RECENT_RESTARTS);
+            shared::restart::upsert_summary(&mut r, summary.clone(), RECENT_RESTARTS);
         }
         self.push_event(&ServerMsg::Restart(summary));
     }

@@ -304,6 +304,30 @@ pub struct Durations {
     pub total_ms: Option<u64>,
 }
 
+impl Durations {
+    /// The timed parts, keyed by the phase each begins with, in order.
+    pub fn parts(&self) -> [(Phase, Option<u64>); 4] {
+        [
+            (Phase::Draining, self.drain_ms),
+            (Phase::Killing, self.kill_ms),
+            (Phase::Verifying, self.verify_ms),
+            (Phase::WarmingUp, self.warmup_ms),
+        ]
+    }
+
+    /// The part that time spent in `phase` counts towards (launching is part
+    /// of the warm-up); `None` for phases that are not timed.
+    pub fn part_mut(&mut self, phase: Phase) -> Option<&mut Option<u64>> {
+        match phase {
+            Phase::Draining => Some(&mut self.drain_ms),
+            Phase::Killing => Some(&mut self.kill_ms),
+            Phase::Verifying => Some(&mut self.verify_ms),
+            Phase::Launching | Phase::WarmingUp => Some(&mut self.warmup_ms),
+            _ => None,
+        }
+    }
+}
+
 /// One row of the restart history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestartSummary {

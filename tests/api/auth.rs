@@ -307,13 +307,12 @@ async fn sockets_need_a_caller_and_our_origin_and_show_who_is_here() -> anyhow::
         .map_err(|e| anyhow::anyhow!("refused: {e:?}"))?;
     let deadline = std::time::Instant::now() + T;
     loop {
-        if let shared::ServerMsg::Presence { clients } = ws.next_msg(T).await? {
-            if clients
+        if let shared::ServerMsg::Presence { clients } = ws.next_msg(T).await?
+            && clients
                 .iter()
                 .any(|c| c.who == "olga" && c.role == shared::auth::Role::Operator)
-            {
-                break;
-            }
+        {
+            break;
         }
         anyhow::ensure!(std::time::Instant::now() < deadline, "olga never showed up");
     }

@@ -334,10 +334,8 @@ async fn watch_streams_every_message_as_a_json_line() -> anyhow::Result<()> {
     let mut phases = Vec::new();
     loop {
         match next().await? {
-            ServerMsg::Server(s) => {
-                if phases.last() != Some(&s.phase) {
-                    phases.push(s.phase);
-                }
+            ServerMsg::Server(s) if phases.last() != Some(&s.phase) => {
+                phases.push(s.phase);
             }
             ServerMsg::Restart(r) if r.id == id && r.outcome != Outcome::Running => {
                 assert_eq!(r.outcome, Outcome::Succeeded);

@@ -271,8 +271,8 @@ async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::R
             let row = rows
                 .iter()
                 .find(|row| {
-                    row[col("run_id")] == run["id"].to_string()
-                        && row[col("repeat")] == r["repeat"].to_string()
+                    row[col("run_id")].parse::<i64>().ok() == run["id"].as_i64()
+                        && row[col("repeat")].parse::<i64>().ok() == r["repeat"].as_i64()
                 })
                 .expect("a row per repeat");
             assert_eq!(
@@ -313,10 +313,9 @@ async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_t
         if let Some(r) = runs
             .as_array()
             .and_then(|a| a.iter().find(|r| r["restart_id"] == id))
+            && r["status"] != "running"
         {
-            if r["status"] != "running" {
-                break r.clone();
-            }
+            break r.clone();
         }
         anyhow::ensure!(
             std::time::Instant::now() < deadline,

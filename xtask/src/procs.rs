@@ -54,7 +54,7 @@ pub(crate) fn spawn_group(name: &'static str, cmd: &mut Command) -> anyhow::Resu
 pub(crate) fn stop_all(groups: &mut [Group], grace: Duration) {
     signal_all(groups, libc::SIGTERM);
     let deadline = Instant::now() + grace;
-    while Instant::now() < deadline && groups.iter().any(|g| group_alive(g)) {
+    while Instant::now() < deadline && groups.iter().any(group_alive) {
         reap(groups);
         std::thread::sleep(Duration::from_millis(50));
     }

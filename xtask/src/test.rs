@@ -1,13 +1,25 @@
 //! `cargo xtask test`: everything CI runs. Installs what is missing, builds the UI
-//! (browser tests load it) and every host target, then runs all tests.
+//! (browser tests load it) and every host target, checks formatting and lints,
+//! then runs all tests.
 
 use crate::{build, cargo, run_cmd, tools};
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_chromium()?;
+    tools::ensure_lint_tools()?;
     let pynvml = tools::ensure_pynvml()?;
     build::ui()?;
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    // Lints at clippy's default levels: deny-level findings fail the run,
+    // warnings are printed (the tree is kept free of them).
+    run_cmd(cargo().args(["clippy", "--all-targets"]))?;
+    run_cmd(cargo().args([
+        "clippy",
+        "-p",
+        "frontend",
+        "--target",
+        "wasm32-unknown-unknown",
+    ]))?;
     // Build everything first, then test: one feature resolution, no rebuild between.
     run_cmd(cargo().args(["build", "--all-targets"]))?;
     build::link_nvml(false)?;

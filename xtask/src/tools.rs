@@ -21,15 +21,33 @@ pub(crate) fn ensure_wasm_target() -> anyhow::Result<()> {
     run_cmd(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
 }
 
+/// rustfmt and clippy, which `test` runs (rustup's minimal profile lacks them).
+pub(crate) fn ensure_lint_tools() -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))
+        .unwrap_or_default();
+    let missing: Vec<&str> = ["rustfmt", "clippy"]
+        .into_iter()
+        .filter(|c| !installed.lines().any(|l| l.starts_with(&format!("{c}-"))))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    run_cmd(
+        Command::new("rustup")
+            .args(["component", "add"])
+            .args(&missing),
+    )
+}
+
 /// The wasm-bindgen version Cargo.lock pins: the CLI must match it exactly.
 pub(crate) fn locked_wasm_bindgen() -> anyhow::Result<String> {
     let lock = std::fs::read_to_string(root().join("Cargo.lock")).context("reading Cargo.lock")?;
     let mut lines = lock.lines();
     while let Some(l) = lines.next() {
-        if l == "name = \"wasm-bindgen\"" {
-            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
-                return Ok(v.trim_end_matches('"').to_owned());
-            }
+        if l == "name = \"wasm-bindgen\""
+            && let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \""))
+        {
+            return Ok(v.trim_end_matches('"').to_owned());
         }
     }
     bail!("Cargo.lock has no wasm-bindgen entry")

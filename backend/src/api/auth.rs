@@ -23,7 +23,7 @@ use shared::auth::SessionInfo;
 
 use super::ops::Body;
 use super::{ApiError, AppState};
-use crate::auth::{COOKIE_NAME, Caller, LoginError, Via, cookie, csrf_ok};
+use crate::auth::{COOKIE_NAME, Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
 
 /// What a path is, for the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,9 +80,9 @@ pub(super) async fn gate(
     let caller = match auth.identify(headers, peer) {
         Ok(c) => c,
         // The scrape token is not a caller's: `may_scrape` judges it below.
-        Err(()) if matches!(k, Kind::Open | Kind::Metrics) => None,
-        Err(()) => {
-            return ApiError::new(StatusCode::UNAUTHORIZED, "invalid token").into_response();
+        Err(InvalidToken) if matches!(k, Kind::Open | Kind::Metrics) => None,
+        Err(e @ InvalidToken) => {
+            return ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
         }
     };
     match (k, &caller) {

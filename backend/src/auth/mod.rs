@@ -63,6 +63,11 @@ pub enum Via {
     Bearer,
 }
 
+/// A bearer token that is not one of ours (or not a bearer token at all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid token")]
+pub struct InvalidToken;
+
 /// The caller of one request.
 #[derive(Debug, Clone)]
 pub struct Caller {
@@ -172,7 +177,11 @@ impl Auth {
     /// Who is calling, from the request's headers: `Ok(None)` for nobody
     /// (no credentials, or a session that ended); `Err` for a bearer token
     /// that is not one of ours.
-    pub fn identify(&self, headers: &HeaderMap, peer: SocketAddr) -> Result<Option<Caller>, ()> {
+    pub fn identify(
+        &self,
+        headers: &HeaderMap,
+        peer: SocketAddr,
+    ) -> Result<Option<Caller>, InvalidToken> {
         if !self.enabled() {
             return Ok(Some(Caller {
                 name: None,
@@ -186,8 +195,8 @@ impl Auth {
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or(())?;
-            let t = self.token(secret).ok_or(())?;
+                .ok_or(InvalidToken)?;
+            let t = self.token(secret).ok_or(InvalidToken)?;
             return Ok(Some(Caller {
                 name: Some(t.name.clone()),
                 role: t.role,

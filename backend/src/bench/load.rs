@@ -226,9 +226,9 @@ fn fill(out: &mut Outcome, ev: &Events, prompt_words: u64) {
         .and_then(|u| u.prompt_tokens)
         .unwrap_or(prompt_words);
     out.ttft = ev.at[0];
-    for i in 1..ev.at.len() {
-        let k = per_event[i].max(1.0);
-        let gap = (ev.at[i] - ev.at[i - 1]) / k;
+    for (i, pair) in ev.at.windows(2).enumerate() {
+        let k = per_event[i + 1].max(1.0);
+        let gap = (pair[1] - pair[0]) / k;
         for _ in 0..k.round() as usize {
             out.itls.push(gap);
         }

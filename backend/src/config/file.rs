@@ -309,10 +309,10 @@ fn model_of(args: &[String]) -> String {
         {
             return v.to_owned();
         }
-        if matches!(a.as_str(), "--model-path" | "--model" | "serve") {
-            if let Some(v) = it.peek().filter(|v| !v.starts_with('-')) {
-                return (*v).clone();
-            }
+        if matches!(a.as_str(), "--model-path" | "--model" | "serve")
+            && let Some(v) = it.peek().filter(|v| !v.starts_with('-'))
+        {
+            return (*v).clone();
         }
     }
     String::new()
@@ -396,15 +396,15 @@ fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
             ));
         }
     };
-    if let FlagType::Int { min, max } = ty {
-        if min > max {
-            return Err(format!("flags: `{name}`: min is above max"));
-        }
+    if let FlagType::Int { min, max } = ty
+        && min > max
+    {
+        return Err(format!("flags: `{name}`: min is above max"));
     }
-    if let FlagType::Float { min, max } = ty {
-        if min > max || min.is_nan() || max.is_nan() {
-            return Err(format!("flags: `{name}`: min is above max"));
-        }
+    if let FlagType::Float { min, max } = ty
+        && (min > max || min.is_nan() || max.is_nan())
+    {
+        return Err(format!("flags: `{name}`: min is above max"));
     }
     Ok(FlagSpec {
         name,

@@ -77,12 +77,8 @@ pub(crate) fn durations(entered: &[(Phase, u64)], started_ms: u64, finished_ms: 
     for (i, (phase, at)) in entered.iter().enumerate() {
         let end = entered.get(i + 1).map_or(finished_ms, |(_, t)| *t);
         let spent = end.saturating_sub(*at);
-        let slot = match phase {
-            Phase::Draining => &mut d.drain_ms,
-            Phase::Killing => &mut d.kill_ms,
-            Phase::Verifying => &mut d.verify_ms,
-            Phase::Launching | Phase::WarmingUp => &mut d.warmup_ms,
-            _ => continue,
+        let Some(slot) = d.part_mut(*phase) else {
+            continue;
         };
         *slot = Some(slot.unwrap_or(0) + spent);
     }

@@ -198,22 +198,18 @@ pub(super) fn typical(conn: &Connection) -> rusqlite::Result<BTreeMap<Phase, u64
         "SELECT durations FROM restarts WHERE outcome = 'succeeded' AND kind = 'restart'
          ORDER BY id DESC LIMIT 20",
     )?;
-    let all: Vec<shared::restart::Durations> = q
-        .query_map([], |r| parse(&r.get::<_, String>(0)?))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut out = BTreeMap::new();
-    let pick: [(Phase, fn(&shared::restart::Durations) -> Option<u64>); 4] = [
-        (Phase::Draining, |d| d.drain_ms),
-        (Phase::Killing, |d| d.kill_ms),
-        (Phase::Verifying, |d| d.verify_ms),
-        (Phase::WarmingUp, |d| d.warmup_ms),
-    ];
-    for (phase, get) in pick {
-        let mut v: Vec<u64> = all.iter().filter_map(get).collect();
-        if !v.is_empty() {
-            v.sort_unstable();
-            out.insert(phase, v[v.len() / 2]);
+    let mut by_part: BTreeMap<Phase, Vec<u64>> = BTreeMap::new();
+    for d in q.query_map([], |r| parse::<Durations>(&r.get::<_, String>(0)?))? {
+        for (phase, ms) in d?.parts() {
+            by_part.entry(phase).or_default().extend(ms);
         }
     }
-    Ok(out)
+    Ok(by_part
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(phase, mut v)| {
+            v.sort_unstable();
+            (phase, v[v.len() / 2])
+        })
+        .collect())
 }

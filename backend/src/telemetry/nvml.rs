@@ -105,10 +105,10 @@ fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>)
         }
     };
     let mut errors = Vec::new();
-    if identity.is_none() {
-        if let (Ok(name), Ok(uuid)) = (dev.name(), dev.uuid()) {
-            *identity = Some((name, uuid));
-        }
+    if identity.is_none()
+        && let (Ok(name), Ok(uuid)) = (dev.name(), dev.uuid())
+    {
+        *identity = Some((name, uuid));
     }
     let (name, uuid) = match identity {
         Some((n, u)) => (Some(n.clone()), Some(u.clone())),

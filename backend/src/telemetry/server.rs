@@ -77,19 +77,20 @@ impl Finder {
             let me = std::process::id();
             let threads = procs.read(me).map_or(0, |d| d.threads);
             for pid in procfs::children(me, threads) {
-                if let Ok(d) = procs.read(pid) {
-                    if d.ppid == me && !starts.iter().any(|s| s.id == d.id) {
-                        starts.push(d);
-                    }
+                if let Ok(d) = procs.read(pid)
+                    && d.ppid == me
+                    && !starts.iter().any(|s| s.id == d.id)
+                {
+                    starts.push(d);
                 }
             }
         }
         let mut tree = descendants(procs, starts);
         for id in &hint.members {
-            if !tree.iter().any(|d| d.id.pid == id.pid) {
-                if let Some(d) = live(procs, *id) {
-                    tree.push(d);
-                }
+            if !tree.iter().any(|d| d.id.pid == id.pid)
+                && let Some(d) = live(procs, *id)
+            {
+                tree.push(d);
             }
         }
         let identity = match (root, self.port) {

@@ -108,7 +108,7 @@ impl Driver {
         let base = SLOTS.as_ptr() as usize;
         let addr = device as usize;
         let size = std::mem::size_of::<DeviceSlot>();
-        if addr < base || (addr - base) % size != 0 {
+        if addr < base || !(addr - base).is_multiple_of(size) {
             return Err(ERROR_INVALID_ARGUMENT);
         }
         let index = (addr - base) / size;
@@ -122,10 +122,10 @@ impl Driver {
     /// The host as it is now (at most [`VIEW_TTL`] old).
     pub(crate) fn view(&self) -> Result<Arc<HostView>, NvmlReturn> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, view)) = cache.as_ref() {
-            if at.elapsed() < VIEW_TTL {
-                return Ok(Arc::clone(view));
-            }
+        if let Some((at, view)) = cache.as_ref()
+            && at.elapsed() < VIEW_TTL
+        {
+            return Ok(Arc::clone(view));
         }
         // Aged from when the reading began: a change made while it was being
         // read must not hide behind a view stamped as fresh.

@@ -386,8 +386,11 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut Memor
     })
 }
 
+/// # Safety
+/// `memory` is null or points to an `nvmlMemory_v2_t` whose `version` the
+/// caller set, as NVML's own contract asks.
 #[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {

@@ -92,10 +92,10 @@ impl Manager {
     /// SIGTERM/SIGKILL to the server: its own process group when drainwatch made
     /// it, and each tracked member by identity (those that left the group too).
     fn signal_all(&mut self, sig: i32) {
-        if let Some(r) = &self.running {
-            if r.own_group {
-                supervisor::signal_group(r.pgid, sig);
-            }
+        if let Some(r) = &self.running
+            && r.own_group
+        {
+            supervisor::signal_group(r.pgid, sig);
         }
         let members: Vec<ProcId> = self.members.iter().copied().collect();
         let n = supervisor::signal_each(&members, sig);
@@ -208,12 +208,7 @@ impl Manager {
             self.bench_pending = Some((op.op.kind, op.op.id));
         }
         if outcome == Outcome::Succeeded && op.op.kind == OpKind::Restart {
-            for (p, ms) in [
-                (Phase::Draining, d.drain_ms),
-                (Phase::Killing, d.kill_ms),
-                (Phase::Verifying, d.verify_ms),
-                (Phase::WarmingUp, d.warmup_ms),
-            ] {
+            for (p, ms) in d.parts() {
                 if let Some(ms) = ms {
                     // A running estimate until the store's median is re-read.
                     self.typical.insert(p, ms);

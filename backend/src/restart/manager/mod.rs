@@ -409,24 +409,24 @@ impl Manager {
         }
         let obs = observe(sample, &self.members, &self.cfg);
         self.feed(Input::Observe(obs));
-        if let Some(op) = &self.op {
-            if self.machine.phase().is_busy() {
-                let running = self
-                    .scraped
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .passive
-                    .running;
-                self.store.point(
-                    op.op.id,
-                    TimelinePoint {
-                        at_ms: sample.at_ms,
-                        phase: self.machine.phase(),
-                        mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
-                        running_requests: running,
-                    },
-                );
-            }
+        if let Some(op) = &self.op
+            && self.machine.phase().is_busy()
+        {
+            let running = self
+                .scraped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .passive
+                .running;
+            self.store.point(
+                op.op.id,
+                TimelinePoint {
+                    at_ms: sample.at_ms,
+                    phase: self.machine.phase(),
+                    mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
+                    running_requests: running,
+                },
+            );
         }
     }
 
