@@ -159,10 +159,12 @@ async fn a_client_that_stops_reading_is_resynced_by_snapshot() -> anyhow::Result
 #[tokio::test]
 async fn server_memory_ramp_is_seen_live() -> anyhow::Result<()> {
     let host = SimHost::new(100);
-    // A warm-up long enough that a loaded machine still sees it in progress.
-    let server = SimServer::launch(&host, 1, 5_000)?;
-    let app = spawn_app(&host, &["--server-port", &server.port.to_string()])?;
+    // The server starts once the socket is live, with a warm-up long enough
+    // that a loaded machine still sees it in progress.
+    let port = tests::managed::free_port();
+    let app = spawn_app(&host, &["--server-port", &port.to_string()])?;
     let mut ws = connected(&app.addr).await?;
+    let _server = SimServer::launch_on(&host, port, 1, 5_000)?;
     let mut seen = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while seen.last().copied().unwrap_or(0) < 88 * GIB {

@@ -12,12 +12,13 @@ async fn a_viewer_sees_no_restart_button_and_an_operator_does() -> anyhow::Resul
     let _one = ONE_AT_A_TIME.lock().await;
     let host = SimHost::new(100);
     let (path, op, view) = auth_file(host.scratch(), "");
-    let app = spawn_managed(
-        &host,
-        &ServerSpec::default(),
-        &["--auth", path.to_str().expect("utf-8")],
-    )?
-    .with_token(&op);
+    // A warm-up long enough that the page is seen mid-restart on a loaded machine.
+    let spec = ServerSpec {
+        warmup_ms: 5_000,
+        ..ServerSpec::default()
+    };
+    let app =
+        spawn_managed(&host, &spec, &["--auth", path.to_str().expect("utf-8")])?.with_token(&op);
     app.start_server().await?;
 
     let b = tests::browser::Browser::start().await?;

@@ -18,16 +18,17 @@ const T: Duration = Duration::from_secs(20);
 async fn dashboard_shows_gpus_processes_and_live_numbers() -> anyhow::Result<()> {
     let _one = ONE_AT_A_TIME.lock().await;
     let host = SimHost::new(500);
-    // Long enough that Chromium's start on a loaded machine still catches the ramp.
-    let server = SimServer::launch(&host, 8, 12_000)?;
     let foreign = spawn_foreign(&host, 3, 1.5)?;
-    let app = spawn_app(&host, &["--server-port", &server.port.to_string()])?;
+    let port = tests::managed::free_port();
+    let app = spawn_app(&host, &["--server-port", &port.to_string()])?;
     let b = Browser::start().await?;
     b.client.goto(&app.url("/")).await?;
 
     assert_eq!(b.wait_count("[data-testid=gpu-card]", 8, T).await?, 8);
     b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| s == "live")
         .await?;
+    // The server starts once the page is live, so the page sees its warm-up.
+    let server = SimServer::launch_on(&host, port, 8, 12_000)?;
     let banner = b
         .client
         .find(Locator::Css("[data-testid=simulated-banner]"))
@@ -107,8 +108,9 @@ async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<(
     use tests::managed::{ServerSpec, spawn_managed};
     let _one = ONE_AT_A_TIME.lock().await;
     let host = SimHost::new(300);
+    // A warm-up long enough that the page is seen mid-restart on a loaded machine.
     let spec = ServerSpec {
-        warmup_ms: 1_500,
+        warmup_ms: 5_000,
         ..ServerSpec::default()
     };
     let app = spawn_managed(&host, &spec, &[])?;

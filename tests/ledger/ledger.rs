@@ -24,6 +24,7 @@ fn quick() -> Value {
 #[tokio::test]
 async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_token()
 -> anyhow::Result<()> {
+    let _alone = crate::MEASURING.lock().await;
     let spec = spec();
     let (_host, app) = ready(&spec).await?;
     let id = app
@@ -80,6 +81,7 @@ async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::
 #[tokio::test]
 async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() -> anyhow::Result<()>
 {
+    let _alone = crate::MEASURING.lock().await;
     let (_host, app) = ready(&spec()).await?;
     let first = app.server().await?.flagset.expect("a flag set");
     app.bench(quick()).await?;

@@ -50,10 +50,10 @@ async fn committed_points(app: &TestApp, id: i64, n: usize) -> anyhow::Result<()
 async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
 -> anyhow::Result<()> {
     let host = SimHost::new(200);
-    // The server drains for up to 6 s and drainwatch waits up to 20 s, so the
-    // drain outlasts the test's wait however slow the machine is.
+    // The server drains for up to 15 s and drainwatch waits up to 20 s, so the
+    // drain outlasts the test's wait by far.
     let spec = ServerSpec {
-        env: vec![("SIMSERVER_MODE", "slow-drain=6000")],
+        env: vec![("SIMSERVER_MODE", "slow-drain=15000")],
         drain: "20s",
         ..ServerSpec::default()
     };

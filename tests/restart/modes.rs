@@ -108,13 +108,20 @@ async fn an_orphan_that_escaped_the_group_is_found_and_killed() -> anyhow::Resul
 #[tokio::test]
 async fn a_slow_drain_finishes_in_flight_requests_and_the_timeline_shows_them() -> anyhow::Result<()>
 {
-    let (_host, foreign, app) = running(ServerSpec::default()).await?;
-    restart_into(&app, "slow-drain=3000").await?;
+    // The server waits up to 15 s for its requests, drainwatch up to 30 s: only
+    // the requests' own lengths end the drain.
+    let (_host, foreign, app) = running(ServerSpec {
+        drain: "30s",
+        ..ServerSpec::default()
+    })
+    .await?;
+    restart_into(&app, "slow-drain=15000").await?;
     let port = app.server().await?.port;
-    // Three streaming requests of different lengths in flight when the restart begins.
+    // Three streaming requests in flight when the restart begins, ending about
+    // 1, 3.5 and 6 s later: the drain sees them finish one by one.
     let client = reqwest::Client::new();
     let mut streams = Vec::new();
-    for tokens in [25, 45, 65] {
+    for tokens in [40, 150, 260] {
         let req = client
             .post(format!("http://127.0.0.1:{port}/v1/completions"))
             .json(&json!({"prompt": "hello", "max_tokens": tokens, "stream": true}))
@@ -124,7 +131,7 @@ async fn a_slow_drain_finishes_in_flight_requests_and_the_timeline_shows_them() 
     app.wait_running(3, T).await?;
     let d = restart_into(&app, "normal").await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
-    // The requests were allowed to finish (up to 65 tokens × 22.5 ms ≈ 1.5 s).
+    // The requests were allowed to finish (up to 260 tokens × 22.5 ms ≈ 6 s).
     for s in streams {
         let body = s.await??;
         assert!(body.contains("[DONE]"), "a request was cut off: {body}");
@@ -173,7 +180,8 @@ async fn an_oom_during_warm_up_fails_the_launch_with_the_log() -> anyhow::Result
 #[tokio::test]
 async fn a_server_that_dies_on_its_own_is_reported_crashed() -> anyhow::Result<()> {
     let (_host, foreign, app) = running(ServerSpec::default()).await?;
-    let d = restart_into(&app, "crash=1500").await?;
+    // Long enough after ready that the restart is recorded as succeeded first.
+    let d = restart_into(&app, "crash=6000").await?;
     assert_eq!(d["summary"]["outcome"], "succeeded");
     let crashed = app.wait_phase(Phase::Crashed, T).await?;
     let f = serde_json::to_value(crashed.failure.expect("a failure"))?;
@@ -189,7 +197,7 @@ async fn a_server_that_dies_on_its_own_is_reported_crashed() -> anyhow::Result<(
 #[tokio::test]
 async fn health_200_but_hanging_completions_time_out_the_warm_up() -> anyhow::Result<()> {
     let spec = ServerSpec {
-        warmup_timeout: "4s",
+        warmup_timeout: "10s",
         ..ServerSpec::default()
     };
     let (_host, foreign, app) = running(spec).await?;
@@ -210,6 +218,14 @@ async fn a_foreign_process_on_a_needed_gpu_blocks_the_launch_and_is_named() -> a
     let (host, other, app) = running(ServerSpec::default()).await?;
     // A colleague's notebook grabs 3 GiB on GPU 2, which the server needs.
     let squatter = spawn_foreign(&host, 2, 3.0)?;
+    app.wait_for_state("the squatter's memory on GPU 2", T, |s| {
+        s.latest.as_ref().is_some_and(|l| {
+            l.processes
+                .iter()
+                .any(|p| p.pid == squatter.pid() && p.gpu_mem.iter().any(|g| g.gpu_index == 2))
+        })
+    })
+    .await?;
     let d = restart_into(&app, "normal").await?;
     assert_eq!(d["summary"]["outcome"], "failed", "{d}");
     let f = &d["summary"]["failure"];

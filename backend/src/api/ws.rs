@@ -359,9 +359,15 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(64);
         let (_stop, shutdown) = watch::channel(false);
         let silent = stream::pending::<Result<Message, axum::Error>>();
+        // Several ping periods before the peer counts as gone, so a late
+        // first tick on a loaded machine still pings first.
+        let timing = Timing {
+            peer_timeout: Duration::from_millis(300),
+            ..fast()
+        };
         let done = tokio::time::timeout(
             Duration::from_secs(5),
-            serve(hub(4), channel_sink(tx), silent, shutdown, fast()),
+            serve(hub(4), channel_sink(tx), silent, shutdown, timing),
         )
         .await;
         assert!(done.is_ok(), "serve did not end");
