@@ -10,7 +10,7 @@ use shared::protocol::ServerMsg;
 use shared::units::fmt_tok_s;
 
 use super::client::{Client, Events};
-use super::{ApiArg, BenchArgs, CliError, Exit, print_json, render, show, until_done};
+use super::{ApiArg, BenchArgs, CliError, Exit, Interrupt, print_json, render, show, until_done};
 
 pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
     let client = Client::new(&args.remote)?;
@@ -27,7 +27,7 @@ pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
     let events = if args.no_wait {
         None
     } else {
-        Some(client.events().await?)
+        Some((Interrupt::catch(), client.events().await?))
     };
     let started: Value = client.post("api/bench", &settings(&args)).await?;
     let Some(id) = started.get("id").and_then(Value::as_i64) else {
@@ -36,7 +36,7 @@ pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
             "drainwatch accepted the benchmark but gave no run id",
         ));
     };
-    let Some(events) = events else {
+    let Some((mut interrupt, events)) = events else {
         if args.remote.json {
             print_json(&json!({ "id": id }))?;
         } else {
@@ -48,7 +48,7 @@ pub async fn bench(args: BenchArgs) -> Result<Exit, CliError> {
         "benchmark #{id} started; Ctrl-C stops waiting (`drainwatch bench --cancel` cancels it)"
     );
     let what = format!("benchmark #{id}");
-    let Some(run) = until_done(&what, follow(&client, events, id)).await? else {
+    let Some(run) = until_done(&what, &mut interrupt, follow(&client, events, id)).await? else {
         return Ok(Exit::StoppedWaiting);
     };
     show(args.remote.json, &run, render::bench_run)?;

@@ -254,20 +254,35 @@ fn show<T: serde::Serialize>(
 /// `what` goes on in drainwatch (only the waiting stops).
 async fn until_done<T>(
     what: &str,
+    interrupt: &mut Interrupt,
     done: impl std::future::Future<Output = Result<T, CliError>>,
 ) -> Result<Option<T>, CliError> {
     tokio::select! {
         r = done => r.map(Some),
-        () = ctrl_c() => {
+        () = interrupt.pressed() => {
             eprintln!("stopped waiting: {what} goes on in drainwatch (`drainwatch watch` follows it)");
             Ok(None)
         }
     }
 }
 
-/// Waits for Ctrl-C (and never returns if the handler cannot be installed).
-async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
+/// Ctrl-C, caught from the moment this is made: one pressed before anything
+/// waits for it is kept, not lost, and does not kill the process mid-write.
+#[derive(Debug)]
+struct Interrupt(Option<tokio::signal::unix::Signal>);
+
+impl Interrupt {
+    fn catch() -> Self {
+        Self(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok())
+    }
+
+    /// Waits for Ctrl-C (forever if the handler could not be installed).
+    async fn pressed(&mut self) {
+        if let Some(s) = &mut self.0
+            && s.recv().await.is_some()
+        {
+            return;
+        }
         std::future::pending::<()>().await;
     }
 }

@@ -17,7 +17,7 @@ use shared::units::{MISSING, fmt_secs};
 use shared::{ProcessRole, Snapshot};
 
 use super::client::{Client, Events};
-use super::{CliError, Exit, RestartArgs, print_json, render, show, until_done};
+use super::{CliError, Exit, Interrupt, RestartArgs, print_json, render, show, until_done};
 
 pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     let client = Client::new(&args.remote)?;
@@ -38,7 +38,7 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     let events = if args.no_wait {
         None
     } else {
-        Some(client.events().await?)
+        Some((Interrupt::catch(), client.events().await?))
     };
     let req = RestartRequest {
         generation: server.generation,
@@ -47,7 +47,7 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     };
     let accepted: Accepted = client.post("api/restart", &req).await?;
     let id = accepted.id;
-    let Some(events) = events else {
+    let Some((mut interrupt, events)) = events else {
         if args.remote.json {
             print_json(&accepted)?;
         } else {
@@ -57,7 +57,8 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     };
     eprintln!("restart #{id} accepted; Ctrl-C stops waiting, not the restart");
     let what = format!("restart #{id}");
-    let Some(summary) = until_done(&what, follow(&client, events, id)).await? else {
+    let Some(summary) = until_done(&what, &mut interrupt, follow(&client, events, id)).await?
+    else {
         return Ok(Exit::StoppedWaiting);
     };
     show(args.remote.json, &summary, render::restart_outcome)?;

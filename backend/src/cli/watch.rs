@@ -13,7 +13,7 @@ use shared::restart::Outcome;
 use shared::units::{fmt_secs, fmt_tok_s};
 
 use super::client::Client;
-use super::{CliError, Exit, WatchArgs, ctrl_c, now_ms, render};
+use super::{CliError, Exit, Interrupt, WatchArgs, now_ms, render};
 
 /// How the stream is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +24,7 @@ enum Mode {
 }
 
 pub async fn watch(args: WatchArgs) -> Result<Exit, CliError> {
+    let mut interrupt = Interrupt::catch();
     let client = Client::new(&args.remote)?;
     let mut events = client.events().await?;
     let mode = if args.remote.json {
@@ -37,7 +38,7 @@ pub async fn watch(args: WatchArgs) -> Result<Exit, CliError> {
     // reader that stopped reading, and must still end.
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        ctrl_c().await;
+        interrupt.pressed().await;
         let _ = stop.send(());
         tokio::time::sleep(Duration::from_secs(1)).await;
         std::process::exit(Exit::Ok.code());
