@@ -18,7 +18,7 @@ pub(crate) const H: f64 = 310.0;
 /// The memory plot.
 pub(crate) const PLOT_LEFT: f64 = 64.0;
 pub(crate) const PLOT_RIGHT: f64 = W - 16.0;
-pub(crate) const PLOT_TOP: f64 = 40.0;
+pub(crate) const PLOT_TOP: f64 = 48.0;
 pub(crate) const PLOT_BOTTOM: f64 = 220.0;
 /// The running-requests track under it.
 pub(crate) const TRACK_TOP: f64 = 236.0;
@@ -26,7 +26,8 @@ pub(crate) const TRACK_BOTTOM: f64 = 276.0;
 /// Baseline of the time labels.
 pub(crate) const X_LABEL_Y: f64 = 294.0;
 /// Baselines of the marker label rows, above the plot.
-pub(crate) const MARKER_ROWS: [f64; 2] = [14.0, 30.0];
+/// Three: SIGTERM, "verified" and "launch" fall close together in a quick drain.
+pub(crate) const MARKER_ROWS: [f64; 3] = [13.0, 27.0, 41.0];
 /// Marker labels closer than this (user units) go to another row.
 const LABEL_GAP: f64 = 64.0;
 
@@ -528,8 +529,8 @@ mod tests {
         let f = Frame::new(None, &tl, &[], 2 * G).expect("frame");
         let lines = gpu_lines(&tl, &f);
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0], (0, format!("64.0,220.0 {PLOT_RIGHT:.1},40.0")));
-        assert_eq!(lines[1], (1, "64.0,130.0 404.0,40.0".to_owned()));
+        assert_eq!(lines[0], (0, format!("64.0,220.0 {PLOT_RIGHT:.1},48.0")));
+        assert_eq!(lines[1], (1, "64.0,134.0 404.0,48.0".to_owned()));
         assert!(gpu_lines(&[], &f).is_empty());
     }
 
@@ -555,8 +556,8 @@ mod tests {
     #[test]
     fn close_marker_labels_take_another_row() {
         assert_eq!(
-            label_rows(&[100.0, 101.0, 300.0, 302.0, 303.0]),
-            [0, 1, 0, 1, 0]
+            label_rows(&[100.0, 101.0, 102.0, 300.0, 302.0, 303.0, 304.0]),
+            [0, 1, 2, 0, 1, 2, 0]
         );
         assert!(label_rows(&[]).is_empty());
     }

@@ -1,5 +1,6 @@
-//! The newest lines of a log, monospace, in a box of fixed height that scrolls
-//! and stays pinned to its bottom (the newest line) as lines arrive.
+//! The newest lines of a log, monospace, in a box of fixed height (or at most
+//! that) that scrolls and stays pinned to its bottom (the newest line) as
+//! lines arrive.
 
 use leptos::prelude::*;
 
@@ -15,8 +16,12 @@ pub(crate) fn LogTail(
     max: usize,
     /// The box's `data-testid`.
     testid: &'static str,
-    /// The box's height in lines of text.
+    /// The box's height in lines of text…
     rows: u32,
+    /// …or at most that, shrinking to a shorter log (for a log that is read
+    /// once rather than watched grow).
+    #[prop(optional)]
+    fit: bool,
 ) -> impl IntoView {
     let text = move || {
         lines.with(|l| {
@@ -28,11 +33,18 @@ pub(crate) fn LogTail(
         })
     };
     // `column-reverse` keeps the scroll position at the bottom.
+    let size = format!("calc({rows} * 1.35em + 0.9rem)");
+    let (height, max_height) = if fit {
+        (None, Some(size))
+    } else {
+        (Some(size), None)
+    };
     view! {
         <div
             class="log-tail"
             data-testid=testid
-            style:height=format!("calc({rows} * 1.35em + 0.9rem)")
+            style:height=height
+            style:max-height=max_height
         >
             <pre class="log-text">{text}</pre>
         </div>

@@ -239,6 +239,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                         max=LOG_LINES
                         testid="detail-log"
                         rows=12
+                        fit=true
                     />
                 </Show>
             </div>
