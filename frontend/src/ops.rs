@@ -322,6 +322,7 @@ mod tests {
             done: 0,
             total: 0,
             output_tok_s: 0.0,
+            requested_by: "olga".to_owned(),
         });
         assert!(!can_bench(&benching));
         assert_eq!(relaunch_kind(&ready), Some(OpKind::Restart));

@@ -556,6 +556,7 @@ mod tests {
             done,
             total: 100,
             output_tok_s: 1.0,
+            requested_by: "olga".to_owned(),
         }
     }
 

@@ -64,15 +64,19 @@ pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
 /// 80/208 requests · 598 tok/s" (the progress counts repeats from 0; a
 /// count of 0 is not known yet).
 pub(crate) fn progress_text(p: &BenchProgress) -> String {
+    let by = match p.requested_by.as_str() {
+        "" => String::new(),
+        who => format!(" by {who}"),
+    };
     if p.total == 0 {
-        return format!("benchmark #{} · starting…", p.run_id);
+        return format!("benchmark #{}{by} · starting…", p.run_id);
     }
     let repeat = match p.repeats {
         0 => (p.repeat + 1).to_string(),
         n => format!("{}/{n}", p.repeat + 1),
     };
     format!(
-        "benchmark #{} · c={} · repeat {repeat} · {}/{} requests · {}",
+        "benchmark #{}{by} · c={} · repeat {repeat} · {}/{} requests · {}",
         p.run_id,
         p.concurrency,
         p.done,
@@ -932,6 +936,7 @@ mod tests {
             done: 80,
             total: 208,
             output_tok_s: 598.2,
+            requested_by: String::new(),
         };
         assert_eq!(
             progress_text(&b),
@@ -941,6 +946,11 @@ mod tests {
         assert!(progress_text(&b).contains("repeat 2 ·"));
         b.total = 0;
         assert_eq!(progress_text(&b), "benchmark #4 · starting…");
+        b.requested_by = "olga (10.0.0.7:51234)".to_owned();
+        assert_eq!(
+            progress_text(&b),
+            "benchmark #4 by olga (10.0.0.7:51234) · starting…"
+        );
     }
 
     #[test]

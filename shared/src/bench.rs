@@ -298,6 +298,9 @@ pub struct BenchProgress {
     pub total: u32,
     /// Output tok/s of the repeat in progress so far.
     pub output_tok_s: f64,
+    /// Who started it ("after restart" when a restart did).
+    #[serde(default)]
+    pub requested_by: String,
 }
 
 /// Live throughput from the server's own metrics.

@@ -173,6 +173,7 @@ fn bench_progress() -> bench::BenchProgress {
         done: 80,
         total: 208,
         output_tok_s: 598.25,
+        requested_by: "olga (10.0.0.7:51234)".to_owned(),
     }
 }
 

@@ -105,12 +105,41 @@ async fn strangers_and_viewers_change_nothing() -> anyhow::Result<()> {
             "{err}"
         );
     }
-    // Nothing changed, nothing ran, nothing was audited as accepted.
+    // Nothing changed, nothing ran; every attempt was audited as refused.
     let after = app.server().await?;
     assert_eq!(after.generation, before.generation);
     assert_eq!(after.phase, before.phase);
     assert!(after.bench.is_none() && after.operation.is_none());
-    assert_eq!(app.get_json("/api/audit").await?, audit_before);
+    let attempts = 3 * mutating(before.generation).len();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let audit = loop {
+        let audit = app.get_json("/api/audit?limit=1000").await?;
+        let all = audit.as_array().cloned().unwrap_or_default();
+        if all.len() >= audit_before.as_array().map_or(0, Vec::len) + attempts {
+            break all;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "refusals not audited: {audit}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let new = &audit[..attempts];
+    assert!(new.iter().all(|a| a["outcome"] == "refused"), "{new:?}");
+    let by_viewer = new
+        .iter()
+        .filter(|a| {
+            a["peer"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("victor ("))
+        })
+        .count();
+    assert_eq!(by_viewer, mutating(before.generation).len(), "{new:?}");
+    assert!(
+        new.iter()
+            .any(|a| a["detail"].as_str().is_some_and(|d| d.starts_with("401: "))),
+        "{new:?}"
+    );
     assert!(
         app.get_json("/api/bench/runs")
             .await?

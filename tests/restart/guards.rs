@@ -190,13 +190,67 @@ async fn hostile_and_confused_requests_are_refused_and_change_nothing() -> anyho
         Some(1)
     );
     let audit = app.get_json("/api/audit?limit=100").await?;
-    assert!(
-        audit
-            .as_array()
-            .expect("audit")
-            .iter()
-            .any(|a| a["detail"].as_str().unwrap_or_default().contains("--rm-rf"))
-    );
+    let details: Vec<&str> = audit
+        .as_array()
+        .expect("audit")
+        .iter()
+        .map(|a| a["detail"].as_str().unwrap_or_default())
+        .collect();
+    assert!(details.iter().any(|d| d.contains("--rm-rf")), "{audit}");
+    // Refused before the manager saw them, and audited all the same.
+    for want in [
+        "400: invalid request",
+        "415: send the body as JSON",
+        "413: ",
+    ] {
+        assert!(
+            details.iter().any(|d| d.starts_with(want)),
+            "{want}: {audit}"
+        );
+    }
+    Ok(())
+}
+
+/// Every error is JSON with a message, also axum's own rejections.
+#[tokio::test]
+async fn every_error_answers_in_json() -> anyhow::Result<()> {
+    let (_host, app) = ready().await?;
+    let cases = [
+        ("GET", "/api/restarts?limit=many", 400, "limit"),
+        ("GET", "/api/flagsets/diff?a=x", 400, "b"),
+        ("DELETE", "/api/restart", 405, "method"),
+        ("GET", "/api/restart", 405, "method"),
+        ("GET", "/ws", 400, "upgrade"),
+        ("GET", "/api/nothing-here", 404, "no such endpoint"),
+    ];
+    for (method, path, want, needle) in cases {
+        let r = app
+            .http
+            .request(method.parse()?, app.url(path))
+            .send()
+            .await?;
+        assert_eq!(r.status().as_u16(), want, "{method} {path}");
+        let ct = r.headers()["content-type"].to_str()?.to_owned();
+        assert!(ct.starts_with("application/json"), "{method} {path}: {ct}");
+        let body: Value = r.json().await?;
+        let err = body["error"].as_str().unwrap_or_default().to_lowercase();
+        assert!(err.contains(needle), "{method} {path}: {body}");
+    }
+    // The wrong method on a route that changes things is an attempt, and audited.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audit = app.get_json("/api/audit?limit=100").await?;
+        if audit.as_array().is_some_and(|a| {
+            a.iter().any(|e| {
+                e["action"] == "restart"
+                    && e["detail"].as_str().is_some_and(|d| d.starts_with("405: "))
+            })
+        }) {
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "not audited: {audit}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     Ok(())
 }
 

@@ -46,6 +46,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     )?;
 
     procs::catch_stop_signals();
+    procs::become_subreaper()?;
     let mut groups: Vec<Group> = Vec::new();
     let started = (|| -> anyhow::Result<String> {
         groups.push(procs::spawn_group(
@@ -128,12 +129,17 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Stops the server drainwatch launched (it runs in its own session, so it
-/// outlives drainwatch by design), then drainwatch and the rest.
+/// outlives drainwatch by design), then drainwatch and the rest, then whatever
+/// was re-parented to xtask (the server, when drainwatch died first).
 fn stop(groups: &mut [Group]) {
-    for g in groups.iter().filter(|g| g.name == "drainwatch") {
-        procs::kill_descendant_groups(g.child.id());
+    for g in groups.iter_mut().filter(|g| g.name == "drainwatch") {
+        // Only while drainwatch is unreaped: a reaped one's PID may be reused.
+        if matches!(g.child.try_wait(), Ok(None)) {
+            procs::kill_descendant_groups(g.child.id());
+        }
     }
     procs::stop_all(groups, Duration::from_secs(5));
+    procs::stop_leftovers(Duration::from_secs(3), Duration::from_secs(10));
 }
 
 /// examples/demo.toml with this run's program path, port and warm-up.

@@ -7,8 +7,8 @@
 //! - `bench`: the performance measurements of docs/PERFORMANCE.md.
 //!
 //! Each task installs what it needs and is missing (the wasm32 target, the exact
-//! wasm-bindgen-cli of Cargo.lock, Chromium for tests); a second run reinstalls
-//! nothing. Few dependencies on purpose: std, anyhow, libc.
+//! wasm-bindgen-cli of Cargo.lock, Chromium, python3 and pip for tests); a second
+//! run reinstalls nothing. Few dependencies on purpose: std, anyhow, libc.
 
 mod bench;
 mod build;

@@ -1,6 +1,9 @@
 //! Children the demo starts: each in its own process group (so a group kill reaches
 //! every descendant, workers included), each told by the kernel to die if xtask
 //! dies. Ctrl-C, SIGTERM and SIGHUP only set a flag; the task's loop does the stopping.
+//! xtask is a child subreaper, so what a child leaves behind when it dies (the
+//! server drainwatch launched in a session of its own) is re-parented to xtask, not
+//! to init, and [`stop_leftovers`] finds it by parent links.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
@@ -25,6 +28,16 @@ pub(crate) fn catch_stop_signals() {
 
 pub(crate) fn stop_requested() -> bool {
     STOP.load(Ordering::SeqCst)
+}
+
+/// Makes orphaned descendants re-parent to xtask rather than to init (Linux ≥ 3.4).
+pub(crate) fn become_subreaper() -> anyhow::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("becoming a child subreaper");
+    }
+    Ok(())
 }
 
 /// A started child and the name to report it by.
@@ -101,4 +114,48 @@ pub(crate) fn first_exited(
     groups
         .iter_mut()
         .find_map(|g| g.child.try_wait().ok().flatten().map(|s| (g.name, s)))
+}
+
+/// Stops every process still below xtask (children, re-parented orphans and their
+/// descendants, found by parent links in `/proc`, never by name): SIGTERM to each
+/// once, SIGKILL to all after `grace`, reaping as they exit, until none is left or
+/// `limit` has passed. Call it after every [`Group`]'s child has been waited for:
+/// it reaps any child, so a `Child` it reaped would lose its exit status.
+pub(crate) fn stop_leftovers(grace: Duration, limit: Duration) {
+    let me = std::process::id();
+    let start = Instant::now();
+    let mut termed: Vec<u32> = Vec::new();
+    loop {
+        reap_any();
+        let left = simhost::descendants(me);
+        if left.is_empty() {
+            return;
+        }
+        if start.elapsed() >= limit {
+            let pids: Vec<String> = left.iter().map(|p| p.pid.to_string()).collect();
+            eprintln!("xtask: could not stop process(es) {}", pids.join(", "));
+            return;
+        }
+        let kill = start.elapsed() >= grace;
+        for p in &left {
+            let sig = if kill {
+                libc::SIGKILL
+            } else if termed.contains(&p.pid) {
+                continue;
+            } else {
+                termed.push(p.pid);
+                libc::SIGTERM
+            };
+            // SAFETY: kill on a process below xtask, found by its parent links.
+            unsafe { libc::kill(p.pid as libc::pid_t, sig) };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reaps every child of xtask that has exited, without waiting.
+fn reap_any() {
+    let mut status: libc::c_int = 0;
+    // SAFETY: waitpid with a valid out-pointer; WNOHANG never blocks.
+    while unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } > 0 {}
 }

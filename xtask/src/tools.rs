@@ -1,9 +1,11 @@
 //! Installs what builds and tests need, only when missing: the wasm32 target, the
 //! wasm-bindgen CLI at exactly Cargo.lock's version (built from crates.io: prebuilt
-//! downloads do not work everywhere), and Debian's Chromium + chromedriver.
+//! downloads do not work everywhere), Debian's Chromium + chromedriver, and for
+//! the pynvml test Debian's python3 + pip and NVIDIA's nvidia-ml-py.
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, bail};
 
@@ -72,6 +74,14 @@ pub(crate) fn ensure_chromium() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing Debian's chromium and chromium-driver for browser tests");
+    apt_install(&["chromium", "chromium-driver"])
+        .context("installing chromium (Debian/Ubuntu with apt is required for browser tests)")
+}
+
+/// Installs Debian packages with apt-get, as root or through sudo. The package
+/// lists are refreshed once per run (a bare image has none).
+fn apt_install(packages: &[&str]) -> anyhow::Result<()> {
+    static UPDATED: AtomicBool = AtomicBool::new(false);
     let sudo: &[&str] = if is_root() { &[] } else { &["sudo"] };
     let apt = |args: &[&str]| {
         let mut all: Vec<&str> = sudo.to_vec();
@@ -81,20 +91,38 @@ pub(crate) fn ensure_chromium() -> anyhow::Result<()> {
         c.args(&all[1..]).env("DEBIAN_FRONTEND", "noninteractive");
         c
     };
-    run_cmd(&mut apt(&["update"]))?;
-    run_cmd(&mut apt(&[
-        "install",
-        "-y",
-        "--no-install-recommends",
-        "chromium",
-        "chromium-driver",
-    ]))
-    .context("installing chromium (Debian/Ubuntu with apt is required for browser tests)")
+    if !UPDATED.load(Ordering::SeqCst) {
+        run_cmd(&mut apt(&["update"]))?;
+        UPDATED.store(true, Ordering::SeqCst);
+    }
+    run_cmd(apt(&["install", "-y", "--no-install-recommends"]).args(packages))
 }
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// Debian's `python3` (the pynvml test runs it) and, when `with_pip`, its pip
+/// (python3-pip, to install pynvml).
+fn ensure_python(with_pip: bool) -> anyhow::Result<()> {
+    let runs = |args: &[&str]| output(Command::new("python3").args(args)).is_some();
+    let mut missing = Vec::new();
+    if !runs(&["--version"]) {
+        missing.push("python3");
+    }
+    if with_pip && !runs(&["-m", "pip", "--version"]) {
+        missing.push("python3-pip");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing Debian's {} for the pynvml test",
+        missing.join(" and ")
+    );
+    apt_install(&missing)
+        .context("installing python3 (Debian/Ubuntu with apt is required for the pynvml test)")
 }
 
 /// NVIDIA's Python NVML binding, of the driver generation the fake claims, in
@@ -103,11 +131,15 @@ pub(crate) fn ensure_pynvml() -> anyhow::Result<std::path::PathBuf> {
     const VERSION: &str = "12.575.51";
     let dir = root().join("target/pynvml");
     let marker = dir.join(format!("nvidia_ml_py-{VERSION}.dist-info"));
-    if marker.exists() {
+    let installed = marker.exists();
+    ensure_python(!installed)?;
+    if installed {
         return Ok(dir);
     }
     eprintln!("xtask: installing nvidia-ml-py {VERSION} (pynvml) into target/pynvml");
     let _ = std::fs::remove_dir_all(&dir);
+    // `--target` is not an install into the system's Python, so Debian's pip
+    // allows it (PEP 668's externally-managed check skips --target, --prefix, --root).
     run_cmd(
         Command::new("python3")
             .args([
@@ -122,6 +154,6 @@ pub(crate) fn ensure_pynvml() -> anyhow::Result<std::path::PathBuf> {
             .arg(&dir)
             .arg(format!("nvidia-ml-py=={VERSION}")),
     )
-    .context("installing pynvml (needs python3 with pip)")?;
+    .context("installing pynvml with python3's pip")?;
     Ok(dir)
 }

@@ -10,7 +10,8 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, diff_flags};
 
-use super::ops::{Body, internal, manager, refused, store};
+use super::ops::{Body, internal, manager, record, refused, store};
+use super::refusals::audited;
 use super::{ApiError, AppState};
 use crate::auth::Caller;
 
@@ -23,21 +24,47 @@ pub(super) async fn start(
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
-    match m.bench(overrides, caller.who()).await {
+    let request = overrides.to_string();
+    let result = m.bench(overrides, caller.who()).await;
+    record(
+        &state,
+        &caller,
+        "benchmark",
+        request,
+        result
+            .as_ref()
+            .map(|id| format!("accepted as run #{id}"))
+            .map_err(|r| r.message()),
+    );
+    audited(match result {
         Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
         Err(r) => refused(r),
-    }
+    })
 }
 
-pub(super) async fn cancel(State(state): State<AppState>) -> Response {
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
     let m = match manager(&state) {
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
-    match m.cancel_bench().await {
+    let result = m.cancel_bench().await;
+    record(
+        &state,
+        &caller,
+        "cancel benchmark",
+        String::new(),
+        result
+            .as_ref()
+            .map(|id| format!("cancelled run #{id}"))
+            .map_err(|r| r.message()),
+    );
+    audited(match result {
         Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
         Err(r) => refused(r),
-    }
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,19 +152,31 @@ fn clean(
 
 pub(super) async fn edit(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Body(e): Body<Edit>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     let label = clean(e.label, 80, "label", false)?;
     let notes = clean(e.notes, 4000, "notes", true)?;
-    if store(&state)?.edit_flagset(&id, label, notes).await {
-        Ok(StatusCode::NO_CONTENT)
+    let request = serde_json::json!({ "flagset": id, "label": label, "notes": notes }).to_string();
+    let found = store(&state)?.edit_flagset(&id, label, notes).await;
+    let missing = format!("no flag set `{id}`");
+    record(
+        &state,
+        &caller,
+        "edit flag set",
+        request,
+        if found {
+            Ok("done".to_owned())
+        } else {
+            Err(&missing)
+        },
+    );
+    Ok(audited(if found {
+        StatusCode::NO_CONTENT.into_response()
     } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("no flag set `{id}`"),
-        ))
-    }
+        ApiError::new(StatusCode::NOT_FOUND, missing).into_response()
+    }))
 }
 
 #[derive(Debug, Deserialize)]

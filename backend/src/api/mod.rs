@@ -6,6 +6,7 @@ mod auth;
 mod ledger;
 mod metrics;
 mod ops;
+mod refusals;
 mod ws;
 
 use std::sync::Arc;
@@ -90,6 +91,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::gate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refusals::layer,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(CompressionLayer::new())

@@ -1,6 +1,7 @@
 //! The restart API: `POST /api/restart | stop | start | adopt` and the history
-//! (`GET /api/restarts`, `/api/restarts/{id}`, `/api/audit`). Every attempt is
-//! audited by the manager, accepted or refused; refusals change nothing.
+//! (`GET /api/restarts`, `/api/restarts/{id}`, `/api/audit`). The manager audits
+//! every request it sees, accepted or refused (what is refused before it: see
+//! `refusals`); refusals change nothing.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Path, Query, Request, State};
@@ -12,6 +13,7 @@ use shared::restart::{
     Accepted, ConfirmRequest, OpKind, RestartDetail, RestartRequest, RestartSummary,
 };
 
+use super::refusals::audited;
 use super::{ApiError, AppState};
 use crate::auth::Caller;
 use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
@@ -67,6 +69,30 @@ pub(super) fn store(state: &AppState) -> Result<&Store, ApiError> {
     })
 }
 
+/// Audits what an operator did outside an operation (benchmarks, flag-set
+/// labels): `result` is the outcome, or why it was refused.
+pub(super) fn record(
+    state: &AppState,
+    caller: &Caller,
+    action: &str,
+    request: String,
+    result: Result<String, &str>,
+) {
+    let Some(store) = &state.store else { return };
+    let (outcome, detail) = match result {
+        Ok(outcome) => (outcome, String::new()),
+        Err(why) => ("refused".to_owned(), why.to_owned()),
+    };
+    store.audit(AuditEntry {
+        at_ms: crate::telemetry::now_ms(),
+        peer: caller.who(),
+        action: action.to_owned(),
+        request,
+        outcome,
+        detail,
+    });
+}
+
 pub(super) fn refused(r: Refusal) -> Response {
     match r {
         Refusal::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
@@ -100,10 +126,10 @@ async fn submit(
         peer: caller.who(),
         reply,
     };
-    match m.submit(req).await {
+    audited(match m.submit(req).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),
         Err(r) => refused(r),
-    }
+    })
 }
 
 /// `POST /api/restart` and `/api/start`: an operation that may change flags.

@@ -95,6 +95,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                             done: counters.done.load(Ordering::Relaxed),
                             total,
                             output_tok_s: tokens as f64 / started.elapsed().as_secs_f64(),
+                            requested_by: run.requested_by.clone(),
                         });
                     }
                 }

@@ -23,11 +23,22 @@ pub struct Observation {
     pub foreign_on_gpu: Vec<Holder>,
     /// GPUs the server needs that are above baseline + tolerance: (gpu, used, baseline).
     pub over_baseline: Vec<(u32, u64, u64)>,
+    /// GPUs the server needs whose memory could not be read: not known to be idle.
+    pub unreadable: Vec<u32>,
+    /// Why the GPUs' process lists could not be read, if they could not: then no
+    /// one can say that nothing of ours is left.
+    pub processes_unknown: Option<String>,
 }
 
 impl Observation {
+    /// Nothing of ours on any GPU, nobody else on the server's GPUs, and each of
+    /// them read and back at its baseline.
     fn clean(&self) -> bool {
-        self.ours_on_gpu.is_empty() && self.over_baseline.is_empty()
+        self.ours_on_gpu.is_empty()
+            && self.foreign_on_gpu.is_empty()
+            && self.over_baseline.is_empty()
+            && self.unreadable.is_empty()
+            && self.processes_unknown.is_none()
     }
 
     /// Everything that still stands between the GPUs and their baselines is foreign.
@@ -45,11 +56,26 @@ impl Observation {
                 h.gpu_index
             );
         }
-        match self.over_baseline.first() {
-            Some((gpu, used, base)) => format!(
+        if let Some((gpu, used, base)) = self.over_baseline.first() {
+            return format!(
                 "GPU {gpu} at {} (idle baseline {})",
                 shared::units::fmt_bytes(*used),
                 shared::units::fmt_bytes(*base)
+            );
+        }
+        if let Some(gpu) = self.unreadable.first() {
+            return format!("GPU {gpu}'s memory cannot be read, so it is not known to be idle");
+        }
+        if let Some(why) = &self.processes_unknown {
+            return format!("the GPUs' processes cannot be read ({why})");
+        }
+        match self.foreign_on_gpu.first() {
+            Some(h) => format!(
+                "pid {} (not ours) holds {} on GPU {}",
+                h.pid,
+                h.used_bytes
+                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
+                h.gpu_index
             ),
             None => "GPUs not idle".to_owned(),
         }

@@ -256,6 +256,70 @@ fn a_foreign_holder_refuses_the_launch_and_is_named() {
 }
 
 #[test]
+fn a_foreign_holder_under_the_tolerance_still_refuses_the_launch() {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    let mut small = holder(999, 3, false);
+    small.used_bytes = Some(32 << 20);
+    let foreign = Observation {
+        foreign_on_gpu: vec![small],
+        ..Observation::default()
+    };
+    for t in 0..3 {
+        m.step(Input::Observe(foreign.clone()), 2 * S + t * 100);
+    }
+    assert_eq!(m.phase(), Phase::Failed);
+}
+
+#[test]
+fn what_cannot_be_read_is_not_verified() {
+    for (unknown, want) in [
+        (
+            Observation {
+                unreadable: vec![4],
+                ..Observation::default()
+            },
+            "GPU 4's memory cannot be read",
+        ),
+        (
+            Observation {
+                processes_unknown: Some("GPU 1: process list unavailable".into()),
+                ..Observation::default()
+            },
+            "processes cannot be read (GPU 1: process list unavailable)",
+        ),
+    ] {
+        let mut m = ready();
+        m.step(
+            Input::Begin {
+                kind: OpKind::Restart,
+                to_flags: flags("8"),
+            },
+            0,
+        );
+        m.step(clean(), S);
+        for t in 2..20 {
+            m.step(Input::Observe(unknown.clone()), t * S);
+            assert_eq!(m.phase(), Phase::Verifying);
+        }
+        let fx = m.step(Input::Observe(unknown), 21 * S);
+        match finished(&fx) {
+            Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, .. }))) => {
+                assert!(reason.contains(want), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
 fn launch_failures_are_classified() {
     for (input, want) in [
         (

@@ -12,11 +12,16 @@ use super::machine::Observation;
 use crate::config::file::ServerConfig;
 use crate::supervisor;
 
-fn holders<'a>(p: &'a ProcessInfo, gpus: &[u32], ours: bool) -> impl Iterator<Item = Holder> + 'a {
-    let gpus = gpus.to_vec();
+/// `p`'s memory on `gpus` (on every GPU when `None`).
+fn holders<'a>(
+    p: &'a ProcessInfo,
+    gpus: Option<&[u32]>,
+    ours: bool,
+) -> impl Iterator<Item = Holder> + 'a {
+    let gpus = gpus.map(<[u32]>::to_vec);
     p.gpu_mem
         .iter()
-        .filter(move |g| gpus.contains(&g.gpu_index))
+        .filter(move |g| gpus.as_ref().is_none_or(|l| l.contains(&g.gpu_index)))
         .map(move |g| Holder {
             pid: p.pid,
             user: p.user.clone(),
@@ -44,11 +49,22 @@ pub(crate) fn observe(
             || p.id().is_some_and(|id| members.contains(&id))
             || (p.start_ticks.is_none() && member_pids.contains(&p.pid));
         if ours {
-            ours_on_gpu.extend(holders(p, &cfg.gpus, true));
+            ours_on_gpu.extend(holders(p, None, true));
         } else {
-            foreign_on_gpu.extend(holders(p, &cfg.gpus, false));
+            foreign_on_gpu.extend(holders(p, Some(&cfg.gpus), false));
         }
     }
+    let unreadable = cfg
+        .gpus
+        .iter()
+        .copied()
+        .filter(|i| {
+            !sample
+                .gpus
+                .iter()
+                .any(|g| g.index == *i && g.mem_used_bytes.is_some())
+        })
+        .collect();
     let over_baseline = sample
         .gpus
         .iter()
@@ -65,6 +81,8 @@ pub(crate) fn observe(
         ours_on_gpu,
         foreign_on_gpu,
         over_baseline,
+        unreadable,
+        processes_unknown: sample.processes_error.clone(),
     }
 }
 
@@ -147,6 +165,66 @@ mod tests {
         assert_eq!(d.verify_ms, Some(3_000));
         assert_eq!(d.warmup_ms, Some(90_000));
         assert_eq!(d.total_ms, Some(124_000));
+    }
+
+    #[test]
+    fn ours_anywhere_foreign_on_our_gpus_and_unread_gpus_count() {
+        let cfg = ServerConfig::parse(
+            "[server]\nname = \"s\"\nprogram = \"/bin/true\"\nport = 30000\ngpus = [0, 1, 2]\n",
+        )
+        .expect("config");
+        let gpu = |index: u32, used: Option<u64>| {
+            let mut g = shared::GpuSample::unreadable(index, "test".into());
+            g.mem_used_bytes = used;
+            g.mem_baseline_bytes = Some(4 << 20);
+            g
+        };
+        let on = |pid: u32, gpu_index: u32, role: ProcessRole| {
+            ProcessInfo::without_proc(
+                pid,
+                vec![shared::GpuMemUse {
+                    gpu_index,
+                    used_bytes: Some(8 << 20),
+                }],
+                role,
+                "gone".into(),
+            )
+        };
+        let sample = Sample {
+            seq: 1,
+            at_ms: 0,
+            took_us: 0,
+            // GPU 2 is missing, GPU 1 cannot say how much it uses.
+            gpus: vec![gpu(0, Some(4 << 20)), gpu(1, None), gpu(7, Some(4 << 20))],
+            processes: vec![
+                // Ours on a GPU the server does not need: still ours, still there.
+                on(10, 7, ProcessRole::Server),
+                // Foreign on a GPU the server does not need: none of its business.
+                on(11, 6, ProcessRole::Foreign),
+                // Foreign on GPU 0, under the tolerance: it is there all the same.
+                on(12, 0, ProcessRole::Foreign),
+            ],
+            server: None,
+            processes_error: None,
+        };
+        let obs = observe(&sample, &HashSet::new(), &cfg);
+        assert_eq!(
+            obs.ours_on_gpu
+                .iter()
+                .map(|h| (h.pid, h.gpu_index))
+                .collect::<Vec<_>>(),
+            vec![(10, 7)]
+        );
+        assert_eq!(
+            obs.foreign_on_gpu
+                .iter()
+                .map(|h| (h.pid, h.gpu_index))
+                .collect::<Vec<_>>(),
+            vec![(12, 0)]
+        );
+        assert_eq!(obs.unreadable, vec![1, 2]);
+        assert!(obs.over_baseline.is_empty());
+        assert_eq!(obs.processes_unknown, None);
     }
 
     #[test]

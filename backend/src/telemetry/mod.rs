@@ -62,7 +62,7 @@ impl Telemetry {
                     let mut gpu = r.gpu;
                     match &r.processes {
                         Some(list) if list.is_empty() => {
-                            *baseline = gpu.mem_used_bytes.or(*baseline)
+                            *baseline = lowest(*baseline, gpu.mem_used_bytes)
                         }
                         Some(list) => {
                             for p in list {
@@ -178,6 +178,14 @@ pub fn order_tree(mut procs: Vec<ProcessInfo>) -> Vec<ProcessInfo> {
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
+/// The lower of a GPU's known baseline and what it shows now, idle.
+fn lowest(known: Option<u64>, now: Option<u64>) -> Option<u64> {
+    match (known, now) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -216,6 +224,18 @@ mod tests {
         ]);
         let pids: Vec<u32> = ordered.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![10, 20, 30, 40, 5]);
+    }
+
+    #[test]
+    fn a_baseline_only_goes_down() {
+        // Memory an invisible holder keeps after the listed process is gone must not
+        // become the GPU's idle baseline, or verification would accept a leak.
+        let mut b = lowest(None, Some(4 << 20));
+        b = lowest(b, Some(90 << 30));
+        b = lowest(b, None);
+        assert_eq!(b, Some(4 << 20));
+        assert_eq!(lowest(b, Some(2 << 20)), Some(2 << 20));
+        assert_eq!(lowest(None, None), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::telemetry::now_ms;
 pub(super) struct RunningBench {
     pub(super) id: i64,
     pub(super) repeats: u32,
+    pub(super) requested_by: String,
     pub(super) cancel: watch::Sender<bool>,
 }
 
@@ -102,14 +103,13 @@ impl Manager {
             repeats: Vec::new(),
             levels: Vec::new(),
         };
-        run.id = self
-            .store
-            .bench_begin(run.clone())
-            .await
-            .map_err(|e| Refusal::Conflict {
-                message: format!("cannot record the benchmark: {e}"),
+        run.id = self.store.bench_begin(run.clone()).await.map_err(|e| {
+            tracing::error!(error = %e, "cannot record the benchmark");
+            Refusal::Conflict {
+                message: "cannot record the benchmark; drainwatch's log says why".to_owned(),
                 operation: None,
-            })?;
+            }
+        })?;
         let (cancel, cancelled) = watch::channel(false);
         let ctx = RunContext {
             target: Target {
@@ -121,7 +121,7 @@ impl Manager {
             hub: std::sync::Arc::clone(&self.hub),
             cancel: cancelled,
         };
-        let (id, repeats) = (run.id, run.settings.repeats);
+        let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
         self.hub.publish_bench(BenchProgress {
             run_id: id,
             status: RunStatus::Running,
@@ -131,6 +131,7 @@ impl Manager {
             done: 0,
             total: 0,
             output_tok_s: 0.0,
+            requested_by: requested_by.clone(),
         });
         tokio::spawn(async move {
             let finished = bench::run(run, ctx).await;
@@ -139,6 +140,7 @@ impl Manager {
         self.bench = Some(RunningBench {
             id,
             repeats,
+            requested_by,
             cancel,
         });
         self.publish_status(true);

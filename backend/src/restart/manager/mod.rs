@@ -42,6 +42,16 @@ pub enum Refusal {
     Stale(String),
 }
 
+impl Refusal {
+    /// What the refused caller is told.
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::BadRequest(m) | Refusal::Stale(m) => m,
+            Refusal::Conflict { message, .. } => message,
+        }
+    }
+}
+
 /// An operator's request, validated here against the current state.
 #[derive(Debug)]
 pub struct Request {
@@ -464,6 +474,7 @@ impl Manager {
                 done: 0,
                 total: 0,
                 output_tok_s: 0.0,
+                requested_by: b.requested_by.clone(),
             }),
         }
     }

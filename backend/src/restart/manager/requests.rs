@@ -27,8 +27,7 @@ impl Manager {
             },
             detail: match &result {
                 Ok(_) => String::new(),
-                Err(Refusal::BadRequest(m) | Refusal::Stale(m)) => m.clone(),
-                Err(Refusal::Conflict { message, .. }) => message.clone(),
+                Err(r) => r.message().to_owned(),
             },
         });
         let _ = req.reply.send(result);
@@ -88,9 +87,12 @@ impl Manager {
             .store
             .begin(req.kind, &req.peer, &self.flags, &to_flags, now)
             .await
-            .map_err(|e| Refusal::Conflict {
-                message: format!("cannot record the operation: {e}"),
-                operation: None,
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot record the operation");
+                Refusal::Conflict {
+                    message: "cannot record the operation; drainwatch's log says why".to_owned(),
+                    operation: None,
+                }
             })?;
         self.op = Some(OpRecord {
             op: Operation {

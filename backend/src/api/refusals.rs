@@ -1,0 +1,122 @@
+//! Two promises kept for every route, whoever answered:
+//!
+//! - An error answers in JSON (`{"error": "…"}`). axum's own rejections — a
+//!   query string that does not parse, a method a route does not take, a plain
+//!   GET on `/ws` — come as text or nothing; a server error says nothing internal.
+//! - A refused attempt to change something is audited, also when it never reached
+//!   a handler that audits: the gate's 401 and 403, a body that is not the JSON
+//!   expected. Handlers that audit themselves mark their response [`Audited`].
+
+use std::net::SocketAddr;
+
+use axum::body::{Body, to_bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::AppState;
+use crate::store::AuditEntry;
+
+/// On a response whose handler already wrote the audit entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Audited;
+
+/// Marks `res` as audited.
+pub(super) fn audited(mut res: Response) -> Response {
+    res.extensions_mut().insert(Audited);
+    res
+}
+
+/// Error bodies are a line or two; anything longer is not read.
+const MAX_ERROR_BODY: usize = 16 * 1024;
+
+/// Whether a refused `method path` is an attempt to change something.
+fn is_attempt(method: &Method, path: &str) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+        && path.starts_with("/api/")
+        && path != "/api/logout"
+}
+
+pub(super) async fn layer(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let attempt = is_attempt(req.method(), req.uri().path());
+    let action = req.uri().path().trim_start_matches("/api/").to_owned();
+    let who = match attempt.then(|| state.auth.identify(req.headers(), peer)) {
+        Some(Ok(Some(c))) => c.who(),
+        _ => peer.to_string(),
+    };
+    let res = next.run(req).await;
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let is_json = res
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    // A flood of refusals for going too fast is not written down one by one.
+    let audit = attempt
+        && status != StatusCode::TOO_MANY_REQUESTS
+        && res.extensions().get::<Audited>().is_none();
+    if is_json && !audit {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let bytes = to_bytes(body, MAX_ERROR_BODY).await.unwrap_or_default();
+    let message = if is_json {
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+    } else if status.is_server_error() {
+        None
+    } else {
+        Some(String::from_utf8_lossy(&bytes).trim().to_owned()).filter(|m| !m.is_empty())
+    }
+    .unwrap_or_else(|| match status {
+        StatusCode::METHOD_NOT_ALLOWED => "this endpoint does not take that method".to_owned(),
+        s if s.is_server_error() => "internal error; drainwatch's log says why".to_owned(),
+        s => s.canonical_reason().unwrap_or("refused").to_lowercase(),
+    });
+    if audit && let Some(store) = &state.store {
+        store.audit(AuditEntry {
+            at_ms: crate::telemetry::now_ms(),
+            peer: who,
+            action,
+            request: String::new(),
+            outcome: "refused".to_owned(),
+            detail: format!("{}: {message}", status.as_u16()),
+        });
+    }
+    if is_json {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
+    let json = serde_json::json!({ "error": message }).to_string();
+    parts.headers.remove(CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Response::from_parts(parts, Body::from(json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_changes_to_the_api() {
+        assert!(is_attempt(&Method::POST, "/api/restart"));
+        assert!(is_attempt(&Method::PATCH, "/api/flagsets/abc"));
+        assert!(is_attempt(&Method::DELETE, "/api/restart"));
+        assert!(is_attempt(&Method::POST, "/api/login"));
+        assert!(!is_attempt(&Method::POST, "/api/logout"));
+        assert!(!is_attempt(&Method::GET, "/api/restarts"));
+        assert!(!is_attempt(&Method::POST, "/ws"));
+    }
+}
