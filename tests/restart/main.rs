@@ -5,3 +5,4 @@ mod crash;
 mod flow;
 mod guards;
 mod modes;
+mod verify;

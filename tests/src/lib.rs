@@ -406,3 +406,27 @@ pub fn alive(pid: u32) -> bool {
         .flatten()
         .is_some_and(|s| !s.has_exited())
 }
+
+impl SimHost {
+    /// Switches NVML faults on for GPU `gpu`, replacing the ones it had: from the
+    /// fake library's next read of the host on, the chosen queries for that GPU
+    /// fail with the chosen errors. `host.json` is rewritten atomically, so a
+    /// running drainwatch sees the change on its next sample.
+    pub fn set_faults(&mut self, gpu: u32, faults: simhost::GpuFaults) -> anyhow::Result<()> {
+        simhost::set_faults(&self.path(), gpu, faults)
+            .with_context(|| format!("switching faults on GPU {gpu}"))?;
+        if let Some(spec) = self.inventory.gpus.get_mut(gpu as usize) {
+            spec.faults = faults;
+        }
+        Ok(())
+    }
+
+    /// Switches every fault off on every GPU (atomically, as [`Self::set_faults`]).
+    pub fn clear_faults(&mut self) -> anyhow::Result<()> {
+        simhost::clear_faults(&self.path()).context("switching faults off")?;
+        for spec in &mut self.inventory.gpus {
+            spec.faults = simhost::GpuFaults::default();
+        }
+        Ok(())
+    }
+}

@@ -75,6 +75,9 @@ async fn completion(client: &reqwest::Client, r: &Readiness) -> bool {
     }
 }
 
+/// The shortest interval output tok/s is measured over.
+const RATE_WINDOW: Duration = Duration::from_millis(900);
+
 /// What the server's own metrics said last.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scraped {
@@ -85,9 +88,10 @@ pub(crate) struct Scraped {
     last: Option<(tokio::time::Instant, f64)>,
 }
 
-/// Scrapes the server's metrics: every 250 ms while an operation or a benchmark
-/// runs (`busy`), every second otherwise. Output tok/s is the generated-tokens
-/// counter's rise over the interval.
+/// Scrapes the server's metrics: every 50 ms while an operation runs (`busy`), so
+/// that the drain timeline's running requests move at its 20 Hz and more, every
+/// second otherwise. Output tok/s is the generated-tokens counter's rise over at
+/// least [`RATE_WINDOW`], so fast scrapes do not make it jumpy.
 pub(crate) async fn scrape(
     client: reqwest::Client,
     url: String,
@@ -110,21 +114,29 @@ pub(crate) async fn scrape(
             let mut s = out.lock().unwrap_or_else(|p| p.into_inner());
             let m = text.as_deref().map(metrics);
             let tokens = m.and_then(|m| m.generated);
+            let due = match (s.last, tokens) {
+                (Some((at, _)), Some(_)) => now.duration_since(at) >= RATE_WINDOW,
+                _ => true,
+            };
+            let output_tok_s = match (s.last, tokens) {
+                _ if !due => s.passive.output_tok_s,
+                (Some((at, before)), Some(t)) if t >= before => {
+                    Some((t - before) / now.duration_since(at).as_secs_f64().max(1e-3))
+                }
+                _ => None,
+            };
             s.passive = Passive {
-                output_tok_s: match (s.last, tokens) {
-                    (Some((at, before)), Some(t)) if t >= before => {
-                        Some((t - before) / now.duration_since(at).as_secs_f64().max(1e-3))
-                    }
-                    _ => None,
-                },
+                output_tok_s,
                 running: m.and_then(|m| m.running),
                 queued: m.and_then(|m| m.queued),
             };
             s.has_metrics = m.is_some_and(|m| m.running.is_some() || m.generated.is_some());
-            s.last = tokens.map(|t| (now, t));
+            if due {
+                s.last = tokens.map(|t| (now, t));
+            }
         }
         let pause = if busy.load(Ordering::Relaxed) {
-            250
+            50
         } else {
             1_000
         };

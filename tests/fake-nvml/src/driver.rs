@@ -119,6 +119,15 @@ impl Driver {
         }
     }
 
+    /// The fault switches on for GPU `index` now (as of the current view); none
+    /// when the host's live state cannot be read.
+    pub(crate) fn faults(&self, index: u32) -> simhost::GpuFaults {
+        self.view()
+            .ok()
+            .and_then(|v| v.gpus.get(index as usize).map(|g| g.faults))
+            .unwrap_or_default()
+    }
+
     /// The host as it is now (at most [`VIEW_TTL`] old).
     pub(crate) fn view(&self) -> Result<Arc<HostView>, NvmlReturn> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -142,6 +151,7 @@ impl Driver {
                 temp_c: 0,
                 graphics_clock_mhz: 0,
                 processes: Vec::new(),
+                faults: simhost::GpuFaults::default(),
             });
         let view = Arc::new(view);
         *cache = Some((began, Arc::clone(&view)));

@@ -8,6 +8,11 @@
 //! becomes `NVML_ERROR_UNKNOWN` instead of unwinding into C. Functions a real
 //! driver has but this one does not implement are simply not exported: a client
 //! gets "function not found" from its loader, honestly.
+//!
+//! The host can switch faults on per GPU ([`simhost::GpuFaults`] in `host.json`,
+//! read live): the chosen queries then return the chosen `nvmlReturn_t` before
+//! touching the caller's buffers, as a real driver does when a sensor is missing
+//! or the GPU has fallen off the bus.
 
 mod driver;
 pub mod types;
@@ -15,7 +20,7 @@ pub mod types;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use simhost::{GpuSpec, GpuView, HostView};
+use simhost::{Fault, GpuFaults, GpuSpec, GpuView, HostView};
 
 use driver::driver;
 use types::*;
@@ -61,6 +66,40 @@ fn with_spec(
             f(index, &drv.inventory.gpus[index as usize])
         })())
     })
+}
+
+/// `nvml.h`'s code for a fault the host names.
+fn fault_code(fault: Fault) -> NvmlReturn {
+    match fault {
+        Fault::NotSupported => ERROR_NOT_SUPPORTED,
+        Fault::NoPermission => ERROR_NO_PERMISSION,
+        Fault::NotFound => ERROR_NOT_FOUND,
+        Fault::InsufficientPower => ERROR_INSUFFICIENT_POWER,
+        Fault::Timeout => ERROR_TIMEOUT,
+        Fault::IrqIssue => ERROR_IRQ_ISSUE,
+        Fault::CorruptedInforom => ERROR_CORRUPTED_INFOROM,
+        Fault::GpuIsLost => ERROR_GPU_IS_LOST,
+        Fault::ResetRequired => ERROR_RESET_REQUIRED,
+        Fault::OperatingSystem => ERROR_OPERATING_SYSTEM,
+        Fault::InUse => ERROR_IN_USE,
+        Fault::Memory => ERROR_MEMORY,
+        Fault::NoData => ERROR_NO_DATA,
+        Fault::Unknown => ERROR_UNKNOWN,
+    }
+}
+
+/// Fails a query with the fault switched on for it, if any.
+fn fail_if(fault: Option<Fault>) -> Result<(), NvmlReturn> {
+    fault.map_or(Ok(()), |f| Err(fault_code(f)))
+}
+
+/// As [`fail_if`], for queries that read no live state: looks up GPU `index`'s
+/// switches now.
+fn fail_if_switched(
+    index: u32,
+    pick: impl FnOnce(&GpuFaults) -> Option<Fault>,
+) -> Result<(), NvmlReturn> {
+    fail_if(pick(&driver()?.faults(index)))
 }
 
 /// Writes `value` through an out-pointer, refusing null.
@@ -233,7 +272,13 @@ pub extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
     device: *mut NvmlDevice,
 ) -> NvmlReturn {
-    guard(|| code(driver().and_then(|d| put(device, d.handle(index)?))))
+    guard(|| {
+        code(driver().and_then(|d| {
+            let handle = d.handle(index)?;
+            fail_if(d.faults(index).handle)?;
+            put(device, handle)
+        }))
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -250,7 +295,9 @@ fn handle_where(device: *mut NvmlDevice, pred: impl Fn(&GpuSpec) -> bool) -> Nvm
                 .iter()
                 .position(pred)
                 .ok_or(ERROR_NOT_FOUND)?;
-            put(device, d.handle(index as u32)?)
+            let handle = d.handle(index as u32)?;
+            fail_if(d.faults(index as u32).handle)?;
+            put(device, handle)
         }))
     })
 }
@@ -374,6 +421,7 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo)
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut Memory) -> NvmlReturn {
     with_gpu(device, |_, spec, gpu| {
+        fail_if(gpu.faults.memory_info)?;
         let used = gpu.used_bytes + spec.reserved_bytes;
         put(
             memory,
@@ -395,6 +443,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
     with_gpu(device, |_, spec, gpu| {
+        fail_if(gpu.faults.memory_info)?;
         if memory.is_null() {
             return Err(ERROR_INVALID_ARGUMENT);
         }
@@ -423,6 +472,7 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
     utilization: *mut Utilization,
 ) -> NvmlReturn {
     with_gpu(device, |_, _, gpu| {
+        fail_if(gpu.faults.utilization)?;
         put(
             utilization,
             Utilization {
@@ -440,6 +490,7 @@ pub extern "C" fn nvmlDeviceGetTemperature(
     temp: *mut c_uint,
 ) -> NvmlReturn {
     with_gpu(device, |_, _, gpu| {
+        fail_if(gpu.faults.temperature)?;
         if sensor != TEMPERATURE_GPU {
             return Err(ERROR_INVALID_ARGUMENT);
         }
@@ -449,7 +500,10 @@ pub extern "C" fn nvmlDeviceGetTemperature(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPowerUsage(device: NvmlDevice, power: *mut c_uint) -> NvmlReturn {
-    with_gpu(device, |_, _, gpu| put(power, gpu.power_mw))
+    with_gpu(device, |_, _, gpu| {
+        fail_if(gpu.faults.power_usage)?;
+        put(power, gpu.power_mw)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -457,7 +511,10 @@ pub extern "C" fn nvmlDeviceGetPowerManagementLimit(
     device: NvmlDevice,
     limit: *mut c_uint,
 ) -> NvmlReturn {
-    with_spec(device, |_, spec| put(limit, spec.power_limit_mw))
+    with_spec(device, |i, spec| {
+        fail_if_switched(i, |f| f.power_limit)?;
+        put(limit, spec.power_limit_mw)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -576,6 +633,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
     with_gpu(device, |_, _, gpu| {
+        fail_if(gpu.faults.compute_processes)?;
         put_list(&compute_processes(gpu), count, infos)
     })
 }
@@ -596,6 +654,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
     infos: *mut ProcessInfoV1,
 ) -> NvmlReturn {
     with_gpu(device, |_, _, gpu| {
+        fail_if(gpu.faults.compute_processes)?;
         let v1: Vec<ProcessInfoV1> = gpu
             .processes
             .iter()
@@ -615,7 +674,10 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_spec(device, |_, _| put_list::<ProcessInfo>(&[], count, infos))
+    with_spec(device, |i, _| {
+        fail_if_switched(i, |f| f.graphics_processes)?;
+        put_list::<ProcessInfo>(&[], count, infos)
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -627,14 +689,15 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
     nvmlDeviceGetGraphicsRunningProcesses_v3(device, count, infos)
 }
 
-/// No MPS daemon on the simulated host.
+/// No MPS daemon on the simulated host. (Not the graphics list's body: its
+/// fault switch is not this query's.)
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     device: NvmlDevice,
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    nvmlDeviceGetGraphicsRunningProcesses_v3(device, count, infos)
+    with_spec(device, |_, _| put_list::<ProcessInfo>(&[], count, infos))
 }
 
 /// Total energy since the driver loaded, in mJ: not simulated.
@@ -644,4 +707,41 @@ pub extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
     _energy: *mut c_ulonglong,
 ) -> NvmlReturn {
     with_spec(device, |_, _| Err(ERROR_NOT_SUPPORTED))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_return_the_headers_codes() {
+        assert_eq!(fault_code(Fault::NotSupported), 3);
+        assert_eq!(fault_code(Fault::NoPermission), 4);
+        assert_eq!(fault_code(Fault::GpuIsLost), 15);
+        assert_eq!(fault_code(Fault::Memory), 20);
+        assert_eq!(fault_code(Fault::Unknown), 999);
+        let mut seen = std::collections::HashSet::new();
+        for f in Fault::ALL {
+            let c = fault_code(f);
+            assert_ne!(c, SUCCESS, "{f:?}");
+            assert!(seen.insert(c), "{f:?} shares code {c}");
+            // Every fault but UNKNOWN is one the header names specifically.
+            if f != Fault::Unknown {
+                assert_ne!(error_string(c), c"Unknown Error", "{f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_switched_on_fault_fails_a_query() {
+        assert_eq!(fail_if(None), Ok(()));
+        assert_eq!(fail_if(Some(Fault::NotSupported)), Err(ERROR_NOT_SUPPORTED));
+        let faults = GpuFaults {
+            temperature: Some(Fault::NotSupported),
+            ..GpuFaults::default()
+        };
+        assert_eq!(fail_if(faults.temperature), Err(ERROR_NOT_SUPPORTED));
+        assert_eq!(fail_if(faults.power_usage), Ok(()));
+        assert_eq!(fail_if(GpuFaults::default().compute_processes), Ok(()));
+    }
 }

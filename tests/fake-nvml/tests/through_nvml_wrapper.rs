@@ -4,12 +4,13 @@
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use simhost::{GpuUse, HOST_DIR_ENV, Inventory, Registration};
+use simhost::{Fault, GpuFaults, GpuUse, HOST_DIR_ENV, Inventory, Registration};
 
 const MIB: u64 = 1 << 20;
 
@@ -19,12 +20,13 @@ fn lib_path() -> PathBuf {
     exe.with_file_name("libnvidia_ml.so")
 }
 
-/// One host for the whole test process: NVML state is process-wide.
+/// One host for the whole test process: NVML state is process-wide. GPU 4 is
+/// the fault-switch test's alone; the other tests leave it be.
 fn host() -> &'static tempfile::TempDir {
     static HOST: OnceLock<tempfile::TempDir> = OnceLock::new();
     HOST.get_or_init(|| {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut inv = Inventory::with_gpus(4);
+        let mut inv = Inventory::with_gpus(5);
         inv.release_delay_ms = 200;
         inv.save(dir.path()).expect("save");
         // SAFETY: set once, before any thread of this process reads it via NVML.
@@ -44,7 +46,7 @@ fn nvml() -> Nvml {
 #[test]
 fn reports_inventory_and_driver_generation() {
     let nvml = nvml();
-    assert_eq!(nvml.device_count().expect("count"), 4);
+    assert_eq!(nvml.device_count().expect("count"), 5);
     assert_eq!(nvml.sys_driver_version().expect("driver"), "575.57.08");
     assert_eq!(nvml.sys_nvml_version().expect("nvml"), "12.575.57.08");
     assert_eq!(nvml.sys_cuda_driver_version().expect("cuda"), 12_090);
@@ -64,7 +66,7 @@ fn reports_inventory_and_driver_generation() {
     assert_eq!(dev.enforced_power_limit().expect("limit"), 600_000);
     assert!(dev.temperature(TemperatureSensor::Gpu).expect("temp") > 20);
     assert!(matches!(
-        nvml.device_by_index(4),
+        nvml.device_by_index(5),
         Err(NvmlError::InvalidArg)
     ));
     assert!(matches!(dev.fan_speed(0), Err(NvmlError::NotSupported)));
@@ -128,4 +130,103 @@ fn process_memory_appears_and_is_released_after_exit() {
             .used,
         4 * MIB
     );
+}
+
+/// Polls `cond` until it holds; fails after `timeout`. (The fake reuses one view
+/// of the host for a few milliseconds, so a switch shows up shortly after it is set.)
+fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn fault_switches_fail_the_chosen_queries_live() {
+    let nvml = nvml();
+    let dir = host().path();
+    let gpu = nvml.device_by_index(4).expect("gpu 4");
+    let uuid = gpu.uuid().expect("uuid");
+    assert!(gpu.temperature(TemperatureSensor::Gpu).is_ok());
+
+    simhost::set_faults(
+        dir,
+        4,
+        GpuFaults {
+            temperature: Some(Fault::NotSupported),
+            power_usage: Some(Fault::NotSupported),
+            utilization: Some(Fault::GpuIsLost),
+            memory_info: Some(Fault::Unknown),
+            compute_processes: Some(Fault::Unknown),
+            graphics_processes: Some(Fault::NoPermission),
+            power_limit: Some(Fault::NoPermission),
+            handle: None,
+        },
+    )
+    .expect("switch faults on");
+    eventually("the temperature to fail", Duration::from_secs(5), || {
+        matches!(
+            gpu.temperature(TemperatureSensor::Gpu),
+            Err(NvmlError::NotSupported)
+        )
+    });
+    assert!(matches!(gpu.power_usage(), Err(NvmlError::NotSupported)));
+    assert!(matches!(gpu.utilization_rates(), Err(NvmlError::GpuLost)));
+    assert!(matches!(gpu.memory_info(), Err(NvmlError::Unknown)));
+    assert!(matches!(
+        gpu.running_compute_processes(),
+        Err(NvmlError::Unknown)
+    ));
+    assert!(matches!(
+        gpu.running_graphics_processes(),
+        Err(NvmlError::NoPermission)
+    ));
+    assert!(matches!(
+        gpu.enforced_power_limit(),
+        Err(NvmlError::NoPermission)
+    ));
+    // Queries without a switch still answer, on this GPU and the others.
+    assert_eq!(gpu.name().expect("name"), "NVIDIA RTX PRO 6000 Blackwell");
+    assert_eq!(gpu.index().expect("index"), 4);
+    assert!(nvml.device_by_index(4).is_ok());
+    let other = nvml.device_by_index(0).expect("gpu 0");
+    assert!(other.temperature(TemperatureSensor::Gpu).expect("temp") > 20);
+    assert!(other.utilization_rates().is_ok());
+    assert_eq!(other.memory_info().expect("memory").total, 96 << 30);
+
+    // The GPU falls off the bus: it cannot even be opened.
+    simhost::set_faults(
+        dir,
+        4,
+        GpuFaults {
+            handle: Some(Fault::GpuIsLost),
+            ..GpuFaults::default()
+        },
+    )
+    .expect("lose the GPU");
+    eventually("opening the GPU to fail", Duration::from_secs(5), || {
+        matches!(nvml.device_by_index(4), Err(NvmlError::GpuLost))
+    });
+    assert!(matches!(nvml.device_by_uuid(uuid), Err(NvmlError::GpuLost)));
+    // Only the handle switch is on now.
+    assert!(gpu.temperature(TemperatureSensor::Gpu).is_ok());
+
+    simhost::clear_faults(dir).expect("switch faults off");
+    eventually("GPU 4 to answer again", Duration::from_secs(5), || {
+        nvml.device_by_index(4).is_ok()
+    });
+    assert!(gpu.temperature(TemperatureSensor::Gpu).expect("temp") > 20);
+    assert!(gpu.power_usage().expect("power") >= 20_000);
+    assert_eq!(gpu.utilization_rates().expect("util").gpu, 0);
+    assert_eq!(gpu.memory_info().expect("memory").used, 4 * MIB);
+    assert!(
+        gpu.running_compute_processes()
+            .expect("processes")
+            .is_empty()
+    );
+    assert_eq!(gpu.enforced_power_limit().expect("limit"), 600_000);
 }

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::GpuFaults;
+
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -44,6 +46,10 @@ pub struct GpuSpec {
     pub load_temp_c: u32,
     pub max_graphics_clock_mhz: u32,
     pub max_mem_clock_mhz: u32,
+    /// Driver queries made to fail on this GPU (see [`GpuFaults`]); unlike the
+    /// rest, read live by readers, not fixed at init. Absent: none.
+    #[serde(default, skip_serializing_if = "GpuFaults::is_empty")]
+    pub faults: GpuFaults,
 }
 
 impl Default for GpuSpec {
@@ -78,6 +84,7 @@ impl GpuSpec {
             load_temp_c: 78,
             max_graphics_clock_mhz: 2_617,
             max_mem_clock_mhz: 14_001,
+            faults: GpuFaults::default(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Layout of the host directory (path in [`HOST_DIR_ENV`]):
 //! - `host.json`: the [`Inventory`] (GPUs, driver version, release delay); absent means
-//!   [`Inventory::default`], 8 GPUs.
+//!   [`Inventory::default`], 8 GPUs. Each GPU's `faults` ([`GpuFaults`]) make chosen
+//!   driver queries fail; they are read live, the rest is fixed when a driver starts.
 //! - `alloc-<pid>-<start_ticks>.json`: one [`Allocation`] per process that holds GPU
 //!   memory, written by that process through a [`Registration`].
 //! - `alloc-<pid>-<start_ticks>.gone`: written by the first reader that saw that
@@ -14,11 +15,13 @@
 //! Every write is atomic (temp file, then rename or link), so a reader never sees
 //! a torn file. Nothing here identifies a process by name: PID + start time only.
 
+mod faults;
 mod fsutil;
 mod inventory;
 mod observe;
 mod proc_stat;
 
+pub use faults::{Fault, GpuFaults, clear_faults, set_faults};
 pub use inventory::{GpuSpec, Inventory};
 pub use observe::{GpuView, HostView, ProcessUse, observe, observe_with};
 pub use proc_stat::{ProcStat, descendants, parse_proc_stat, read_proc_stat};

@@ -7,7 +7,7 @@ use std::io;
 use std::path::Path;
 
 use crate::fsutil::{create_atomic, remove_if_present};
-use crate::{Allocation, Inventory, read_proc_stat};
+use crate::{Allocation, GpuFaults, Inventory, read_proc_stat};
 
 /// The host as a driver sees it at one instant.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,8 @@ pub struct GpuView {
     /// Processes with a context on this GPU, including ones that exited but whose
     /// memory is not yet released.
     pub processes: Vec<ProcessUse>,
+    /// The queries that fail on this GPU now, as `host.json` says at this instant.
+    pub faults: GpuFaults,
 }
 
 /// Memory one process holds on one GPU.
@@ -179,6 +181,7 @@ fn readings(
         temp_c: temp.round().max(0.0) as u32,
         graphics_clock_mhz: clock.round() as u32,
         processes,
+        faults: spec.faults,
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use shared::ProcId;
-use shared::restart::{Failure, Flags, OpKind, Outcome, Phase, RestartSummary, Transition};
+use shared::restart::{Failure, Flags, Outcome, Phase, RestartSummary, Transition};
 
 use super::{Manager, Running};
 use crate::restart::machine::{Effect, Input};
@@ -207,14 +207,6 @@ impl Manager {
         if outcome == Outcome::Succeeded && phase == Phase::Ready {
             self.bench_pending = Some((op.op.kind, op.op.id));
         }
-        if outcome == Outcome::Succeeded && op.op.kind == OpKind::Restart {
-            for (p, ms) in d.parts() {
-                if let Some(ms) = ms {
-                    // A running estimate until the store's median is re-read.
-                    self.typical.insert(p, ms);
-                }
-            }
-        }
         let summary = RestartSummary {
             id: op.op.id,
             kind: op.op.kind,
@@ -230,9 +222,14 @@ impl Manager {
         // Announce the finished record only once it is committed, so a client
         // that fetches it on the announcement reads it whole.
         let (store, hub) = (self.store.clone(), Arc::clone(&self.hub));
+        let typical = Arc::clone(&self.typical);
         tokio::spawn(async move {
             store.flush().await;
             hub.publish_restart(summary);
+            match store.typical().await {
+                Ok(t) => *typical.lock().unwrap_or_else(|p| p.into_inner()) = t,
+                Err(e) => tracing::warn!(error = %e, "cannot re-read the typical durations"),
+            }
         });
     }
 }

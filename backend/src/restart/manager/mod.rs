@@ -162,7 +162,9 @@ pub struct Manager {
     op: Option<OpRecord>,
     failure: Option<Failure>,
     adoptable: Option<ProcId>,
-    typical: BTreeMap<Phase, u64>,
+    /// Median time per phase over recent successful restarts, re-read from the
+    /// store after each one is committed.
+    typical: Arc<Mutex<BTreeMap<Phase, u64>>>,
     client: reqwest::Client,
     probe: Option<JoinHandle<()>>,
     probe_tx: mpsc::Sender<(u64, ProbeEvent)>,
@@ -228,7 +230,7 @@ impl Manager {
             op: None,
             failure: None,
             adoptable: None,
-            typical,
+            typical: Arc::new(Mutex::new(typical)),
             client,
             probe: None,
             probe_tx,
@@ -457,7 +459,11 @@ impl Manager {
             operation: self.op.as_ref().map(|o| o.op.clone()),
             failure: self.failure.clone(),
             adoptable: self.adoptable,
-            typical_ms: self.typical.clone(),
+            typical_ms: self
+                .typical
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
             log_tail: self.log.as_ref().map(|l| l.last(50)).unwrap_or_default(),
             flagset: self
                 .running
