@@ -29,18 +29,19 @@ async fn started(host: &SimHost, spec: &ServerSpec) -> anyhow::Result<(TestApp, 
     Ok((app, KillGroup(pid)))
 }
 
-/// Polls the stored record of restart `id` until it has `n` timeline points.
+/// Polls the stored record of restart `id` until it has `n` timeline points
+/// and its log tail has the server's line about the SIGTERM.
 async fn committed_points(app: &TestApp, id: i64, n: usize) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + T;
     loop {
         let d = app.get_json(&format!("/api/restarts/{id}")).await?;
         let points = d["timeline"].as_array().map_or(0, Vec::len);
-        if points >= n {
+        if points >= n && d["log_tail"].to_string().contains("SIGTERM at") {
             return Ok(());
         }
         anyhow::ensure!(
             std::time::Instant::now() < deadline,
-            "only {points} timeline points stored: {d}"
+            "only {points} timeline points stored, or no SIGTERM in the log: {d}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -86,6 +87,10 @@ async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
     assert_eq!(phases.last(), Some(&"failed"), "{phases:?}");
     let points = d["timeline"].as_array().expect("timeline").len();
     assert!(points >= 10, "only {points} timeline points survived");
+    assert!(
+        d["log_tail"].to_string().contains("SIGTERM at"),
+        "the log tail written during the drain was lost: {d}"
+    );
     // The start before it is intact too.
     let list = app.get_json("/api/restarts").await?;
     assert_eq!(list[1]["kind"], "start");

@@ -236,11 +236,18 @@ ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,\
 itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source";
 
 /// A CSV field, quoted when it must be.
+/// A text field, quoted when it must be; one a spreadsheet would run as a
+/// formula (`=`, `+`, `-`, `@`, tab) is kept as text with a leading `'`.
 fn field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_owned()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_owned()
+        s
     }
 }
 
@@ -297,4 +304,19 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
         out,
     )
         .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field;
+
+    #[test]
+    fn csv_fields_are_quoted_and_never_formulas() {
+        assert_eq!(field("tilelang on"), "tilelang on");
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(field("-2+3"), "'-2+3");
+    }
 }

@@ -64,8 +64,10 @@ pub(super) async fn serve(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// dcgm-exporter's names and units: memory in MiB, power in W, temperature
-/// in °C, utilisation in %. A field NVML could not read is left out.
+/// dcgm-exporter's names, labels and units: memory in MiB, power in W,
+/// temperature in °C, utilisation in %. A field NVML could not read is left
+/// out. On a simulated host every series also carries `simulated="true"`, so a
+/// dashboard never shows a simulated GPU as a real one.
 fn gpus(reg: &mut Registry, state: &AppState) {
     let used = gauge(
         reg,
@@ -85,14 +87,18 @@ fn gpus(reg: &mut Registry, state: &AppState) {
         return;
     };
     const MIB: f64 = 1_048_576.0;
+    let simulated = host.nvml.is_simulated();
     for g in &latest.sample.gpus {
-        let labels = l(&[
+        let mut labels = l(&[
             ("gpu", g.index.to_string()),
             ("UUID", g.uuid.clone().unwrap_or_default()),
             ("device", format!("nvidia{}", g.index)),
             ("modelName", g.name.clone().unwrap_or_default()),
             ("Hostname", host.hostname.clone()),
         ]);
+        if simulated {
+            labels.push(("simulated".to_owned(), "true".to_owned()));
+        }
         if let Some(u) = g.mem_used_bytes {
             set(&used, labels.clone(), (u as f64 / MIB).round());
             if let Some(t) = g.mem_total_bytes {

@@ -299,23 +299,34 @@ impl ServerConfig {
 }
 
 /// The model named on the command line: `--model-path X`, `--model X`, or
-/// vLLM's `serve X`.
+/// vLLM's `serve X`, with `@REV` when `--revision REV` pins a revision.
 fn model_of(args: &[String]) -> String {
+    let (mut model, mut revision) = (None, None);
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
-        if let Some(v) = a
-            .strip_prefix("--model-path=")
-            .or_else(|| a.strip_prefix("--model="))
-        {
-            return v.to_owned();
-        }
-        if matches!(a.as_str(), "--model-path" | "--model" | "serve")
-            && let Some(v) = it.peek().filter(|v| !v.starts_with('-'))
-        {
-            return (*v).clone();
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_owned())),
+            _ => (a.as_str(), None),
+        };
+        let slot = match name {
+            "--model-path" | "--model" | "serve" => &mut model,
+            "--revision" => &mut revision,
+            _ => continue,
+        };
+        let value = inline.or_else(|| {
+            it.peek()
+                .filter(|v| !v.starts_with('-'))
+                .map(|v| (*v).clone())
+        });
+        if slot.is_none() {
+            *slot = value;
         }
     }
-    String::new()
+    match (model, revision) {
+        (Some(m), Some(r)) => format!("{m}@{r}"),
+        (Some(m), None) => m,
+        (None, _) => String::new(),
+    }
 }
 
 fn duration(v: Option<String>, default: &str, key: &str) -> Result<Duration, String> {
@@ -455,6 +466,14 @@ mod tests {
         );
         assert_eq!(model_of(&a(&["serve", "Qwen/Q", "--tp", "8"])), "Qwen/Q");
         assert_eq!(model_of(&a(&["--model=z"])), "z");
+        assert_eq!(
+            model_of(&a(&["--revision", "abc123", "--model-path", "m/x"])),
+            "m/x@abc123"
+        );
+        assert_eq!(
+            model_of(&a(&["serve", "Qwen/Q", "--revision=v2"])),
+            "Qwen/Q@v2"
+        );
         assert_eq!(model_of(&a(&["--tp", "8"])), "");
     }
 

@@ -158,6 +158,18 @@ impl Manager {
         }
     }
 
+    /// Reads what the server logged since the last look; during an operation the
+    /// record's log tail is stored as it grows, so a crash of drainwatch loses
+    /// no more of it than of the timeline.
+    pub(super) fn follow_log(&mut self) {
+        let Some(l) = self.log.as_mut() else { return };
+        if l.poll()
+            && let Some(op) = &self.op
+        {
+            self.store.log_tail(op.op.id, l.last(200));
+        }
+    }
+
     /// Puts the launch log's tail into a failure that carries one.
     pub(super) fn with_log(&mut self, mut failure: Failure) -> Failure {
         let tail = self.log.as_mut().map(|l| {

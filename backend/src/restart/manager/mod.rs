@@ -369,7 +369,7 @@ impl Manager {
                 }
                 _ = tick.tick() => {
                     self.on_exits();
-                    if let Some(l) = self.log.as_mut() { l.poll(); }
+                    self.follow_log();
                     self.publish_status(false);
                 }
                 _ = shutdown.changed() => break,
