@@ -532,3 +532,47 @@ async fn without_auth_only_this_machine_and_our_pages_may_call() -> anyhow::Resu
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_client_is_itself() -> anyhow::Result<()> {
+    let (_host, app, op, _view) = managed_with_auth("trusted_proxies = [\"127.0.0.1\"]").await?;
+    let http = reqwest::Client::new();
+    let login = |from: &'static str, token: String| {
+        http.post(app.url("/api/login"))
+            .header("x-forwarded-for", from)
+            .json(&json!({ "token": token }))
+            .send()
+    };
+    // One client guessing is held up; the rest of the team behind the same
+    // proxy is not.
+    for _ in 0..5 {
+        assert_eq!(
+            login("198.51.100.7", "dw_guess".into()).await?.status(),
+            401
+        );
+    }
+    assert_eq!(login("198.51.100.7", op.clone()).await?.status(), 429);
+    assert_eq!(login("198.51.100.8", op.clone()).await?.status(), 200);
+    // The audit log names the client, not the proxy.
+    let g = app.server().await?.generation;
+    let r = bearer_client(&op)
+        .post(app.url("/api/stop"))
+        .header("x-forwarded-for", "198.51.100.8")
+        .json(&json!({"generation": g, "confirm": "not-the-name"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let audit = app.get_json("/api/audit").await?;
+        if audit
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["peer"] == "olga (198.51.100.8)"))
+        {
+            break;
+        }
+        anyhow::ensure!(std::time::Instant::now() < deadline, "{audit}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}

@@ -52,6 +52,21 @@ fn changes_state(m: &Method) -> bool {
     !matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
+/// Outermost: a request a trusted proxy passes on is from the client its
+/// `X-Forwarded-For` names, for everything after (limits, presence, audit).
+pub(super) async fn forwarded(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let client = state.auth.client(peer, req.headers());
+    if client != peer {
+        req.extensions_mut().insert(ConnectInfo(client));
+    }
+    next.run(req).await
+}
+
 pub(super) async fn gate(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

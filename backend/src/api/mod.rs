@@ -96,6 +96,10 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             refusals::layer,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::forwarded,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(CompressionLayer::new())
         .with_state(state)

@@ -1,8 +1,9 @@
 //! The auth file (`--auth`): tokens by the SHA-256 of their secret, each with a
 //! name and a role; the public origin; the session lifetime; an optional
-//! scrape token for `/metrics`. Validated whole at start; nothing in it is
-//! ever logged.
+//! scrape token for `/metrics`; the reverse proxies whose `X-Forwarded-For`
+//! names the client. Validated whole at start; nothing in it is ever logged.
 
+use std::net::IpAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,6 +18,9 @@ pub struct AuthConfig {
     pub public_origin: Option<String>,
     pub session_ttl: Duration,
     pub metrics_hash: Option<[u8; 32]>,
+    /// Reverse proxies in front of drainwatch: a request from one of them is
+    /// from the client its `X-Forwarded-For` names.
+    pub trusted_proxies: Vec<IpAddr>,
 }
 
 /// One token: who holds it and what it may do.
@@ -42,6 +46,8 @@ struct Raw {
     public_origin: Option<String>,
     session_ttl: Option<String>,
     metrics_token_sha256: Option<String>,
+    #[serde(default)]
+    trusted_proxies: Vec<String>,
     #[serde(default)]
     token: Vec<RawToken>,
 }
@@ -108,11 +114,21 @@ impl AuthConfig {
             .metrics_token_sha256
             .map(|h| parse_hash(&h).map_err(|e| format!("metrics_token_sha256 {e}")))
             .transpose()?;
+        let trusted_proxies = raw
+            .trusted_proxies
+            .iter()
+            .map(|p| {
+                p.trim().parse::<IpAddr>().map_err(|_| {
+                    format!("trusted_proxies: `{p}` is not an IP address (e.g. \"127.0.0.1\")")
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             tokens,
             public_origin,
             session_ttl,
             metrics_hash,
+            trusted_proxies,
         })
     }
 }

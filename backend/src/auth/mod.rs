@@ -80,11 +80,16 @@ pub struct Caller {
 
 impl Caller {
     /// For the audit log and presence: "alice (10.0.0.5:51234)", or the
-    /// address alone without authentication.
+    /// address alone without authentication. A client named by a proxy's
+    /// `X-Forwarded-For` has no port: "alice (10.0.0.5)".
     pub fn who(&self) -> String {
+        let at = match self.peer.port() {
+            0 => self.peer.ip().to_string(),
+            _ => self.peer.to_string(),
+        };
         match &self.name {
-            Some(n) => format!("{n} ({})", self.peer),
-            None => self.peer.to_string(),
+            Some(n) => format!("{n} ({at})"),
+            None => at,
         }
     }
 
@@ -154,6 +159,35 @@ impl Auth {
 
     pub fn public_origin(&self) -> Option<&str> {
         self.cfg.as_ref()?.public_origin.as_deref()
+    }
+
+    /// Where a request really comes from: `peer`, or when `peer` is a trusted
+    /// proxy, the last address in `X-Forwarded-For` that is not one of the
+    /// trusted proxies (the one the outermost trusted proxy saw), with port 0.
+    /// Anyone else's `X-Forwarded-For` is ignored: it is only a header.
+    pub fn client(&self, peer: SocketAddr, headers: &HeaderMap) -> SocketAddr {
+        let Some(trusted) = self.cfg.as_ref().map(|c| &c.trusted_proxies) else {
+            return peer;
+        };
+        if !trusted.contains(&peer.ip()) {
+            return peer;
+        }
+        let hops = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .collect::<Vec<_>>();
+        for hop in hops.iter().rev() {
+            match hop.parse::<IpAddr>() {
+                Ok(ip) if trusted.contains(&ip) => continue,
+                Ok(ip) => return SocketAddr::new(ip, 0),
+                // A hop that is not an address: what came before it is not to be trusted.
+                Err(_) => return peer,
+            }
+        }
+        peer
     }
 
     /// Whether cookies must be `Secure` (the public origin is https).
@@ -462,5 +496,49 @@ mod tests {
         assert!(with_origin.origin_ok(&h) && with_origin.secure_cookies());
         h.insert(ORIGIN, HeaderValue::from_static("http://gpu.example"));
         assert!(!with_origin.origin_ok(&h));
+    }
+
+    #[test]
+    fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
+        let a = Auth::new(
+            AuthConfig::parse(&format!(
+                "trusted_proxies = [\"127.0.0.1\", \"10.0.0.2\"]\n[[token]]\nname = \"a\"\nrole = \"viewer\"\nsha256 = \"{}\"\n",
+                hex(&sha256("x"))
+            ))
+            .expect("valid"),
+        );
+        let proxy: SocketAddr = "127.0.0.1:40000".parse().expect("addr");
+        let xff = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert("x-forwarded-for", HeaderValue::from_str(v).expect("hv"));
+            h
+        };
+        let ip = |s: &str| SocketAddr::new(s.parse().expect("ip"), 0);
+        assert_eq!(a.client(proxy, &xff("203.0.113.9")), ip("203.0.113.9"));
+        // Through two proxies we trust: the address the outer one saw.
+        assert_eq!(
+            a.client(proxy, &xff("198.51.100.1, 203.0.113.9, 10.0.0.2")),
+            ip("203.0.113.9")
+        );
+        // A client cannot pose as another by sending the header itself.
+        let stranger: SocketAddr = "203.0.113.9:5555".parse().expect("addr");
+        assert_eq!(a.client(stranger, &xff("10.9.9.9")), stranger);
+        // Nothing, or nonsense, from the proxy: the proxy.
+        assert_eq!(a.client(proxy, &HeaderMap::new()), proxy);
+        assert_eq!(a.client(proxy, &xff("unknown")), proxy);
+        // Without trusted proxies the header means nothing.
+        let (plain, _, _) = auth();
+        assert_eq!(plain.client(proxy, &xff("203.0.113.9")), proxy);
+        let c = Caller {
+            name: Some("olga".into()),
+            role: Role::Operator,
+            via: Via::Bearer,
+            peer: ip("203.0.113.9"),
+        };
+        assert_eq!(c.who(), "olga (203.0.113.9)");
+        assert!(
+            AuthConfig::parse("trusted_proxies = [\"nginx\"]\n[[token]]\nname = \"a\"\nrole = \"viewer\"\nsha256 = \"00\"\n")
+                .is_err()
+        );
     }
 }
