@@ -31,7 +31,14 @@ fn stage(s: &ServerStatus) -> Option<Stage> {
         who: op.requested_by.clone(),
         phase: s.phase,
         since_ms: s.phase_since_ms,
-        typical_ms: s.typical_ms.get(&s.phase).copied(),
+        // Launching is timed together with the warm-up (spawn → ready).
+        typical_ms: s
+            .typical_ms
+            .get(&match s.phase {
+                Phase::Launching => Phase::WarmingUp,
+                p => p,
+            })
+            .copied(),
     })
 }
 

@@ -21,6 +21,9 @@ pub(crate) struct Modes {
     pub(crate) hang_completions: bool,
     /// Every n-th request's stream is cut off halfway (the connection drops).
     pub(crate) drop_every: Option<u64>,
+    /// Usage only in the final chunk, as SGLang does: `continuous_usage_stats`
+    /// (vLLM's per-chunk counts) is ignored.
+    pub(crate) final_usage: bool,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -55,6 +58,7 @@ impl Modes {
                 "oom" => m.oom = true,
                 "crash" => m.crash_after = Some(ms(10_000)?),
                 "hang-completions" => m.hang_completions = true,
+                "final-usage" => m.final_usage = true,
                 "drop-every" => {
                     m.drop_every = Some(
                         value
@@ -79,7 +83,8 @@ mod tests {
     #[test]
     fn parses_lists_and_values() {
         let m = Modes::parse("orphan, slow-drain=2500,ignore-sigterm").expect("valid");
-        assert!(m.orphan && m.ignore_sigterm);
+        assert!(m.orphan && m.ignore_sigterm && !m.final_usage);
+        assert!(Modes::parse("final-usage").expect("valid").final_usage);
         assert_eq!(m.slow_drain, Some(Duration::from_millis(2500)));
         assert_eq!(Modes::parse("normal").expect("valid"), Modes::default());
         assert_eq!(

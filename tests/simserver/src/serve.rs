@@ -201,10 +201,11 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     if req.stream {
         let usage = Usage {
             at_end: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
-            every_chunk: req
-                .stream_options
-                .as_ref()
-                .is_some_and(|o| o.continuous_usage_stats),
+            every_chunk: !s.modes.final_usage
+                && req
+                    .stream_options
+                    .as_ref()
+                    .is_some_and(|o| o.continuous_usage_stats),
         };
         return Sse::new(token_stream(guard, api, p, n, usage, cut_at)).into_response();
     }
