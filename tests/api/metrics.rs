@@ -1,12 +1,13 @@
 //! `/metrics` as Prometheus reads it: dcgm-exporter's GPU series with their
 //! labels and units, drainwatch's own series, and the scrape token.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_parse::{Sample, Scrape, Value as PValue};
 use serde_json::json;
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{SimHost, auth_file, bearer_client};
+use tests::ws::WsClient;
+use tests::{SimHost, TestApp, auth_file, bearer_client};
 
 fn parse(text: &str) -> Scrape {
     Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("Prometheus text")
@@ -58,6 +59,8 @@ async fn gpu_series_carry_dcgm_names_labels_and_units() -> anyhow::Result<()> {
             .find(|s| s.labels.get("gpu") == Some(g.index.to_string().as_str()))
             .expect("GPU's series");
         assert_eq!(used.labels.get("UUID"), g.uuid.as_deref());
+        // A simulated GPU never passes for a real one on a dashboard.
+        assert_eq!(used.labels.get("simulated"), Some("true"));
         assert_eq!(used.labels.get("modelName"), g.name.as_deref());
         assert_eq!(
             used.labels.get("Hostname"),
@@ -77,6 +80,84 @@ async fn gpu_series_carry_dcgm_names_labels_and_units() -> anyhow::Result<()> {
     assert_eq!(info.len(), 1);
     assert_eq!(info[0].labels.get("simulated"), Some("true"));
     assert!(text.contains("# TYPE DCGM_FI_DEV_FB_USED gauge"), "{text}");
+    Ok(())
+}
+
+/// The value of the unlabelled gauge `name` in one scrape of `app`'s `/metrics`.
+async fn gauge(app: &TestApp, name: &str) -> anyhow::Result<f64> {
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let scrape = parse(&text);
+    let found = samples(&scrape, name);
+    anyhow::ensure!(found.len() == 1, "one {name} sample:\n{text}");
+    Ok(value(found[0]))
+}
+
+/// Scrapes until both gauges are what `want` accepts (within a deadline);
+/// returns `(drainwatch_connected_clients, drainwatch_connected_sockets)`.
+async fn wait_gauges(
+    app: &TestApp,
+    what: &str,
+    want: impl Fn(f64, f64) -> bool,
+) -> anyhow::Result<(f64, f64)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = (
+            gauge(app, "drainwatch_connected_clients").await?,
+            gauge(app, "drainwatch_connected_sockets").await?,
+        );
+        if want(now.0, now.1) {
+            return Ok(now);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{what}: (clients, sockets) = {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn connected_clients_follow_the_open_sockets_per_person() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let app = tests::spawn_app(&host, &[])?;
+    // Nobody has a socket open yet.
+    let (clients, sockets) = wait_gauges(&app, "the gauges", |_, _| true).await?;
+    assert_eq!(clients, 0.0, "nobody is connected yet");
+
+    // A real client: one person, one more socket.
+    let mut first = WsClient::connect(&app.addr).await?;
+    first.next_msg(Duration::from_secs(10)).await?;
+    let (c, _) = wait_gauges(&app, "the client counted", |c, s| {
+        c >= 1.0 && s == sockets + 1.0
+    })
+    .await?;
+    assert_eq!(c, clients + 1.0, "one socket open, one person");
+
+    // A second socket from the same address is the same person.
+    let mut second = WsClient::connect(&app.addr).await?;
+    second.next_msg(Duration::from_secs(10)).await?;
+    let (c, _) = wait_gauges(&app, "the second socket counted", |_, s| s == sockets + 2.0).await?;
+    assert_eq!(
+        c,
+        clients + 1.0,
+        "two sockets from one address are two people"
+    );
+
+    // Closing them: the person stays while a socket of theirs is open…
+    let _ = second.socket.close(None).await;
+    drop(second);
+    let (c, _) = wait_gauges(&app, "the second socket gone", |_, s| s == sockets + 1.0).await?;
+    assert_eq!(c, clients + 1.0, "the person left with a socket still open");
+    // …and leaves with the last: both gauges are back where they were.
+    let _ = first.socket.close(None).await;
+    drop(first);
+    wait_gauges(&app, "everyone gone", |c, s| c == clients && s == sockets).await?;
     Ok(())
 }
 

@@ -1,9 +1,11 @@
 //! The ledger: flag-set identity, labels, diffs, exclusion with restarts,
 //! failures, correctness, cancellation and export.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
+use shared::restart::Phase;
 use tests::managed::{ServerSpec, spawn_managed};
 use tests::{SimHost, TestApp};
 
@@ -46,6 +48,41 @@ async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_t
         "measured {measured:.1}, true {truth:.1}"
     );
     let mean_itl = run["repeats"][0]["itl"]["mean_ms"].as_f64().expect("itl");
+    assert!(
+        (mean_itl / itl - 1.0).abs() < 0.03,
+        "ITL {mean_itl} vs {itl} per token"
+    );
+    Ok(())
+}
+
+/// As SGLang does: no per-chunk counts, only the final usage, and three tokens
+/// to an event. The rate still comes out right, and ITL stays per token.
+#[tokio::test]
+async fn several_tokens_per_event_with_usage_only_at_the_end() -> anyhow::Result<()> {
+    let _alone = crate::MEASURING.lock().await;
+    let spec = spec();
+    let (_host, app) = ready(&spec).await?;
+    let id = app
+        .restart(json!({"--speculative-algorithm": "EAGLE", "SIMSERVER_MODE": "final-usage"}))
+        .await?;
+    assert_eq!(
+        app.finished_restart(id, Duration::from_secs(30)).await?["summary"]["outcome"],
+        "succeeded"
+    );
+    let (c, n) = (16, 64);
+    let run = app.bench(json!({"concurrency": [c], "num_prompts": 64, "output_len": n, "input_len": 16, "warmup": 16, "repeats": 3})).await?;
+    let first = &run["repeats"][0];
+    assert_eq!(first["token_source"], "usage", "{first}");
+    let itl = spec.itl_at(c) / 1.8;
+    let truth = f64::from(c) * f64::from(n) / ((spec.ttft_at(c) + f64::from(n - 1) * itl) / 1e3);
+    let measured = run["levels"][0]["output_tok_s"]["median"]
+        .as_f64()
+        .expect("rate");
+    assert!(
+        (measured / truth - 1.0).abs() < 0.01,
+        "measured {measured:.1}, true {truth:.1}"
+    );
+    let mean_itl = first["itl"]["mean_ms"].as_f64().expect("itl");
     assert!(
         (mean_itl / itl - 1.0).abs() < 0.03,
         "ITL {mean_itl} vs {itl} per token"
@@ -167,6 +204,172 @@ async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() 
     Ok(())
 }
 
+/// `spec`'s server config with its base `args` replaced by `args`: the same
+/// program, port, GPUs, allow-list and timeouts, another command line.
+fn config_with_args(spec: &ServerSpec, args: &[&str]) -> String {
+    let toml = spec.toml();
+    let start = toml.find("args = [").expect("the config's base args");
+    let end = start + toml[start..].find(']').expect("the end of the args") + 1;
+    // Plain ASCII arguments: a Rust string literal is a TOML basic string.
+    let list: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "{}args = [{}]{}",
+        &toml[..start],
+        list.join(", "),
+        &toml[end..]
+    )
+}
+
+/// Polls the ledger until `done` holds; returns it.
+async fn ledger_until(
+    app: &TestApp,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> anyhow::Result<Vec<Value>> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ledger = app.get_json("/api/flagsets").await?;
+        let sets = ledger.as_array().context("the ledger is a list")?.clone();
+        if done(&sets) {
+            return Ok(sets);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{what}: {ledger}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_same_base_arguments_in_another_order_are_one_flag_set() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let spec = spec();
+    let (port, tp, warmup) = (
+        spec.port.to_string(),
+        spec.tp.to_string(),
+        spec.warmup_ms.to_string(),
+    );
+    let (itl, ttft, knee) = (
+        spec.itl_ms.to_string(),
+        spec.ttft_ms.to_string(),
+        spec.batch_knee.to_string(),
+    );
+    let (port, tp, warmup) = (port.as_str(), tp.as_str(), warmup.as_str());
+    let (itl, ttft, knee) = (itl.as_str(), ttft.as_str(), knee.as_str());
+    let decoy = [
+        "--",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--port",
+        port,
+    ];
+    // The same arguments, three of them allow-listed (--tp, --warmup-ms and the
+    // bare boolean --enable-torch-compile), in two different orders.
+    let one: Vec<&str> = [
+        "launch",
+        "--port",
+        port,
+        "--tp",
+        tp,
+        "--enable-torch-compile",
+        "--warmup-ms",
+        warmup,
+        "--itl-ms",
+        itl,
+        "--ttft-ms",
+        ttft,
+        "--batch-knee",
+        knee,
+    ]
+    .into_iter()
+    .chain(decoy)
+    .collect();
+    let other: Vec<&str> = [
+        "launch",
+        "--warmup-ms",
+        warmup,
+        "--batch-knee",
+        knee,
+        "--enable-torch-compile",
+        "--ttft-ms",
+        ttft,
+        "--tp",
+        tp,
+        "--itl-ms",
+        itl,
+        "--port",
+        port,
+    ]
+    .into_iter()
+    .chain(decoy)
+    .collect();
+    let mut sorted = (one.clone(), other.clone());
+    sorted.0.sort_unstable();
+    sorted.1.sort_unstable();
+    assert_eq!(sorted.0, sorted.1, "not the same arguments");
+    assert_ne!(one, other, "not another order");
+
+    // Two drainwatch configs, one after the other on the same data folder.
+    let data = host.scratch().join("data");
+    let data = data.to_str().context("utf-8")?.to_owned();
+    let launch = |name: &str, args: &[&str]| -> anyhow::Result<TestApp> {
+        let cfg = host.scratch().join(name);
+        std::fs::write(&cfg, config_with_args(&spec, args))?;
+        let cfg = cfg.to_str().context("utf-8")?.to_owned();
+        tests::spawn_app(
+            &host,
+            &[
+                "--config",
+                cfg.as_str(),
+                "--data-dir",
+                data.as_str(),
+                "--sample-interval-ms",
+                "50",
+            ],
+        )
+    };
+
+    // The first launches the server from one order, then stops it.
+    let app = launch("one.toml", &one)?;
+    let a = app.start_server().await?.flagset.context("a flag set")?;
+    let g = app.server().await?.generation;
+    let (code, body) = app
+        .post("/api/stop", &json!({"generation": g, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    app.wait_phase(Phase::Stopped, Duration::from_secs(30))
+        .await?;
+    // The launch is in the ledger (on disk) before this drainwatch goes.
+    let sets = ledger_until(&app, "the first launch's set", |sets| {
+        sets.iter().any(|s| s["set"]["id"] == a.as_str())
+    })
+    .await?;
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    let first_seen = sets[0]["set"]["last_seen_ms"].as_u64().context("seen")?;
+    drop(app);
+
+    // The second launches it from the other order: the same set, seen again.
+    let app = launch("other.toml", &other)?;
+    let b = app.start_server().await?.flagset.context("a flag set")?;
+    assert_eq!(b, a, "the order of the base arguments changed the flag set");
+    let sets = ledger_until(&app, "the second launch recorded", |sets| {
+        sets.iter()
+            .any(|s| s["set"]["last_seen_ms"].as_u64() > Some(first_seen))
+    })
+    .await?;
+    assert_eq!(
+        sets.len(),
+        1,
+        "the second launch made another set: {sets:?}"
+    );
+    let set = &sets[0]["set"];
+    assert_eq!(set["id"], a.as_str(), "{set}");
+    // Every allow-listed flag read from the arguments, wherever it stood.
+    assert_eq!(set["flags"]["--tp"], tp, "{set}");
+    assert_eq!(set["flags"]["--warmup-ms"], warmup, "{set}");
+    assert_eq!(set["flags"]["--enable-torch-compile"], "true", "{set}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_cancelled()
 -> anyhow::Result<()> {
@@ -174,6 +377,7 @@ async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_can
     let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
     let (code, body) = app.post("/api/bench", &long).await?;
     assert_eq!(code, 202, "{body}");
+    let run_id = body["id"].as_i64().context("the benchmark's id")?;
     let g = app.server().await?.generation;
     let (code, body) = app
         .post("/api/restart", &json!({"generation": g, "confirm": "sim"}))
@@ -197,27 +401,35 @@ async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_can
         })
         .await?;
     assert!(s.server.expect("server").has_metrics);
+    let flagset = app.server().await?.flagset.context("a flag set")?;
     let (code, _) = app.post("/api/bench/cancel", &json!({})).await?;
     assert_eq!(code, 202);
-    let run = app
-        .get_json(&format!(
-            "/api/bench/runs/{}",
-            body["id"].as_i64().unwrap_or(1)
-        ))
-        .await;
-    drop(run);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let runs = app.get_json("/api/bench/runs").await?;
-        if runs[0]["status"] == "cancelled" {
-            break;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let run = loop {
+        let run = app.get_json(&format!("/api/bench/runs/{run_id}")).await?;
+        if run["status"] != "running" {
+            break run;
         }
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "not cancelled: {runs}"
-        );
+        anyhow::ensure!(Instant::now() < deadline, "not cancelled: {run}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    // The run that was started, cancelled, of the running set, with the
+    // settings it was asked for, and finished without its repeats (one takes
+    // 100 closed-loop waves of 64 tokens: far longer than it ran).
+    assert_eq!(run["id"], run_id, "{run}");
+    assert_eq!(run["status"], "cancelled", "{run}");
+    assert_eq!(run["flagset"], flagset.as_str(), "{run}");
+    assert_eq!(run["settings"]["concurrency"], json!([4]), "{run}");
+    assert_eq!(run["settings"]["num_prompts"], 400, "{run}");
+    assert_eq!(run["settings"]["repeats"], 3, "{run}");
+    assert!(run["finished_at_ms"].as_u64().is_some(), "{run}");
+    let repeats = run["repeats"].as_array().context("repeats")?.len();
+    assert!(repeats < 3, "a cancelled run has all its repeats: {run}");
+    assert_eq!(
+        app.get_json("/api/bench/runs").await?[0]["id"],
+        run_id,
+        "the newest run is another one"
+    );
 
     // A restart in progress refuses a benchmark.
     let id = app.restart(json!({"--warmup-ms": "3000"})).await?;

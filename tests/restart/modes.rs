@@ -2,13 +2,15 @@
 //! right state, leaves no GPU memory of ours behind, never touches the foreign
 //! look-alike, and is recorded as it happened.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde_json::{Value, json};
 use shared::restart::Phase;
 use shared::{ProcessRole, Sample};
+use simhost::ProcStat;
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{MIB, Proc, SimHost, TestApp, spawn_foreign};
+use tests::{GIB, MIB, Proc, SimHost, TestApp, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
 
@@ -60,15 +62,98 @@ fn clean(s: &Sample) -> bool {
             .all(|g| g.mem_used_bytes == Some(4 * MIB))
 }
 
+/// A process as `/proc` shows it now (PID and start time: its identity).
+fn stat(pid: u32) -> anyhow::Result<ProcStat> {
+    simhost::read_proc_stat(pid)?.with_context(|| format!("process {pid} is not in /proc"))
+}
+
+/// Still the process `was`: the same PID, started at the same time, not exited.
+fn still(was: &ProcStat) -> bool {
+    simhost::read_proc_stat(was.pid)
+        .ok()
+        .flatten()
+        .is_some_and(|now| now.start_ticks == was.start_ticks && !now.has_exited())
+}
+
+/// The generation running now, from `/proc` rather than drainwatch's process
+/// list: its root and every descendant (whatever their session), root first.
+async fn generation(app: &TestApp) -> anyhow::Result<Vec<ProcStat>> {
+    let root = app.server().await?.root.context("a running server")?;
+    let first = stat(root.pid)?;
+    anyhow::ensure!(
+        first.start_ticks == root.start_ticks,
+        "the root {} was replaced",
+        root.pid
+    );
+    let mut all = vec![first];
+    all.extend(simhost::descendants(root.pid));
+    // The launcher and its 4 workers at least.
+    anyhow::ensure!(all.len() >= 5, "not a whole server: {all:?}");
+    Ok(all)
+}
+
+/// What the simulated host itself holds now, read from its directory as the
+/// driver does (not through drainwatch): `(gpu, pid, bytes)` for every process
+/// with memory on a GPU, alive or exited but not yet released.
+fn held(host: &SimHost) -> anyhow::Result<Vec<(usize, u32, u64)>> {
+    let view = simhost::observe(&host.path(), simhost::now_ms())?;
+    Ok(view
+        .gpus
+        .iter()
+        .enumerate()
+        .flat_map(|(i, g)| g.processes.iter().map(move |p| (i, p.pid, p.used_bytes)))
+        .collect())
+}
+
+/// After a restart, by the host's own truth: no process of the `old`
+/// generation is alive or holds memory on any GPU, and the foreign decoy is
+/// the same live process, holding exactly its 1 GiB on GPU 6 and nothing else.
+fn old_gone_and_decoy_untouched(
+    host: &SimHost,
+    old: &[ProcStat],
+    decoy: &ProcStat,
+) -> anyhow::Result<()> {
+    let held = held(host)?;
+    for &(gpu, pid, bytes) in &held {
+        if let Some(was) = old.iter().find(|o| o.pid == pid) {
+            // The PID taken since by a process started later is not the old one.
+            let reused =
+                simhost::read_proc_stat(pid)?.is_some_and(|now| now.start_ticks != was.start_ticks);
+            anyhow::ensure!(
+                reused,
+                "process {pid} of the old generation still holds {bytes} bytes on GPU {gpu}: {held:?}"
+            );
+        }
+    }
+    let alive: Vec<u32> = old.iter().filter(|o| still(o)).map(|o| o.pid).collect();
+    anyhow::ensure!(
+        alive.is_empty(),
+        "processes of the old generation are still alive: {alive:?}"
+    );
+    anyhow::ensure!(still(decoy), "the foreign decoy {} is gone", decoy.pid);
+    let mine: Vec<(usize, u64)> = held
+        .iter()
+        .filter(|h| h.1 == decoy.pid)
+        .map(|h| (h.0, h.2))
+        .collect();
+    anyhow::ensure!(
+        mine == vec![(6_usize, GIB)],
+        "the decoy holds {mine:?}, not its 1 GiB on GPU 6"
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_server_that_ignores_sigterm_is_killed_after_the_drain_timeout() -> anyhow::Result<()> {
     let spec = ServerSpec {
         drain: "2s",
         ..ServerSpec::default()
     };
-    let (_host, foreign, app) = running(spec).await?;
+    let (host, foreign, app) = running(spec).await?;
+    let decoy = stat(foreign.pid())?;
     // This generation ignores SIGTERM; restarting it must escalate.
     restart_into(&app, "ignore-sigterm").await?;
+    let old = generation(&app).await?;
     let d = restart_into(&app, "normal").await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
     assert_eq!(
@@ -82,12 +167,16 @@ async fn a_server_that_ignores_sigterm_is_killed_after_the_drain_timeout() -> an
     assert!((2_000..4_000).contains(&drain), "drain took {drain} ms");
     assert!(d["summary"]["durations"]["kill_ms"].as_u64().is_some());
     assert!(tests::alive(foreign.pid()));
+    // Not only drainwatch's word: the host itself says the killed generation
+    // is gone from every GPU, and the decoy is untouched.
+    old_gone_and_decoy_untouched(&host, &old, &decoy)?;
     Ok(())
 }
 
 #[tokio::test]
 async fn an_orphan_that_escaped_the_group_is_found_and_killed() -> anyhow::Result<()> {
-    let (_host, foreign, app) = running(ServerSpec::default()).await?;
+    let (host, foreign, app) = running(ServerSpec::default()).await?;
+    let decoy = stat(foreign.pid())?;
     restart_into(&app, "orphan").await?;
     // The leftover: a process of ours in another session, holding 2 GiB on GPU 0.
     let s = app.state().await?.latest.expect("sample");
@@ -95,6 +184,24 @@ async fn an_orphan_that_escaped_the_group_is_found_and_killed() -> anyhow::Resul
     let root_sid = app.server().await?.root.map(|r| r.pid as i32);
     let escaped: Vec<u32> = ours.filter(|p| p.sid != root_sid).map(|p| p.pid).collect();
     assert_eq!(escaped.len(), 1, "{s:#?}");
+    // The same, by /proc and the host: the one process of this generation
+    // outside the launcher's group, and its 2 GiB on GPU 0.
+    let old = generation(&app).await?;
+    let outside: Vec<u32> = old
+        .iter()
+        .filter(|p| p.pgid != old[0].pgid)
+        .map(|p| p.pid)
+        .collect();
+    assert_eq!(outside, escaped, "{old:?}");
+    let deadline = Instant::now() + T;
+    while !held(&host)?.contains(&(0, escaped[0], 2 * GIB)) {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the leftover never held its 2 GiB on GPU 0: {:?}",
+            held(&host)?
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let d = restart_into(&app, "normal").await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
@@ -102,6 +209,52 @@ async fn an_orphan_that_escaped_the_group_is_found_and_killed() -> anyhow::Resul
     let ready = app.wait_phase(Phase::Ready, T).await?;
     assert!(ready.failure.is_none());
     assert!(tests::alive(foreign.pid()));
+    // The record: the leftover ignores SIGTERM and outlives its group, so the
+    // drain runs out (one process of ours still alive) and SIGKILL ends it.
+    assert_eq!(
+        markers(&d),
+        ["sigterm", "sigkill", "verified", "launch", "ready"]
+    );
+    assert!(
+        notes(&d).contains("drain timed out") && notes(&d).contains("1 process(es) alive"),
+        "{}",
+        notes(&d)
+    );
+    let drain = d["summary"]["durations"]["drain_ms"]
+        .as_u64()
+        .expect("drain");
+    assert!(
+        drain >= 5_000,
+        "the drain ended at {drain} ms, before its timeout"
+    );
+    assert!(d["summary"]["durations"]["kill_ms"].as_u64().is_some());
+    let phases: Vec<&str> = d["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .filter_map(|t| t["phase"].as_str())
+        .collect();
+    assert_eq!(phases.first(), Some(&"draining"), "{phases:?}");
+    assert!(phases.contains(&"killing"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"ready"), "{phases:?}");
+    // The timeline saw the leftover alone: during the drain, GPU 0 still held
+    // its 2 GiB once the workers' memory on GPUs 1–3 was back at baseline.
+    let alone = d["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter(|p| p["phase"] == "draining")
+        .any(|p| {
+            let mem = |i: usize| p["mem_used_bytes"][i].as_u64();
+            mem(0).is_some_and(|b| b >= 2 * GIB) && (1..4).all(|i| mem(i) == Some(4 * MIB))
+        });
+    assert!(
+        alone,
+        "no drain point shows the leftover alone on GPU 0: {d}"
+    );
+    // And the host itself: the whole orphan generation, leftover included,
+    // is gone from every GPU; the decoy is untouched.
+    old_gone_and_decoy_untouched(&host, &old, &decoy)?;
     Ok(())
 }
 
@@ -110,12 +263,14 @@ async fn a_slow_drain_finishes_in_flight_requests_and_the_timeline_shows_them() 
 {
     // The server waits up to 15 s for its requests, drainwatch up to 30 s: only
     // the requests' own lengths end the drain.
-    let (_host, foreign, app) = running(ServerSpec {
+    let (host, foreign, app) = running(ServerSpec {
         drain: "30s",
         ..ServerSpec::default()
     })
     .await?;
+    let decoy = stat(foreign.pid())?;
     restart_into(&app, "slow-drain=15000").await?;
+    let old = generation(&app).await?;
     let port = app.server().await?.port;
     // Three streaming requests in flight when the restart begins, ending about
     // 1, 3.5 and 6 s later: the drain sees them finish one by one.
@@ -149,6 +304,9 @@ async fn a_slow_drain_finishes_in_flight_requests_and_the_timeline_shows_them() 
     assert!(running.last().is_some_and(|l| *l < most), "{running:?}");
     assert!(!markers(&d).contains(&"sigkill".to_owned()));
     assert!(tests::alive(foreign.pid()));
+    // The drained generation is gone from every GPU by the host's own
+    // account, and the decoy is untouched.
+    old_gone_and_decoy_untouched(&host, &old, &decoy)?;
     Ok(())
 }
 

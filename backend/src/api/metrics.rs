@@ -1,4 +1,4 @@
-//! `GET /metrics`: Prometheus text. GPU series carry DCGM-exporter's names,
+//! `GET /metrics`: OpenMetrics text (Prometheus scrapes it natively). GPU series carry DCGM-exporter's names,
 //! units and labels, so dashboards built for dcgm-exporter read drainwatch
 //! unchanged; drainwatch's own series are `drainwatch_*`. Built per scrape
 //! from the latest sample, the hub and the store (a few hundred series at
@@ -29,10 +29,22 @@ const PHASE_BUCKETS: [f64; 12] = [
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
-fn gauge(reg: &mut Registry, name: &str, help: &str) -> FGauge {
+/// prometheus-client ends every HELP text with a period of its own.
+fn help(s: &str) -> &str {
+    s.trim_end_matches('.')
+}
+
+fn gauge(reg: &mut Registry, name: &str, text: &str) -> FGauge {
     let f = FGauge::default();
-    reg.register(name, help, f.clone());
+    reg.register(name, help(text), f.clone());
     f
+}
+
+/// A gauge without labels, written `name value` (not `name{} value`).
+fn single(reg: &mut Registry, name: &str, text: &str, v: f64) {
+    let g = Gauge::<f64, AtomicU64>::default();
+    g.set(v);
+    reg.register(name, help(text), g);
 }
 
 fn set(f: &FGauge, labels: Labels, v: f64) {
@@ -137,18 +149,18 @@ async fn own(reg: &mut Registry, state: &AppState) {
         ]),
         1.0,
     );
-    let clients = gauge(
+    single(
         reg,
         "drainwatch_connected_sockets",
         "Open WebSocket connections.",
+        state.hub.client_count() as f64,
     );
-    set(&clients, Vec::new(), state.hub.client_count() as f64);
-    let people = gauge(
+    single(
         reg,
         "drainwatch_connected_clients",
         "Distinct people (token names, or addresses without authentication) with a socket open.",
+        state.hub.presence().len() as f64,
     );
-    set(&people, Vec::new(), state.hub.presence().len() as f64);
 
     if let Some(s) = state.hub.server_status() {
         let phase = gauge(
@@ -160,21 +172,21 @@ async fn own(reg: &mut Registry, state: &AppState) {
             let v = if p == s.phase { 1.0 } else { 0.0 };
             set(&phase, l(&[("phase", name(&p))]), v);
         }
-        let generation = gauge(
+        single(
             reg,
             "drainwatch_server_generation",
             "Launches of the managed server so far.",
+            s.generation as f64,
         );
-        set(&generation, Vec::new(), s.generation as f64);
-        if s.has_metrics {
-            let live = gauge(
+        if s.has_metrics
+            && let Some(v) = s.passive.output_tok_s
+        {
+            single(
                 reg,
                 "drainwatch_server_output_tokens_per_second",
                 "Output tokens per second from the server's own metrics.",
+                v,
             );
-            if let Some(v) = s.passive.output_tok_s {
-                set(&live, Vec::new(), v);
-            }
         }
     }
 
@@ -182,7 +194,7 @@ async fn own(reg: &mut Registry, state: &AppState) {
     let restarts = Family::<Labels, Counter>::default();
     reg.register(
         "drainwatch_restarts",
-        "Operations on the managed server by kind and outcome.",
+        help("Operations on the managed server by kind and outcome."),
         restarts.clone(),
     );
     let phases = Family::<Labels, Histogram>::new_with_constructor(|| {
@@ -190,7 +202,7 @@ async fn own(reg: &mut Registry, state: &AppState) {
     });
     reg.register(
         "drainwatch_restart_phase_seconds",
-        "Time spent in each part of a finished operation.",
+        help("Time spent in each part of a finished operation."),
         phases.clone(),
     );
     if let Ok(all) = store.outcomes().await {
