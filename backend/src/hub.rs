@@ -154,6 +154,11 @@ impl Hub {
         self.push_event(&ServerMsg::Bench(progress));
     }
 
+    /// New points of the running operation's timeline.
+    pub fn publish_timeline(&self, restart_id: i64, points: Vec<shared::restart::TimelinePoint>) {
+        self.push_event(&ServerMsg::Timeline { restart_id, points });
+    }
+
     /// A benchmark run finished.
     pub fn publish_bench_run(&self, run: shared::bench::BenchRun) {
         self.push_event(&ServerMsg::BenchRun(run));

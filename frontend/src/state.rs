@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use shared::auth::{Presence, SessionInfo};
 use shared::bench::{BenchProgress, FlagSetResults};
-use shared::restart::{Flags, OpKind, Outcome, RestartSummary, ServerStatus};
+use shared::restart::{Flags, OpKind, Outcome, RestartSummary, ServerStatus, TimelinePoint};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 use crate::series::{self, Series};
@@ -240,6 +240,8 @@ pub(crate) struct AppState {
     pub(crate) dialog: RwSignal<Option<DialogOpen>>,
     /// The restart whose detail is open.
     pub(crate) detail: RwSignal<Option<i64>>,
+    /// The newest points of the running operation's timeline, as they came.
+    pub(crate) timeline: RwSignal<Option<(i64, Vec<TimelinePoint>)>>,
     /// The running benchmark, from `bench` messages and the server's status.
     pub(crate) bench: RwSignal<Option<BenchProgress>>,
     /// The newest run that finished (from `bench_run` messages).
@@ -272,6 +274,7 @@ impl AppState {
             restarts: RwSignal::new(Vec::new()),
             dialog: RwSignal::new(None),
             detail: RwSignal::new(None),
+            timeline: RwSignal::new(None),
             bench: RwSignal::new(None),
             last_run: RwSignal::new(None),
             ledger: RwSignal::new(Vec::new()),
@@ -340,6 +343,9 @@ impl AppState {
                 self.server.set(Some(status));
             }
             ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
+            ServerMsg::Timeline { restart_id, points } => {
+                self.timeline.set(Some((restart_id, points)))
+            }
             ServerMsg::Bench(progress) => {
                 let finished = self.finished_run();
                 let next = next_progress(self.bench.get_untracked(), progress, finished);

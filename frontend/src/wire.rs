@@ -56,6 +56,12 @@ struct Pong {
 }
 
 #[derive(Deserialize)]
+struct Timeline {
+    restart_id: i64,
+    points: Vec<shared::restart::TimelinePoint>,
+}
+
+#[derive(Deserialize)]
 struct Error {
     code: ErrorCode,
     message: String,
@@ -79,6 +85,13 @@ pub(crate) fn parse_msg(text: &str) -> Result<Msg, String> {
         "sample" => ServerMsg::Sample(read(body)?),
         "server" => ServerMsg::Server(read(body)?),
         "restart" => ServerMsg::Restart(read(body)?),
+        "timeline" => {
+            let t: Timeline = read(body)?;
+            ServerMsg::Timeline {
+                restart_id: t.restart_id,
+                points: t.points,
+            }
+        }
         "bench" => ServerMsg::Bench(read(body)?),
         "bench_run" => ServerMsg::BenchRun(read(body)?),
         "presence" => ServerMsg::Presence {
@@ -103,12 +116,13 @@ mod tests {
     use super::*;
 
     /// Every message fixture, as drainwatch writes it.
-    const FIXTURES: [&str; 10] = [
+    const FIXTURES: [&str; 11] = [
         include_str!("../../shared/tests/fixtures/hello.json"),
         include_str!("../../shared/tests/fixtures/snapshot.json"),
         include_str!("../../shared/tests/fixtures/sample.json"),
         include_str!("../../shared/tests/fixtures/server.json"),
         include_str!("../../shared/tests/fixtures/restart.json"),
+        include_str!("../../shared/tests/fixtures/timeline.json"),
         include_str!("../../shared/tests/fixtures/bench.json"),
         include_str!("../../shared/tests/fixtures/bench_run.json"),
         include_str!("../../shared/tests/fixtures/presence.json"),

@@ -8,11 +8,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{BenchProgress, BenchRun};
-use crate::restart::{RestartSummary, ServerStatus};
+use crate::restart::{RestartSummary, ServerStatus, TimelinePoint};
 use crate::{Sample, Snapshot};
 
 /// Bumped on every incompatible change to any type in this crate.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Server → client.
 ///
@@ -41,6 +41,12 @@ pub enum ServerMsg<R = BenchRun> {
     Server(ServerStatus),
     /// A restart record was added or changed (for the history table).
     Restart(RestartSummary),
+    /// New points of the running operation's drain timeline, in time order: a
+    /// few to a message, about five messages a second while it runs.
+    Timeline {
+        restart_id: i64,
+        points: Vec<TimelinePoint>,
+    },
     /// The running benchmark advanced.
     Bench(BenchProgress),
     /// A benchmark run finished (its results are in the ledger).

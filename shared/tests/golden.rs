@@ -286,6 +286,26 @@ fn server_cases() -> Vec<(&'static str, ServerMsg)> {
         ("pong", ServerMsg::Pong { nonce: 7 }),
         ("server", ServerMsg::Server(server_status())),
         ("restart", ServerMsg::Restart(restart_summary())),
+        (
+            "timeline",
+            ServerMsg::Timeline {
+                restart_id: 12,
+                points: vec![
+                    restart::TimelinePoint {
+                        at_ms: 1_764_680_001_000,
+                        phase: restart::Phase::Draining,
+                        mem_used_bytes: vec![Some(94_489_280_512), None],
+                        running_requests: Some(3),
+                    },
+                    restart::TimelinePoint {
+                        at_ms: 1_764_680_001_020,
+                        phase: restart::Phase::Killing,
+                        mem_used_bytes: vec![Some(4_194_304), Some(4_194_304)],
+                        running_requests: None,
+                    },
+                ],
+            },
+        ),
         ("bench", ServerMsg::Bench(bench_progress())),
         ("bench_run", ServerMsg::BenchRun(bench_run())),
         (

@@ -176,9 +176,30 @@ async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<(
     b.wait_enabled(&confirm, T).await?;
     confirm.click().await?;
 
-    // The whole team sees it happen, then the new generation is ready.
+    // The whole team sees it happen. Its record, opened while it runs, grows
+    // live: the drain chart gains points during the warm-up.
     b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
         p != "ready"
+    })
+    .await?;
+    b.wait_attr("[data-testid=history-row]", "data-outcome", T, |o| {
+        o == "running"
+    })
+    .await?;
+    b.click("[data-testid=history-row]").await?;
+    b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
+        p == "warming_up"
+    })
+    .await?;
+    let points = |v: &str| v.parse::<usize>().unwrap_or(0);
+    let seen = points(
+        &b.wait_attr("[data-testid=drain-chart]", "data-points", T, |v| {
+            points(v) > 0
+        })
+        .await?,
+    );
+    b.wait_attr("[data-testid=drain-chart]", "data-points", T, |v| {
+        points(v) >= seen + 20
     })
     .await?;
     b.wait_attr("[data-testid=server-phase]", "data-phase", 2 * T, |p| {
@@ -192,12 +213,7 @@ async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<(
     })
     .await?;
 
-    // The restart's detail: the drain chart with its markers.
-    b.client
-        .find(Locator::Css("[data-testid=history-row]"))
-        .await?
-        .click()
-        .await?;
+    // The restart's detail, still open: the drain chart with all its markers.
     b.wait_count(
         "[data-testid=restart-detail] [data-testid=drain-chart]",
         1,

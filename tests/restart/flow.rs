@@ -173,3 +173,58 @@ async fn a_server_started_by_hand_is_adopted_on_request_then_restarted() -> anyh
     assert_eq!(kinds, ["restart", "adopt"]);
     Ok(())
 }
+
+/// Every browser sees the drain chart grow: the points taken during an
+/// operation reach an open socket as they are taken, and they are the points
+/// the record keeps.
+#[tokio::test]
+async fn the_timeline_reaches_every_socket_as_it_is_taken() -> anyhow::Result<()> {
+    use shared::ServerMsg;
+    let host = SimHost::new(300);
+    let spec = ServerSpec {
+        warmup_ms: 2_000,
+        ..ServerSpec::default()
+    };
+    let app = spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let mut ws = tests::ws::WsClient::connect(&app.addr).await?;
+    let id = app.restart(json!({"--tp": "3"})).await?;
+    let mut pushed: Vec<u64> = Vec::new();
+    let mut messages = 0;
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        anyhow::ensure!(std::time::Instant::now() < deadline, "restart never ended");
+        match ws.next_msg(T).await? {
+            ServerMsg::Timeline { restart_id, points } => {
+                assert_eq!(restart_id, id);
+                messages += 1;
+                for p in points {
+                    assert!(pushed.last().is_none_or(|l| p.at_ms > *l), "out of order");
+                    pushed.push(p.at_ms);
+                }
+            }
+            ServerMsg::Restart(s)
+                if s.id == id && s.outcome != shared::restart::Outcome::Running =>
+            {
+                break;
+            }
+            _ => {}
+        }
+    }
+    // Several points to a message, many messages over the ≥ 2 s the restart took.
+    assert!(messages >= 5, "{messages} timeline messages");
+    assert!(
+        pushed.len() > messages,
+        "{} points in {messages} messages",
+        pushed.len()
+    );
+    let d = app.finished_restart(id, T).await?;
+    let stored: Vec<u64> = d["timeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|p| p["at_ms"].as_u64())
+        .collect();
+    assert_eq!(pushed, stored, "the socket and the record disagree");
+    Ok(())
+}

@@ -1,11 +1,12 @@
-//! One operation in full, as a modal: fetched from `GET /api/restarts/{id}` and,
-//! while it runs, fetched again every second and whenever a `Restart` event for
-//! it arrives. The drain chart, the phase transitions, the failure and the log.
+//! One operation in full, as a modal: fetched from `GET /api/restarts/{id}`, again
+//! whenever a `restart` message for it arrives or its operation enters a phase,
+//! and while it runs its drain chart grows from the socket's `timeline` messages.
+//! The drain chart, the phase transitions, the failure and the log.
 
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use shared::restart::{Outcome, RestartDetail};
+use shared::restart::{Outcome, RestartDetail, TimelinePoint};
 
 use crate::api;
 use crate::components::drain_chart::DrainChart;
@@ -16,8 +17,6 @@ use crate::markup;
 use crate::ops::outcome_key;
 use crate::state::AppState;
 
-/// How often a running operation's record is fetched again.
-const REFETCH_MS: f64 = 1000.0;
 /// Log lines shown.
 const LOG_LINES: usize = 20;
 
@@ -46,28 +45,26 @@ fn body(state: AppState, id: i64) -> impl IntoView {
     // for meanwhile.
     let in_flight = StoredValue::new(false);
     let again = StoredValue::new(false);
-    let last_fetch = StoredValue::new(0.0f64);
 
     fn fetch(
         id: i64,
-        now: f64,
         data: RwSignal<Option<RestartDetail>>,
         error: RwSignal<Option<String>>,
         in_flight: StoredValue<bool>,
         again: StoredValue<bool>,
-        last_fetch: StoredValue<f64>,
     ) {
         if in_flight.try_get_value().unwrap_or(true) {
             again.try_set_value(true);
             return;
         }
         in_flight.set_value(true);
-        last_fetch.set_value(now);
         spawn_local(async move {
             let result = api::restart_detail(id).await;
             let alive = match result {
                 Ok(d) => {
-                    let ok = data.try_set(Some(d)).is_none();
+                    let ok = data
+                        .try_update(|old| *old = Some(merged(d, old.take())))
+                        .is_some();
                     error.try_set(None);
                     ok
                 }
@@ -79,52 +76,45 @@ fn body(state: AppState, id: i64) -> impl IntoView {
             in_flight.try_set_value(false);
             if again.try_get_value().unwrap_or(false) {
                 again.try_set_value(false);
-                fetch(
-                    id,
-                    localtime::now_ms(),
-                    data,
-                    error,
-                    in_flight,
-                    again,
-                    last_fetch,
-                );
+                fetch(id, data, error, in_flight, again);
             }
         });
     }
-    let refetch = move || {
-        fetch(
-            id,
-            localtime::now_ms(),
-            data,
-            error,
-            in_flight,
-            again,
-            last_fetch,
-        )
-    };
+    let refetch = move || fetch(id, data, error, in_flight, again);
 
-    // First fetch, and again on every `Restart` event for this id.
+    // The stored record: first, on every `restart` message for this id, and on
+    // every phase the running operation enters (its transitions, markers and log).
     let summary = Memo::new(move |_| {
         state
             .restarts
             .with(|r| r.iter().find(|s| s.id == id).cloned())
     });
+    let phase = Memo::new(move |_| {
+        state.server.with(|s| {
+            s.as_ref()
+                .filter(|s| s.operation.as_ref().is_some_and(|o| o.id == id))
+                .map(|s| (s.phase, s.phase_since_ms))
+        })
+    });
     Effect::new(move |_| {
-        summary.track();
+        // Read, not only tracked: a memo recomputes when read, and only then
+        // tells this effect that it changed.
+        let _ = (summary.get(), phase.get());
         refetch();
     });
-    let running = Memo::new(move |_| {
-        let live = summary.with(|s| s.as_ref().map(|s| s.outcome));
-        let fetched = data.with(|d| d.as_ref().map(|d| d.summary.outcome));
-        // Either says running: keep reading until the stored record is final too.
-        live == Some(Outcome::Running) || fetched == Some(Outcome::Running)
-    });
-    // Every second while it runs.
+    // Between those, the timeline grows from `timeline` messages.
     Effect::new(move |_| {
-        let now = state.now_ms.get();
-        if running.get() && now - last_fetch.get_value() >= REFETCH_MS {
-            refetch();
-        }
+        state.timeline.with(|t| {
+            if let Some((rid, points)) = t
+                && *rid == id
+            {
+                data.update(|d| {
+                    if let Some(d) = d {
+                        append_newer(&mut d.timeline, points);
+                    }
+                });
+            }
+        });
     });
 
     let close = move || state.detail.set(None);
@@ -220,16 +210,15 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                     <h3 class="dlg-h">"log"</h3>
                     <LogTail
                         lines=Signal::derive(move || {
-                            // The record gets its log when the operation ends; until
-                            // then the running server's is the one to read.
-                            let live = running.get()
-                                && state
-                                    .server
-                                    .with(|s| {
-                                        s.as_ref()
-                                            .and_then(|s| s.operation.as_ref())
-                                            .is_some_and(|o| o.id == id)
-                                    });
+                            // While the operation runs, the server's status has the
+                            // newest lines; after, the record has them all.
+                            let live = state
+                                .server
+                                .with(|s| {
+                                    s.as_ref()
+                                        .and_then(|s| s.operation.as_ref())
+                                        .is_some_and(|o| o.id == id)
+                                });
                             if live {
                                 state.server.with(|s| s.as_ref().map(|s| s.log_tail.clone()).unwrap_or_default())
                             } else {
@@ -266,5 +255,66 @@ fn empty(id: i64) -> RestartDetail {
         markers: Vec::new(),
         timeline: Vec::new(),
         log_tail: Vec::new(),
+    }
+}
+
+/// Adds the points of `more` that are newer than the last of `points`.
+fn append_newer(points: &mut Vec<TimelinePoint>, more: &[TimelinePoint]) {
+    let last = points.last().map(|p| p.at_ms);
+    points.extend(
+        more.iter()
+            .filter(|p| last.is_none_or(|l| p.at_ms > l))
+            .cloned(),
+    );
+}
+
+/// The record as fetched, with the points the socket brought since it was
+/// stored (the store writes in batches, so a fetch may lag the socket).
+fn merged(mut fetched: RestartDetail, shown: Option<RestartDetail>) -> RestartDetail {
+    if let Some(shown) = shown {
+        append_newer(&mut fetched.timeline, &shown.timeline);
+    }
+    fetched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::restart::Phase;
+
+    fn p(at_ms: u64) -> TimelinePoint {
+        TimelinePoint {
+            at_ms,
+            phase: Phase::Draining,
+            mem_used_bytes: vec![Some(at_ms)],
+            running_requests: None,
+        }
+    }
+
+    fn at(points: &[TimelinePoint]) -> Vec<u64> {
+        points.iter().map(|p| p.at_ms).collect()
+    }
+
+    #[test]
+    fn the_socket_adds_only_what_is_newer() {
+        let mut points = vec![p(10), p(20)];
+        append_newer(&mut points, &[p(15), p(20), p(30), p(40)]);
+        assert_eq!(at(&points), vec![10, 20, 30, 40]);
+        let mut none = Vec::new();
+        append_newer(&mut none, &[p(5)]);
+        assert_eq!(at(&none), vec![5]);
+    }
+
+    #[test]
+    fn a_fetch_that_lags_the_socket_keeps_the_newer_points() {
+        let mut stored = empty(3);
+        stored.timeline = vec![p(10), p(20)];
+        let mut shown = empty(3);
+        shown.timeline = vec![p(10), p(20), p(30), p(40)];
+        assert_eq!(
+            at(&merged(stored.clone(), Some(shown)).timeline),
+            vec![10, 20, 30, 40]
+        );
+        assert_eq!(at(&merged(stored, None).timeline), vec![10, 20]);
     }
 }

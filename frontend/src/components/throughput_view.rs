@@ -101,7 +101,8 @@ pub(crate) fn ThroughputView() -> impl IntoView {
     });
     Effect::new(move |_| {
         state.ledger_gen.track();
-        running.track();
+        // Read, not only tracked: a memo recomputes, and notifies, when read.
+        let _ = running.get();
         fetch_ledger(state, error, loaded, busy);
     });
 

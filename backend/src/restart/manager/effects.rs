@@ -202,6 +202,8 @@ impl Manager {
     }
 
     pub(super) fn finished(&mut self, outcome: Outcome, failure: Option<Failure>, now: u64) {
+        // The last points go out under this operation's id, not the next one's.
+        self.send_timeline();
         let failure = failure.map(|f| self.with_log(f));
         let phase = self.machine.phase();
         if matches!(phase, Phase::Stopped | Phase::Failed) {

@@ -160,6 +160,8 @@ pub struct Manager {
     log: Option<LogTail>,
     log_dir: PathBuf,
     op: Option<OpRecord>,
+    /// Timeline points not yet pushed over the socket (sent with each tick).
+    unsent: Vec<TimelinePoint>,
     failure: Option<Failure>,
     adoptable: Option<ProcId>,
     /// Median time per phase over recent successful restarts, re-read from the
@@ -228,6 +230,7 @@ impl Manager {
             log: None,
             log_dir: p.log_dir,
             op: None,
+            unsent: Vec::new(),
             failure: None,
             adoptable: None,
             typical: Arc::new(Mutex::new(typical)),
@@ -370,6 +373,7 @@ impl Manager {
                 _ = tick.tick() => {
                     self.on_exits();
                     self.follow_log();
+                    self.send_timeline();
                     self.publish_status(false);
                 }
                 _ = shutdown.changed() => break,
@@ -398,6 +402,17 @@ impl Manager {
                 signal: exit.signal,
                 oom,
             });
+        }
+    }
+
+    /// Pushes the timeline points taken since the last push to every client.
+    pub(super) fn send_timeline(&mut self) {
+        if self.unsent.is_empty() {
+            return;
+        }
+        let points = std::mem::take(&mut self.unsent);
+        if let Some(op) = &self.op {
+            self.hub.publish_timeline(op.op.id, points);
         }
     }
 
@@ -430,15 +445,14 @@ impl Manager {
                 .unwrap_or_else(|p| p.into_inner())
                 .passive
                 .running;
-            self.store.point(
-                op.op.id,
-                TimelinePoint {
-                    at_ms: sample.at_ms,
-                    phase: self.machine.phase(),
-                    mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
-                    running_requests: running,
-                },
-            );
+            let point = TimelinePoint {
+                at_ms: sample.at_ms,
+                phase: self.machine.phase(),
+                mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
+                running_requests: running,
+            };
+            self.unsent.push(point.clone());
+            self.store.point(op.op.id, point);
         }
     }
 
