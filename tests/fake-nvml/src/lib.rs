@@ -9,6 +9,13 @@
 //! driver has but this one does not implement are simply not exported: a client
 //! gets "function not found" from its loader, honestly.
 //!
+//! Where the real library keeps older generations of an entry point for old
+//! binaries (`nvmlInit`/`_v2`, `nvmlDeviceGetCount`/`_v2`, the process lists in
+//! v1/`_v2`/`_v3`, `nvmlDeviceGetPciInfo`/`_v2`/`_v3`, …), this one exports every
+//! generation of each function it implements, all over one body that differs
+//! only in the struct layout written. The full list, by family, is
+//! `tests/raw_abi.rs`, which checks it against this file and the built library.
+//!
 //! The host can switch faults on per GPU ([`simhost::GpuFaults`] in `host.json`,
 //! read live): the chosen queries then return the chosen `nvmlReturn_t` before
 //! touching the caller's buffers, as a real driver does when a sensor is missing
@@ -302,6 +309,42 @@ fn handle_where(device: *mut NvmlDevice, pred: impl Fn(&GpuSpec) -> bool) -> Nvm
     })
 }
 
+/// A PCI address as the bus-id lookups accept it (hexadecimal, as `nvml.h`
+/// documents): `domain:bus:device.function`, `domain:bus:device` or
+/// `bus:device.function` (domain 0). Returns (domain, bus, device, function).
+fn parse_bus_id(s: &str) -> Option<(u32, u32, u32, u32)> {
+    let hex = |p: &str| u32::from_str_radix(p.trim(), 16).ok();
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    let (domain, bus, rest) = match *parts.as_slice() {
+        [domain, bus, rest] => (hex(domain)?, hex(bus)?, rest),
+        [bus, rest] => (0, hex(bus)?, rest),
+        _ => return None,
+    };
+    let (dev, function) = match rest.split_once('.') {
+        Some((dev, function)) => (hex(dev)?, hex(function)?),
+        // Only the three-part form may leave the function out.
+        None if parts.len() == 3 => (hex(rest)?, 0),
+        None => return None,
+    };
+    Some((domain, bus, dev, function))
+}
+
+/// Both generations of the bus-id lookup: any accepted spelling of the address
+/// finds the GPU (an 8- or 4-digit domain, upper or lower case, no domain).
+fn handle_by_bus_id(bus_id: *const c_char, device: *mut NvmlDevice) -> NvmlReturn {
+    guard(|| {
+        if let Err(e) = driver() {
+            return e;
+        }
+        let wanted = match read_str(bus_id).map(parse_bus_id) {
+            Ok(Some(address)) => address,
+            Ok(None) => return ERROR_INVALID_ARGUMENT,
+            Err(e) => return e,
+        };
+        handle_where(device, |g| parse_bus_id(&g.pci_bus_id) == Some(wanted))
+    })
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetHandleByUUID(
     uuid: *const c_char,
@@ -313,15 +356,34 @@ pub extern "C" fn nvmlDeviceGetHandleByUUID(
     }
 }
 
+/// Deprecated in `nvml.h` (a multi-GPU board shares one serial) but still
+/// exported by the real library; every simulated board carries one GPU.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleBySerial(
+    serial: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    match read_str(serial) {
+        Ok(serial) => handle_where(device, |g| g.serial == serial),
+        Err(e) => e,
+    }
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetHandleByPciBusId_v2(
     bus_id: *const c_char,
     device: *mut NvmlDevice,
 ) -> NvmlReturn {
-    match read_str(bus_id) {
-        Ok(id) => handle_where(device, |g| g.pci_bus_id.eq_ignore_ascii_case(id)),
-        Err(e) => e,
-    }
+    handle_by_bus_id(bus_id, device)
+}
+
+/// The pre-`_v2` entry point, kept by the real library for old binaries.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetHandleByPciBusId(
+    bus_id: *const c_char,
+    device: *mut NvmlDevice,
+) -> NvmlReturn {
+    handle_by_bus_id(bus_id, device)
 }
 
 #[unsafe(no_mangle)]
@@ -385,35 +447,65 @@ pub extern "C" fn nvmlDeviceGetCudaComputeCapability(
     })
 }
 
+/// GPU `i`'s PCI identity, in the `_v3` layout the older layouts are cut from.
+fn pci_info(i: u32, spec: &GpuSpec) -> PciInfo {
+    // "00000000:18:00.0" → domain, bus, device.
+    let (domain, bus, dev, _) = parse_bus_id(&spec.pci_bus_id).unwrap_or_default();
+    let mut info = PciInfo {
+        bus_id_legacy: [0; 16],
+        domain,
+        bus,
+        device: dev,
+        // 10de = NVIDIA; 2bb5 = RTX PRO 6000 Blackwell.
+        pci_device_id: 0x2bb5_10de,
+        pci_sub_system_id: 0x204e_10de + (i << 20),
+        bus_id: [0; 32],
+    };
+    fill_array(
+        &format!("{domain:04X}:{bus:02X}:{dev:02X}.0"),
+        &mut info.bus_id_legacy,
+    );
+    fill_array(&spec.pci_bus_id, &mut info.bus_id);
+    info
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo) -> NvmlReturn {
+    with_spec(device, |i, spec| put(pci, pci_info(i, spec)))
+}
+
+/// The first two generations fill the 52-byte layout from before `_v3`: the
+/// legacy bus id and the same five numbers, never the 32-byte `busId` (a caller
+/// built against them has no room for it).
+fn pci_info_legacy(device: NvmlDevice, pci: *mut PciInfoLegacy) -> NvmlReturn {
     with_spec(device, |i, spec| {
-        // "00000000:18:00.0" → domain, bus, device.
-        let mut parts = spec.pci_bus_id.split([':', '.']);
-        let mut next = || {
-            parts
-                .next()
-                .and_then(|p| u32::from_str_radix(p, 16).ok())
-                .unwrap_or(0)
-        };
-        let (domain, bus, dev) = (next(), next(), next());
-        let mut info = PciInfo {
-            bus_id_legacy: [0; 16],
-            domain,
-            bus,
-            device: dev,
-            // 10de = NVIDIA; 2bb5 = RTX PRO 6000 Blackwell.
-            pci_device_id: 0x2bb5_10de,
-            pci_sub_system_id: 0x204e_10de + (i << 20),
-            bus_id: [0; 32],
-        };
-        fill_array(
-            &format!("{domain:04X}:{bus:02X}:{dev:02X}.0"),
-            &mut info.bus_id_legacy,
-        );
-        fill_array(&spec.pci_bus_id, &mut info.bus_id);
-        put(pci, info)
+        let v3 = pci_info(i, spec);
+        put(
+            pci,
+            PciInfoLegacy {
+                bus_id: v3.bus_id_legacy,
+                domain: v3.domain,
+                bus: v3.bus,
+                device: v3.device,
+                pci_device_id: v3.pci_device_id,
+                pci_sub_system_id: v3.pci_sub_system_id,
+                reserved: [0; 4],
+            },
+        )
     })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo_v2(
+    device: NvmlDevice,
+    pci: *mut PciInfoLegacy,
+) -> NvmlReturn {
+    pci_info_legacy(device, pci)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetPciInfo(device: NvmlDevice, pci: *mut PciInfoLegacy) -> NvmlReturn {
+    pci_info_legacy(device, pci)
 }
 
 // ---------------------------------------------------------------- memory, load
@@ -613,17 +705,72 @@ pub extern "C" fn nvmlDeviceGetNumFans(device: NvmlDevice, fans: *mut c_uint) ->
 }
 
 // ---------------------------------------------------------------- processes
+//
+// Three lists (compute, graphics, MPS), each in three generations, as the real
+// library exports them: the unsuffixed call fills `nvmlProcessInfo_v1_t`, `_v2`
+// and `_v3` fill the 24-byte `nvmlProcessInfo_t`. One body per list; the
+// generations differ only in the record they write, so all nine report the same
+// processes, take the same fault switch and follow the same two-call protocol.
 
-fn compute_processes(gpu: &GpuView) -> Vec<ProcessInfo> {
-    gpu.processes
-        .iter()
-        .map(|p| ProcessInfo {
-            pid: p.pid,
-            used_gpu_memory: p.used_bytes,
+/// One entry of a process list, in the layout of the generation asked for.
+trait ProcessRecord: Copy {
+    fn new(pid: c_uint, used_bytes: c_ulonglong) -> Self;
+}
+
+impl ProcessRecord for ProcessInfoV1 {
+    fn new(pid: c_uint, used_bytes: c_ulonglong) -> Self {
+        Self {
+            pid,
+            used_gpu_memory: used_bytes,
+        }
+    }
+}
+
+impl ProcessRecord for ProcessInfo {
+    fn new(pid: c_uint, used_bytes: c_ulonglong) -> Self {
+        Self {
+            pid,
+            used_gpu_memory: used_bytes,
             gpu_instance_id: INVALID_INSTANCE_ID,
             compute_instance_id: INVALID_INSTANCE_ID,
-        })
-        .collect()
+        }
+    }
+}
+
+/// Which of a GPU's process lists.
+#[derive(Debug, Clone, Copy)]
+enum ProcessList {
+    /// The simulated host's processes.
+    Compute,
+    /// A headless inference host runs no graphics contexts.
+    Graphics,
+    /// No MPS daemon on the simulated host; no fault switch either (the
+    /// graphics list's is not this query's).
+    Mps,
+}
+
+fn running_processes<T: ProcessRecord>(
+    list: ProcessList,
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut T,
+) -> NvmlReturn {
+    match list {
+        ProcessList::Compute => with_gpu(device, |_, _, gpu| {
+            fail_if(gpu.faults.compute_processes)?;
+            let records: Vec<T> = gpu
+                .processes
+                .iter()
+                .map(|p| T::new(p.pid, p.used_bytes))
+                .collect();
+            put_list(&records, count, infos)
+        }),
+        ProcessList::Graphics => with_spec(device, |i, _| {
+            fail_if_switched(i, |f| f.graphics_processes)?;
+            put_list::<T>(&[], count, infos)
+        }),
+        ProcessList::Mps => with_spec(device, |_, _| put_list::<T>(&[], count, infos)),
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -632,10 +779,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, gpu| {
-        fail_if(gpu.faults.compute_processes)?;
-        put_list(&compute_processes(gpu), count, infos)
-    })
+    running_processes(ProcessList::Compute, device, count, infos)
 }
 
 #[unsafe(no_mangle)]
@@ -644,7 +788,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    nvmlDeviceGetComputeRunningProcesses_v3(device, count, infos)
+    running_processes(ProcessList::Compute, device, count, infos)
 }
 
 #[unsafe(no_mangle)]
@@ -653,31 +797,16 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
     count: *mut c_uint,
     infos: *mut ProcessInfoV1,
 ) -> NvmlReturn {
-    with_gpu(device, |_, _, gpu| {
-        fail_if(gpu.faults.compute_processes)?;
-        let v1: Vec<ProcessInfoV1> = gpu
-            .processes
-            .iter()
-            .map(|p| ProcessInfoV1 {
-                pid: p.pid,
-                used_gpu_memory: p.used_bytes,
-            })
-            .collect();
-        put_list(&v1, count, infos)
-    })
+    running_processes(ProcessList::Compute, device, count, infos)
 }
 
-/// A headless inference host runs no graphics contexts.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     device: NvmlDevice,
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_spec(device, |i, _| {
-        fail_if_switched(i, |f| f.graphics_processes)?;
-        put_list::<ProcessInfo>(&[], count, infos)
-    })
+    running_processes(ProcessList::Graphics, device, count, infos)
 }
 
 #[unsafe(no_mangle)]
@@ -686,18 +815,43 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    nvmlDeviceGetGraphicsRunningProcesses_v3(device, count, infos)
+    running_processes(ProcessList::Graphics, device, count, infos)
 }
 
-/// No MPS daemon on the simulated host. (Not the graphics list's body: its
-/// fault switch is not this query's.)
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    running_processes(ProcessList::Graphics, device, count, infos)
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     device: NvmlDevice,
     count: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    with_spec(device, |_, _| put_list::<ProcessInfo>(&[], count, infos))
+    running_processes(ProcessList::Mps, device, count, infos)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v2(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    running_processes(ProcessList::Mps, device, count, infos)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses(
+    device: NvmlDevice,
+    count: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    running_processes(ProcessList::Mps, device, count, infos)
 }
 
 /// Total energy since the driver loaded, in mJ: not simulated.
@@ -730,6 +884,23 @@ mod tests {
                 assert_ne!(error_string(c), c"Unknown Error", "{f:?}");
             }
         }
+    }
+
+    #[test]
+    fn bus_ids_parse_in_every_spelling_the_header_accepts() {
+        let gpu = Some((0, 0x38, 0, 0));
+        assert_eq!(parse_bus_id("00000000:38:00.0"), gpu);
+        assert_eq!(parse_bus_id("0000:38:00.0"), gpu);
+        assert_eq!(parse_bus_id("0:38:0.0"), gpu);
+        assert_eq!(parse_bus_id("0000:38:00"), gpu);
+        assert_eq!(parse_bus_id("38:00.0"), gpu);
+        assert_eq!(parse_bus_id("0000:3a:00.0"), Some((0, 0x3a, 0, 0)));
+        assert_eq!(parse_bus_id("0000:3A:1f.1"), Some((0, 0x3a, 0x1f, 1)));
+        assert_eq!(parse_bus_id("38:00"), None);
+        assert_eq!(parse_bus_id(""), None);
+        assert_eq!(parse_bus_id("GPU-1234"), None);
+        assert_eq!(parse_bus_id("0000:38:zz.0"), None);
+        assert_eq!(parse_bus_id("1:0000:38:00.0"), None);
     }
 
     #[test]

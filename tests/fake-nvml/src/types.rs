@@ -102,6 +102,21 @@ pub struct PciInfo {
     pub bus_id: [c_char; 32],
 }
 
+/// `nvmlPciInfo_t` as it was before `_v3`: 52 bytes, what `nvmlDeviceGetPciInfo`
+/// and `_v2` fill. The first 36 bytes are laid out as in [`PciInfo`] (its
+/// `busIdLegacy` was this struct's `busId`); four reserved words follow.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PciInfoLegacy {
+    pub bus_id: [c_char; 16],
+    pub domain: c_uint,
+    pub bus: c_uint,
+    pub device: c_uint,
+    pub pci_device_id: c_uint,
+    pub pci_sub_system_id: c_uint,
+    pub reserved: [c_uint; 4],
+}
+
 /// Not attached to a MIG instance.
 pub const INVALID_INSTANCE_ID: c_uint = 0xFFFF_FFFF;
 
@@ -158,6 +173,12 @@ mod tests {
         assert_eq!(size_of::<ProcessInfoV1>(), 16);
         assert_eq!(size_of::<ProcessInfo>(), 24);
         assert_eq!(size_of::<PciInfo>(), 68);
+        assert_eq!(size_of::<PciInfoLegacy>(), 52);
+        // The legacy layout is a prefix of the current one, up to the reserved words.
+        assert_eq!(
+            std::mem::offset_of!(PciInfoLegacy, reserved),
+            std::mem::offset_of!(PciInfo, bus_id)
+        );
         assert_eq!(size_of::<Utilization>(), 8);
     }
 }
