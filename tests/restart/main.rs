@@ -4,5 +4,6 @@
 mod crash;
 mod flow;
 mod guards;
+mod launch;
 mod modes;
 mod verify;

@@ -99,6 +99,8 @@ pub enum Input {
         signal: Option<i32>,
         /// The exit looked like running out of GPU memory (from the log).
         oom: bool,
+        /// The server said its address was already in use (from the log).
+        port_in_use: bool,
     },
     /// `/health` answered 200.
     Healthy,
@@ -278,8 +280,20 @@ impl Machine {
                 };
                 self.fail(now, failure, &mut fx);
             }
-            Input::RootExited { code, signal, oom } => {
-                self.root_exited(code, signal, oom, now, &mut fx)
+            Input::RootExited {
+                code,
+                signal,
+                oom,
+                port_in_use,
+            } => {
+                let cause = if oom {
+                    LaunchCause::Oom
+                } else if port_in_use {
+                    LaunchCause::PortInUse { holder_pid: None }
+                } else {
+                    LaunchCause::Exited { code, signal }
+                };
+                self.root_exited(code, signal, cause, now, &mut fx)
             }
             Input::Healthy if self.phase == Phase::WarmingUp => fx.push(Effect::Entered {
                 phase: Phase::WarmingUp,
@@ -469,22 +483,18 @@ impl Machine {
         }
     }
 
+    /// The root exited; `cause` is what that means for a launch.
     fn root_exited(
         &mut self,
         code: Option<i32>,
         signal: Option<i32>,
-        oom: bool,
+        cause: LaunchCause,
         now: u64,
         fx: &mut Vec<Effect>,
     ) {
         match self.phase {
             Phase::Launching | Phase::WarmingUp => {
                 fx.push(Effect::KillAll);
-                let cause = if oom {
-                    LaunchCause::Oom
-                } else {
-                    LaunchCause::Exited { code, signal }
-                };
                 let failure = Failure::LaunchFailed {
                     cause,
                     log_tail: Vec::new(),

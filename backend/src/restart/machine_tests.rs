@@ -327,6 +327,7 @@ fn launch_failures_are_classified() {
                 code: Some(1),
                 signal: None,
                 oom: true,
+                port_in_use: false,
             },
             LaunchCause::Oom,
         ),
@@ -335,11 +336,21 @@ fn launch_failures_are_classified() {
                 code: Some(3),
                 signal: None,
                 oom: false,
+                port_in_use: false,
             },
             LaunchCause::Exited {
                 code: Some(3),
                 signal: None,
             },
+        ),
+        (
+            Input::RootExited {
+                code: Some(1),
+                signal: None,
+                oom: false,
+                port_in_use: true,
+            },
+            LaunchCause::PortInUse { holder_pid: None },
         ),
         (
             Input::SpawnFailed(LaunchCause::PortInUse {
@@ -412,6 +423,7 @@ fn a_server_that_dies_on_its_own_is_crashed() {
             code: None,
             signal: Some(9),
             oom: false,
+            port_in_use: false,
         },
         5 * S,
     );
@@ -499,6 +511,7 @@ fn late_probe_results_after_a_failure_change_nothing() {
             code: Some(1),
             signal: None,
             oom: false,
+            port_in_use: false,
         },
         S,
     );

@@ -111,21 +111,48 @@ fn rotate(path: &Path) {
     }
 }
 
-/// Deletes all but the newest [`KEEP_LOGS`] launch logs in `dir`.
+/// Deletes the logs of all but the newest [`KEEP_LOGS`] launches in `dir` (a
+/// launch's log is `launch-N.log` and its rotated `launch-N.log.1`).
 pub fn prune(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut logs: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("launch-"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    logs.sort();
-    let excess = logs.len().saturating_sub(KEEP_LOGS * 2);
-    for (_, p) in logs.into_iter().take(excess) {
-        let _ = std::fs::remove_file(p);
+    // Per launch: its newest file's time, and its files.
+    let mut launches: std::collections::HashMap<String, (std::time::SystemTime, Vec<PathBuf>)> =
+        std::collections::HashMap::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name
+            .strip_suffix(".log.1")
+            .or_else(|| name.strip_suffix(".log"))
+            .filter(|s| s.starts_with("launch-"))
+        else {
+            continue;
+        };
+        let Some(at) = e.metadata().and_then(|m| m.modified()).ok() else {
+            continue;
+        };
+        let entry = launches
+            .entry(stem.to_owned())
+            .or_insert((std::time::UNIX_EPOCH, Vec::new()));
+        entry.0 = entry.0.max(at);
+        entry.1.push(e.path());
     }
+    let mut launches: Vec<_> = launches.into_values().collect();
+    launches.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, files) in launches.into_iter().skip(KEEP_LOGS) {
+        for p in files {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Whether a log tail shows the server failing to bind its port.
+pub fn looks_like_port_in_use(lines: &[String]) -> bool {
+    lines.iter().rev().take(100).any(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("address already in use") || l.contains("eaddrinuse")
+    })
 }
 
 /// Whether a log tail shows the process running out of (GPU) memory.
@@ -175,5 +202,41 @@ mod tests {
         ];
         assert!(looks_like_oom(&lines));
         assert!(!looks_like_oom(&["ready".to_owned()]));
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_launches_with_their_rotated_logs() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3_600);
+        for n in 0..(KEEP_LOGS + 3) {
+            let at = old + std::time::Duration::from_secs(n as u64);
+            for name in [format!("launch-{n}.log"), format!("launch-{n}.log.1")] {
+                let f = File::create(dir.path().join(name)).expect("create");
+                f.set_modified(at).expect("mtime");
+            }
+        }
+        File::create(dir.path().join("drainwatch.db")).expect("other");
+        prune(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left.len(), 2 * KEEP_LOGS + 1, "{left:?}");
+        assert!(left.contains(&"drainwatch.db".to_owned()));
+        assert!(left.contains(&format!("launch-{}.log.1", KEEP_LOGS + 2)));
+        assert!(!left.contains(&"launch-2.log".to_owned()), "{left:?}");
+        assert!(left.contains(&"launch-3.log".to_owned()), "{left:?}");
+    }
+
+    #[test]
+    fn a_taken_port_is_recognised_in_the_log() {
+        let l = |s: &str| vec![s.to_owned()];
+        assert!(looks_like_port_in_use(&l(
+            "OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use"
+        )));
+        assert!(looks_like_port_in_use(&l("listen EADDRINUSE :::30000")));
+        assert!(!looks_like_port_in_use(&l("server listening on 30000")));
     }
 }

@@ -19,7 +19,7 @@ use shared::restart::LaunchCause;
 use crate::config::file::ServerConfig;
 use crate::config::flags::Invocation;
 
-pub use logs::{LogTail, looks_like_oom, prune};
+pub use logs::{LogTail, looks_like_oom, looks_like_port_in_use, prune};
 
 /// A server process drainwatch started.
 #[derive(Debug, Clone, PartialEq, Eq)]

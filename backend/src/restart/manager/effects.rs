@@ -106,6 +106,8 @@ impl Manager {
         if let Some(p) = self.probe.take() {
             p.abort();
         }
+        // The last launch's log is not this one's, whatever happens next.
+        self.log = None;
         if let Some(holder_pid) = supervisor::port_holder(self.cfg.port) {
             self.feed(Input::SpawnFailed(
                 shared::restart::LaunchCause::PortInUse { holder_pid },
@@ -118,8 +120,9 @@ impl Manager {
             .allow
             .invocation(&self.cfg.args, &self.cfg.env, &flags);
         let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
+        let launched = supervisor::launch(&self.cfg, &inv, &log_path);
         supervisor::prune(&self.log_dir);
-        match supervisor::launch(&self.cfg, &inv, &log_path) {
+        match launched {
             Ok(l) => {
                 let now = now_ms();
                 tracing::info!(

@@ -393,14 +393,19 @@ impl Manager {
                 continue;
             }
             tracing::info!(pid = exit.pid, code = ?exit.code, signal = ?exit.signal, "server root exited");
-            let oom = self.log.as_mut().is_some_and(|l| {
-                l.poll();
-                supervisor::looks_like_oom(&l.last(100))
-            });
+            let last = self
+                .log
+                .as_mut()
+                .map(|l| {
+                    l.poll();
+                    l.last(100)
+                })
+                .unwrap_or_default();
             self.feed(Input::RootExited {
                 code: exit.code,
                 signal: exit.signal,
-                oom,
+                oom: supervisor::looks_like_oom(&last),
+                port_in_use: supervisor::looks_like_port_in_use(&last),
             });
         }
     }
