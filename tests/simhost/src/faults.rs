@@ -82,7 +82,7 @@ impl Fault {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GpuFaults {
-    /// `nvmlDeviceGetHandleByIndex(_v2)`, `…ByUUID`, `…ByPciBusId_v2` for this GPU:
+    /// `nvmlDeviceGetHandleByIndex(_v2)`, `…ByUUID`, `…ByPciBusId(_v2)`, `…BySerial` for this GPU:
     /// the device cannot be opened at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handle: Option<Fault>,
@@ -105,7 +105,7 @@ pub struct GpuFaults {
     /// query as on the fill.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compute_processes: Option<Fault>,
-    /// `nvmlDeviceGetGraphicsRunningProcesses_v2`/`_v3`.
+    /// `nvmlDeviceGetGraphicsRunningProcesses` (v1, `_v2`, `_v3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graphics_processes: Option<Fault>,
 }
