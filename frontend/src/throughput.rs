@@ -46,17 +46,20 @@ pub(crate) fn fmt_delta(pct: f64) -> String {
 }
 
 /// The server panel's live line from the server's own metrics: "612 tok/s ·
-/// 16 running · 0 queued".
+/// 16 running · 0 queued · p50 TTFT 48.5 ms · ITL 21.2 ms".
 pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
     if !has_metrics {
         return "this server exposes no metrics".to_owned();
     }
     let n = |v: Option<u32>| v.map_or_else(|| MISSING.to_owned(), |v| v.to_string());
+    let ms = |v: Option<f64>| format!("{} ms", v.map_or_else(|| MISSING.to_owned(), ms_num));
     format!(
-        "{} · {} running · {} queued",
+        "{} · {} running · {} queued · p50 TTFT {} · ITL {}",
         fmt_tok_s(p.output_tok_s),
         n(p.running),
-        n(p.queued)
+        n(p.queued),
+        ms(p.ttft_p50_ms),
+        ms(p.itl_p50_ms)
     )
 }
 
@@ -920,12 +923,17 @@ mod tests {
             output_tok_s: Some(612.0),
             running: Some(16),
             queued: Some(0),
+            ttft_p50_ms: Some(48.46),
+            itl_p50_ms: Some(21.25),
         };
-        assert_eq!(live_text(true, &p), "612 tok/s · 16 running · 0 queued");
+        assert_eq!(
+            live_text(true, &p),
+            "612 tok/s · 16 running · 0 queued · p50 TTFT 48.5 ms · ITL 21.2 ms"
+        );
         assert_eq!(live_text(false, &p), "this server exposes no metrics");
         assert_eq!(
             live_text(true, &Passive::default()),
-            "— tok/s · — running · — queued"
+            "— tok/s · — running · — queued · p50 TTFT — ms · ITL — ms"
         );
         let mut b = BenchProgress {
             run_id: 4,

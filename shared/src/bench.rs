@@ -310,6 +310,14 @@ pub struct Passive {
     pub output_tok_s: Option<f64>,
     pub running: Option<u32>,
     pub queued: Option<u32>,
+    /// Median time to first token of the requests served over the last
+    /// interval, from the server's histogram; `None` when it has none, or
+    /// served nothing.
+    #[serde(default)]
+    pub ttft_p50_ms: Option<f64>,
+    /// Median time between tokens over the last interval, likewise.
+    #[serde(default)]
+    pub itl_p50_ms: Option<f64>,
 }
 
 /// A flag set with its measured results (the ledger's row).

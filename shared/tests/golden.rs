@@ -154,6 +154,8 @@ fn server_status() -> restart::ServerStatus {
         log_tail: vec!["[2026-12-02 16:00:00] server started".into()],
         flagset: Some("3f9a0c1d2e4b".into()),
         passive: bench::Passive {
+            ttft_p50_ms: Some(48.5),
+            itl_p50_ms: Some(21.25),
             output_tok_s: Some(612.5),
             running: Some(16),
             queued: Some(0),

@@ -401,6 +401,28 @@ async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_can
         })
         .await?;
     assert!(s.server.expect("server").has_metrics);
+    // And its latency histograms: the medians of what it served lately, near
+    // the simulated server's TTFT and ITL at four requests in flight (loose:
+    // the point is that they are read, in milliseconds, from the right series).
+    let spec = spec();
+    let (ttft, itl) = (spec.ttft_at(4), spec.itl_at(4));
+    let s = app
+        .wait_for_state("passive latencies", Duration::from_secs(10), |s| {
+            s.server
+                .as_ref()
+                .is_some_and(|v| v.passive.ttft_p50_ms.is_some() && v.passive.itl_p50_ms.is_some())
+        })
+        .await?;
+    let p = s.server.expect("server").passive;
+    let (got_ttft, got_itl) = (p.ttft_p50_ms.expect("ttft"), p.itl_p50_ms.expect("itl"));
+    assert!(
+        got_ttft > 0.5 * ttft && got_ttft < 2.0 * ttft + 20.0,
+        "TTFT p50 {got_ttft} ms, the server's {ttft} ms"
+    );
+    assert!(
+        got_itl > 0.5 * itl && got_itl < 2.0 * itl + 10.0,
+        "ITL p50 {got_itl} ms, the server's {itl} ms"
+    );
     let flagset = app.server().await?.flagset.context("a flag set")?;
     let (code, _) = app.post("/api/bench/cancel", &json!({})).await?;
     assert_eq!(code, 202);

@@ -10,7 +10,7 @@ use tokio::sync::{Notify, mpsc};
 
 use shared::bench::Passive;
 
-use super::observe::metrics;
+use super::observe::{Buckets, metrics, quantile};
 use crate::config::file::Readiness;
 
 /// A probe's finding about the server of one generation.
@@ -99,6 +99,8 @@ pub(crate) async fn scrape(
     wake: Arc<Notify>,
     out: Arc<Mutex<Scraped>>,
 ) {
+    // The latency histograms at the start of the current window.
+    let mut hists: Option<(tokio::time::Instant, Buckets, Buckets)> = None;
     loop {
         let text = match client
             .get(&url)
@@ -113,7 +115,7 @@ pub(crate) async fn scrape(
         {
             let mut s = out.lock().unwrap_or_else(|p| p.into_inner());
             let m = text.as_deref().map(metrics);
-            let tokens = m.and_then(|m| m.generated);
+            let tokens = m.as_ref().and_then(|m| m.generated);
             let due = match (s.last, tokens) {
                 (Some((at, _)), Some(_)) => now.duration_since(at) >= RATE_WINDOW,
                 _ => true,
@@ -125,12 +127,41 @@ pub(crate) async fn scrape(
                 }
                 _ => None,
             };
+            // p50 latencies of what the server served over the last window.
+            let (mut ttft_p50_ms, mut itl_p50_ms) = (s.passive.ttft_p50_ms, s.passive.itl_p50_ms);
+            match &m {
+                None => {
+                    (ttft_p50_ms, itl_p50_ms) = (None, None);
+                    hists = None;
+                }
+                Some(m) => {
+                    let window_over = hists
+                        .as_ref()
+                        .is_none_or(|(at, _, _)| now.duration_since(*at) >= RATE_WINDOW);
+                    if window_over {
+                        // The first reading holds everything since the server
+                        // started: only the windows after it say how it serves now.
+                        let p50 = |before: &Buckets, now: &Buckets| {
+                            quantile(before, now, 0.5).map(|s| s * 1e3)
+                        };
+                        (ttft_p50_ms, itl_p50_ms) = match &hists {
+                            Some((_, t, i)) => (p50(t, &m.ttft), p50(i, &m.itl)),
+                            None => (None, None),
+                        };
+                        hists = Some((now, m.ttft.clone(), m.itl.clone()));
+                    }
+                }
+            }
             s.passive = Passive {
-                output_tok_s,
-                running: m.and_then(|m| m.running),
-                queued: m.and_then(|m| m.queued),
+                output_tok_s: output_tok_s.or_else(|| m.as_ref().and_then(|m| m.gen_throughput)),
+                running: m.as_ref().and_then(|m| m.running),
+                queued: m.as_ref().and_then(|m| m.queued),
+                ttft_p50_ms,
+                itl_p50_ms,
             };
-            s.has_metrics = m.is_some_and(|m| m.running.is_some() || m.generated.is_some());
+            s.has_metrics = m.as_ref().is_some_and(|m| {
+                m.running.is_some() || m.generated.is_some() || m.gen_throughput.is_some()
+            });
             if due {
                 s.last = tokens.map(|t| (now, t));
             }

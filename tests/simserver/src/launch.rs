@@ -93,6 +93,8 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         requests: AtomicU64::new(0),
         modes,
         lateness_us: AtomicU64::new(1_000),
+        ttft: Default::default(),
+        itl: Default::default(),
         rate: RateModel::new(
             args.itl_ms,
             args.ttft_ms,

@@ -14,6 +14,7 @@
 //! Arguments after `--` are ignored: they only make the command line look like the
 //! real thing (`python3 -m sglang.launch_server --port 30000 …`).
 
+mod hist;
 mod launch;
 mod modes;
 mod rate;

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::hist::Histogram;
 use crate::modes::Modes;
 use crate::rate::RateModel;
 
@@ -38,6 +39,10 @@ pub(crate) struct Server {
     /// How late the runtime's timer wakes us, on average (µs): tokio's timer
     /// rounds up to whole milliseconds, so every sleep aims this much early.
     pub(crate) lateness_us: AtomicU64,
+    /// Time to first token of every streamed request, as sent.
+    pub(crate) ttft: Histogram,
+    /// Time between tokens, per token (an event of k tokens counts k times).
+    pub(crate) itl: Histogram,
 }
 
 impl Server {
@@ -239,6 +244,8 @@ struct Progress {
     sent: u64,
     due: Instant,
     done: bool,
+    /// When the request came, then when the last event went out.
+    last: Instant,
 }
 
 /// Server-sent events at the model's pace: tokens (several per event with
@@ -258,6 +265,7 @@ fn token_stream(
         sent: 0,
         due: start,
         done: false,
+        last: Instant::now(),
     };
     stream::unfold(state, move |mut st| async move {
         if st.done {
@@ -281,6 +289,14 @@ fn token_stream(
                 }
             }
             s.wait_until(st.due).await;
+            let now = Instant::now();
+            let since = now.saturating_duration_since(st.last);
+            st.last = now;
+            if st.sent == 0 {
+                s.ttft.observe(since, 1);
+            } else {
+                s.itl.observe(since / k as u32, k);
+            }
             s.generation_tokens.fetch_add(k, Ordering::SeqCst);
             let first = st.sent;
             st.sent += k;
@@ -306,7 +322,7 @@ fn token_stream(
 
 async fn metrics(State(s): State<Arc<Server>>) -> impl IntoResponse {
     let labels = "model_name=\"default\",tp_rank=\"0\"";
-    let body = format!(
+    let mut body = format!(
         "# HELP sglang:num_running_reqs The number of running requests.\n\
          # TYPE sglang:num_running_reqs gauge\n\
          sglang:num_running_reqs{{{labels}}} {}\n\
@@ -326,6 +342,18 @@ async fn metrics(State(s): State<Arc<Server>>) -> impl IntoResponse {
         s.generation_tokens.load(Ordering::SeqCst),
         s.prompt_tokens.load(Ordering::SeqCst),
         s.requests.load(Ordering::SeqCst),
+    );
+    s.ttft.write(
+        &mut body,
+        "sglang:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        labels,
+    );
+    s.itl.write(
+        &mut body,
+        "sglang:inter_token_latency_seconds",
+        "Histogram of inter-token latency in seconds.",
+        labels,
     );
     ([("content-type", "text/plain; version=0.0.4")], body)
 }
