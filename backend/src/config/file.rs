@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub env: BTreeMap<String, String>,
     pub port: u16,
     pub gpus: Vec<u32>,
+    /// `http://HOST:PORT`: where the server's API is reached.
+    pub base_url: String,
     pub health_url: String,
     pub readiness: Readiness,
     pub metrics_url: String,
@@ -128,6 +130,9 @@ struct RawServer {
     #[serde(default)]
     env: BTreeMap<String, String>,
     port: u16,
+    /// Where drainwatch reaches the server (an IP address; 127.0.0.1 unless
+    /// the server listens only on another interface).
+    host: Option<std::net::IpAddr>,
     gpus: Vec<u32>,
     model: Option<String>,
     health_path: Option<String>,
@@ -223,7 +228,13 @@ impl ServerConfig {
         if s.args.iter().any(|a| a.contains('\0')) {
             return Err("server.args: arguments cannot contain NUL".to_owned());
         }
-        let base = format!("http://127.0.0.1:{}", s.port);
+        let base = format!(
+            "http://{}",
+            std::net::SocketAddr::new(
+                s.host.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                s.port
+            )
+        );
         let path_of = |p: Option<String>, default: &str, key: &str| -> Result<String, String> {
             let p = p.unwrap_or_else(|| default.to_owned());
             if !p.starts_with('/') {
@@ -286,6 +297,7 @@ impl ServerConfig {
             env: s.env,
             port: s.port,
             gpus: s.gpus,
+            base_url: base.clone(),
             health_url: path_of(s.health_path, "/health", "health_path")?,
             metrics_url: path_of(s.metrics_path, "/metrics", "metrics_path")?,
             readiness,
@@ -442,6 +454,13 @@ mod tests {
         let c = ServerConfig::parse(MINIMAL).expect("valid");
         assert_eq!(c.name, "demo");
         assert_eq!(c.health_url, "http://127.0.0.1:30000/health");
+        let on = ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"::1\""))
+            .expect("valid");
+        assert_eq!(on.base_url, "http://[::1]:30000");
+        assert_eq!(on.readiness.url, "http://[::1]:30000/v1/completions");
+        let err = ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"gpu-07\""))
+            .expect_err("a name");
+        assert!(err.contains("host"), "{err}");
         assert_eq!(c.readiness.url, "http://127.0.0.1:30000/v1/completions");
         assert_eq!(c.timeouts.drain, Duration::from_secs(60));
         assert_eq!(c.verify.tolerance_bytes, 64 << 20);

@@ -113,7 +113,7 @@ impl Manager {
         let (cancel, cancelled) = watch::channel(false);
         let ctx = RunContext {
             target: Target {
-                base_url: format!("http://127.0.0.1:{}", self.cfg.port),
+                base_url: self.cfg.base_url.clone(),
                 api: run.settings.api,
                 model: self.cfg.bench.request_model.clone(),
             },
