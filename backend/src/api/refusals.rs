@@ -69,7 +69,11 @@ pub(super) async fn layer(
         return res;
     }
     let (mut parts, body) = res.into_parts();
-    let bytes = to_bytes(body, MAX_ERROR_BODY).await.unwrap_or_default();
+    // A body too long to read is rewritten whole, like a non-JSON one.
+    let (bytes, is_json) = match to_bytes(body, MAX_ERROR_BODY).await {
+        Ok(b) => (b, is_json),
+        Err(_) => (Default::default(), false),
+    };
     let message = if is_json {
         serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -94,11 +98,11 @@ pub(super) async fn layer(
             detail: format!("{}: {message}", status.as_u16()),
         });
     }
+    parts.headers.remove(CONTENT_LENGTH);
     if is_json {
         return Response::from_parts(parts, Body::from(bytes));
     }
     let json = serde_json::json!({ "error": message }).to_string();
-    parts.headers.remove(CONTENT_LENGTH);
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

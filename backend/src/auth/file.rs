@@ -118,9 +118,12 @@ impl AuthConfig {
             .trusted_proxies
             .iter()
             .map(|p| {
-                p.trim().parse::<IpAddr>().map_err(|_| {
-                    format!("trusted_proxies: `{p}` is not an IP address (e.g. \"127.0.0.1\")")
-                })
+                p.trim()
+                    .parse::<IpAddr>()
+                    .map(|ip| ip.to_canonical())
+                    .map_err(|_| {
+                        format!("trusted_proxies: `{p}` is not an IP address (e.g. \"127.0.0.1\")")
+                    })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {

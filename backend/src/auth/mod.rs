@@ -169,7 +169,9 @@ impl Auth {
         let Some(trusted) = self.cfg.as_ref().map(|c| &c.trusted_proxies) else {
             return peer;
         };
-        if !trusted.contains(&peer.ip()) {
+        // An IPv4 proxy reaching a listener on `[::]` arrives as ::ffff:a.b.c.d.
+        let is_trusted = |ip: IpAddr| trusted.contains(&ip.to_canonical());
+        if !is_trusted(peer.ip()) {
             return peer;
         }
         let hops = headers
@@ -181,8 +183,8 @@ impl Auth {
             .collect::<Vec<_>>();
         for hop in hops.iter().rev() {
             match hop.parse::<IpAddr>() {
-                Ok(ip) if trusted.contains(&ip) => continue,
-                Ok(ip) => return SocketAddr::new(ip, 0),
+                Ok(ip) if is_trusted(ip) => continue,
+                Ok(ip) => return SocketAddr::new(ip.to_canonical(), 0),
                 // A hop that is not an address: what came before it is not to be trusted.
                 Err(_) => return peer,
             }
@@ -520,6 +522,9 @@ mod tests {
             a.client(proxy, &xff("198.51.100.1, 203.0.113.9, 10.0.0.2")),
             ip("203.0.113.9")
         );
+        // An IPv4 proxy seen through a dual-stack listener is still the proxy.
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:40000".parse().expect("addr");
+        assert_eq!(a.client(mapped, &xff("203.0.113.9")), ip("203.0.113.9"));
         // A client cannot pose as another by sending the header itself.
         let stranger: SocketAddr = "203.0.113.9:5555".parse().expect("addr");
         assert_eq!(a.client(stranger, &xff("10.9.9.9")), stranger);

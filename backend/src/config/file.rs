@@ -231,7 +231,8 @@ impl ServerConfig {
         let base = format!(
             "http://{}",
             std::net::SocketAddr::new(
-                s.host.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+                s.host
+                    .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
                 s.port
             )
         );
@@ -454,12 +455,15 @@ mod tests {
         let c = ServerConfig::parse(MINIMAL).expect("valid");
         assert_eq!(c.name, "demo");
         assert_eq!(c.health_url, "http://127.0.0.1:30000/health");
-        let on = ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"::1\""))
-            .expect("valid");
+        let on =
+            ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"::1\""))
+                .expect("valid");
         assert_eq!(on.base_url, "http://[::1]:30000");
         assert_eq!(on.readiness.url, "http://[::1]:30000/v1/completions");
-        let err = ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"gpu-07\""))
-            .expect_err("a name");
+        let err = ServerConfig::parse(
+            &MINIMAL.replace("port = 30000", "port = 30000\nhost = \"gpu-07\""),
+        )
+        .expect_err("a name");
         assert!(err.contains("host"), "{err}");
         assert_eq!(c.readiness.url, "http://127.0.0.1:30000/v1/completions");
         assert_eq!(c.timeouts.drain, Duration::from_secs(60));

@@ -43,7 +43,11 @@ impl Observation {
 
     /// Everything that still stands between the GPUs and their baselines is foreign.
     fn only_foreign_left(&self) -> bool {
-        self.ours_alive == 0 && self.ours_on_gpu.is_empty() && !self.foreign_on_gpu.is_empty()
+        self.ours_alive == 0
+            && self.ours_on_gpu.is_empty()
+            && self.unreadable.is_empty()
+            && self.processes_unknown.is_none()
+            && !self.foreign_on_gpu.is_empty()
     }
 
     fn why_not_clean(&self) -> String {
@@ -156,7 +160,10 @@ pub struct Machine {
     phase: Phase,
     since_ms: u64,
     op: Option<Op>,
+    /// Consecutive observations with the same verdict while verifying…
     streak: u32,
+    /// …which is "only foreign processes left" when set, else "clean".
+    foreign_streak: bool,
     /// Processes of ours alive at the last observation.
     alive: usize,
 }
@@ -170,6 +177,7 @@ impl Machine {
             since_ms: now_ms,
             op: None,
             streak: 0,
+            foreign_streak: false,
             alive: 0,
         }
     }
@@ -218,6 +226,7 @@ impl Machine {
         self.phase = phase;
         self.since_ms = now;
         self.streak = 0;
+        self.foreign_streak = false;
         fx.push(Effect::Entered {
             phase,
             note,
@@ -422,13 +431,24 @@ impl Machine {
             self.streak = 0;
             fx.push(Effect::KillAll);
         } else if obs.clean() {
-            self.streak += 1;
+            // A streak counts one verdict: clean samples, or foreign-only ones.
+            self.streak = if self.foreign_streak {
+                1
+            } else {
+                self.streak + 1
+            };
+            self.foreign_streak = false;
             if self.streak >= self.verify_samples {
                 self.verified(now, fx);
                 return;
             }
         } else if obs.only_foreign_left() {
-            self.streak += 1;
+            self.streak = if self.foreign_streak {
+                self.streak + 1
+            } else {
+                1
+            };
+            self.foreign_streak = true;
             if self.streak >= self.verify_samples {
                 let failure = Failure::ForeignHolders {
                     holders: obs.foreign_on_gpu.clone(),

@@ -279,6 +279,44 @@ fn a_foreign_holder_under_the_tolerance_still_refuses_the_launch() {
 }
 
 #[test]
+fn a_streak_counts_one_verdict() {
+    let foreign = Input::Observe(Observation {
+        foreign_on_gpu: vec![holder(999, 3, false)],
+        ..Observation::default()
+    });
+    // Two foreign samples, then clean ones: three clean ones are still needed.
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    m.step(foreign.clone(), 2 * S);
+    m.step(foreign.clone(), 2 * S + 100);
+    m.step(clean(), 2 * S + 200);
+    m.step(clean(), 2 * S + 300);
+    assert_eq!(m.phase(), Phase::Verifying);
+    m.step(clean(), 2 * S + 400);
+    assert_eq!(m.phase(), Phase::Launching);
+    // Two clean samples, then a passing foreign holder: not a failure yet.
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), S);
+    m.step(clean(), 2 * S);
+    m.step(foreign, 2 * S + 100);
+    assert_eq!(m.phase(), Phase::Verifying);
+}
+
+#[test]
 fn what_cannot_be_read_is_not_verified() {
     for (unknown, want) in [
         (

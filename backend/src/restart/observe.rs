@@ -177,8 +177,13 @@ pub(crate) fn metrics(text: &str) -> Metrics {
 
 /// The `le` label of a bucket line, `+Inf` as infinity.
 fn le_of(line: &str) -> Option<f64> {
-    let (_, rest) = line.split_once("le=\"")?;
-    let (le, _) = rest.split_once('"')?;
+    let labels = &line[line.find('{')? + 1..];
+    // `le` itself, not a label whose name ends in it (`role`, `module`).
+    let at = labels
+        .match_indices("le=\"")
+        .map(|(i, _)| i)
+        .find(|i| *i == 0 || matches!(labels.as_bytes()[i - 1], b',' | b' '))?;
+    let (le, _) = labels[at + 4..].split_once('"')?;
     match le {
         "+Inf" => Some(f64::INFINITY),
         v => v.parse().ok(),
@@ -327,7 +332,7 @@ mod tests {
         assert_eq!(m.gen_throughput, Some(612.5));
         assert!(m.itl.is_empty());
         // vLLM's older name stands in for the inter-token latency.
-        let v = metrics("vllm:time_per_output_token_seconds_bucket{le=\"0.02\"} 4\n");
+        let v = metrics("vllm:time_per_output_token_seconds_bucket{role=\"x\",le=\"0.02\"} 4\n");
         assert_eq!(v.itl, vec![(0.02, 4.0)]);
         let both = metrics(
             "vllm:time_per_output_token_seconds_bucket{le=\"0.02\"} 4\n\

@@ -143,3 +143,24 @@ async fn audit_entries_are_kept_newest_first() {
     assert_eq!(log.len(), 2);
     assert_eq!(log[0].outcome, "accepted");
 }
+
+#[tokio::test]
+async fn the_audit_log_keeps_only_the_newest_entries() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, _) = Store::open(dir.path(), 0).expect("open");
+    for i in 0..2_000u64 {
+        store.audit(AuditEntry {
+            at_ms: i,
+            peer: "203.0.113.9:1".into(),
+            action: "restart".into(),
+            request: String::new(),
+            outcome: "refused".into(),
+            detail: "401: log in first".into(),
+        });
+    }
+    store.flush().await;
+    let log = store.audit_log(10_000).await.expect("audit");
+    assert_eq!(log.len() as i64, super::writer::MAX_AUDIT);
+    assert_eq!(log[0].at_ms, 1_999);
+    assert_eq!(log.last().map(|a| a.at_ms), Some(500));
+}

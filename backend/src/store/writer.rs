@@ -9,6 +9,12 @@ use rusqlite::{Connection, params};
 
 use super::{BATCH, StoreError, Write, bench, name, text};
 
+/// Audit entries kept (the newest; a day of a busy team is a few hundred).
+#[cfg(not(test))]
+const MAX_AUDIT: i64 = 100_000;
+#[cfg(test)]
+pub(super) const MAX_AUDIT: i64 = 1_500;
+
 /// The writer thread: applies writes in transactions of at most [`BATCH`].
 pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
     while let Ok(first) = rx.recv() {
@@ -107,6 +113,12 @@ fn apply(
                 "INSERT INTO audit (at_ms, peer, action, request, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![a.at_ms as i64, a.peer, a.action, a.request, a.outcome, a.detail],
             )?;
+            // The newest MAX_AUDIT entries are kept: refusals cost a stranger
+            // nothing to cause, and must not fill the disk.
+            let id = tx.last_insert_rowid();
+            if id % 1_000 == 0 {
+                tx.execute("DELETE FROM audit WHERE id <= ?1", params![id - MAX_AUDIT])?;
+            }
         }
         Write::Instance(i) => {
             tx.execute(

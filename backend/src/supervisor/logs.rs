@@ -147,11 +147,15 @@ pub fn prune(dir: &Path) {
     }
 }
 
-/// Whether a log tail shows the server failing to bind its port.
-pub fn looks_like_port_in_use(lines: &[String]) -> bool {
+/// Whether a log tail shows the server failing to bind `port` (a line that
+/// says the address is in use and names the port: not NCCL's or another
+/// library's clash on a port of its own).
+pub fn looks_like_port_in_use(lines: &[String], port: u16) -> bool {
+    let port = port.to_string();
     lines.iter().rev().take(100).any(|l| {
         let l = l.to_ascii_lowercase();
-        l.contains("address already in use") || l.contains("eaddrinuse")
+        (l.contains("address already in use") || l.contains("eaddrinuse"))
+            && l.split(|c: char| !c.is_ascii_digit()).any(|n| n == port)
     })
 }
 
@@ -233,10 +237,27 @@ mod tests {
     #[test]
     fn a_taken_port_is_recognised_in_the_log() {
         let l = |s: &str| vec![s.to_owned()];
-        assert!(looks_like_port_in_use(&l(
-            "OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use"
-        )));
-        assert!(looks_like_port_in_use(&l("listen EADDRINUSE :::30000")));
-        assert!(!looks_like_port_in_use(&l("server listening on 30000")));
+        assert!(looks_like_port_in_use(
+            &l(
+                "OSError: [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use"
+            ),
+            30000
+        ));
+        assert!(looks_like_port_in_use(
+            &l("listen EADDRINUSE :::30000"),
+            30000
+        ));
+        assert!(!looks_like_port_in_use(
+            &l("server listening on 30000"),
+            30000
+        ));
+        // Another port's clash (NCCL's, say) is not the server's port in use.
+        assert!(!looks_like_port_in_use(
+            &l(
+                "RuntimeError: The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)"
+            ),
+            30000
+        ));
+        assert!(!looks_like_port_in_use(&l("EADDRINUSE :::300001"), 30000));
     }
 }

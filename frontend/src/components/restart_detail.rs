@@ -45,6 +45,8 @@ fn body(state: AppState, id: i64) -> impl IntoView {
     // for meanwhile.
     let in_flight = StoredValue::new(false);
     let again = StoredValue::new(false);
+    // Points the socket brought before the first fetch landed.
+    let early = StoredValue::new(Vec::<TimelinePoint>::new());
 
     fn fetch(
         id: i64,
@@ -52,6 +54,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
         error: RwSignal<Option<String>>,
         in_flight: StoredValue<bool>,
         again: StoredValue<bool>,
+        early: StoredValue<Vec<TimelinePoint>>,
     ) {
         if in_flight.try_get_value().unwrap_or(true) {
             again.try_set_value(true);
@@ -61,7 +64,10 @@ fn body(state: AppState, id: i64) -> impl IntoView {
         spawn_local(async move {
             let result = api::restart_detail(id).await;
             let alive = match result {
-                Ok(d) => {
+                Ok(mut d) => {
+                    if let Some(points) = early.try_update_value(std::mem::take) {
+                        append_newer(&mut d.timeline, &points);
+                    }
                     let ok = data
                         .try_update(|old| *old = Some(merged(d, old.take())))
                         .is_some();
@@ -76,11 +82,11 @@ fn body(state: AppState, id: i64) -> impl IntoView {
             in_flight.try_set_value(false);
             if again.try_get_value().unwrap_or(false) {
                 again.try_set_value(false);
-                fetch(id, data, error, in_flight, again);
+                fetch(id, data, error, in_flight, again, early);
             }
         });
     }
-    let refetch = move || fetch(id, data, error, in_flight, again);
+    let refetch = move || fetch(id, data, error, in_flight, again, early);
 
     // The stored record: first, on every `restart` message for this id, and on
     // every phase the running operation enters (its transitions, markers and log).
@@ -101,6 +107,9 @@ fn body(state: AppState, id: i64) -> impl IntoView {
         // tells this effect that it changed.
         let _ = (summary.get(), phase.get());
         refetch();
+        // The store commits within a quarter second of the news: look again
+        // then for the transition and marker that came with it.
+        set_timeout(refetch, std::time::Duration::from_millis(400));
     });
     // Between those, the timeline grows from `timeline` messages.
     Effect::new(move |_| {
@@ -108,10 +117,9 @@ fn body(state: AppState, id: i64) -> impl IntoView {
             if let Some((rid, points)) = t
                 && *rid == id
             {
-                data.update(|d| {
-                    if let Some(d) = d {
-                        append_newer(&mut d.timeline, points);
-                    }
+                data.update(|d| match d {
+                    Some(d) => append_newer(&mut d.timeline, points),
+                    None => early.update_value(|e| append_newer(e, points)),
                 });
             }
         });

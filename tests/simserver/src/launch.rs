@@ -71,8 +71,9 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
         .with_context(|| {
+            // As uvicorn (SGLang's and vLLM's HTTP server) says it.
             format!(
-                "cannot bind {}:{}: address already in use?",
+                "error while attempting to bind on address ('{}', {})",
                 args.host, args.port
             )
         })?;

@@ -405,7 +405,7 @@ impl Manager {
                 code: exit.code,
                 signal: exit.signal,
                 oom: supervisor::looks_like_oom(&last),
-                port_in_use: supervisor::looks_like_port_in_use(&last),
+                port_in_use: supervisor::looks_like_port_in_use(&last, self.cfg.port),
             });
         }
     }
