@@ -43,6 +43,19 @@ fn holder(pid: u32, gpu: u32, ours: bool) -> Holder {
     }
 }
 
+/// A machine that has just begun a restart to `--tp 8` (at time 0).
+fn restarting() -> Machine {
+    let mut m = ready();
+    m.step(
+        Input::Begin {
+            kind: OpKind::Restart,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m
+}
+
 /// A machine whose server is up.
 fn ready() -> Machine {
     let mut m = Machine::new(timeouts(), 3, 0);
@@ -122,14 +135,7 @@ fn a_clean_restart_walks_every_phase() {
 
 #[test]
 fn a_server_that_ignores_sigterm_is_killed_after_the_drain_timeout() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     assert!(m.step(alive(9), 29 * S).is_empty());
     let fx = m.step(alive(9), 30 * S);
     assert_eq!(m.phase(), Phase::Killing);
@@ -142,14 +148,7 @@ fn a_server_that_ignores_sigterm_is_killed_after_the_drain_timeout() {
 
 #[test]
 fn survivors_of_sigkill_fail_the_restart_without_launching() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(alive(2), 30 * S);
     let obs = Observation {
         ours_alive: 1,
@@ -172,14 +171,7 @@ fn survivors_of_sigkill_fail_the_restart_without_launching() {
 
 #[test]
 fn memory_still_held_after_exit_delays_the_launch() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     let tearing_down = Observation {
         ours_on_gpu: vec![holder(42, 3, true)],
@@ -202,14 +194,7 @@ fn memory_still_held_after_exit_delays_the_launch() {
 
 #[test]
 fn memory_that_never_returns_fails_verification_naming_the_gpu() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     let stuck = Observation {
         over_baseline: vec![(5, 2 << 30, 4 << 20)],
@@ -228,14 +213,7 @@ fn memory_that_never_returns_fails_verification_naming_the_gpu() {
 
 #[test]
 fn a_foreign_holder_refuses_the_launch_and_is_named() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     let foreign = Observation {
         foreign_on_gpu: vec![holder(999, 3, false)],
@@ -257,14 +235,7 @@ fn a_foreign_holder_refuses_the_launch_and_is_named() {
 
 #[test]
 fn a_foreign_holder_under_the_tolerance_still_refuses_the_launch() {
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     let mut small = holder(999, 3, false);
     small.used_bytes = Some(32 << 20);
@@ -285,14 +256,7 @@ fn a_streak_counts_one_verdict() {
         ..Observation::default()
     });
     // Two foreign samples, then clean ones: three clean ones are still needed.
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     m.step(foreign.clone(), 2 * S);
     m.step(foreign.clone(), 2 * S + 100);
@@ -302,14 +266,7 @@ fn a_streak_counts_one_verdict() {
     m.step(clean(), 2 * S + 400);
     assert_eq!(m.phase(), Phase::Launching);
     // Two clean samples, then a passing foreign holder: not a failure yet.
-    let mut m = ready();
-    m.step(
-        Input::Begin {
-            kind: OpKind::Restart,
-            to_flags: flags("8"),
-        },
-        0,
-    );
+    let mut m = restarting();
     m.step(clean(), S);
     m.step(clean(), 2 * S);
     m.step(foreign, 2 * S + 100);
@@ -334,14 +291,7 @@ fn what_cannot_be_read_is_not_verified() {
             "processes cannot be read (GPU 1: process list unavailable)",
         ),
     ] {
-        let mut m = ready();
-        m.step(
-            Input::Begin {
-                kind: OpKind::Restart,
-                to_flags: flags("8"),
-            },
-            0,
-        );
+        let mut m = restarting();
         m.step(clean(), S);
         for t in 2..20 {
             m.step(Input::Observe(unknown.clone()), t * S);
