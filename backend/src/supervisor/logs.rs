@@ -139,7 +139,7 @@ pub fn prune(dir: &Path) {
         entry.1.push(e.path());
     }
     let mut launches: Vec<_> = launches.into_values().collect();
-    launches.sort_by(|a, b| b.0.cmp(&a.0));
+    launches.sort_by_key(|l| std::cmp::Reverse(l.0));
     for (_, files) in launches.into_iter().skip(KEEP_LOGS) {
         for p in files {
             let _ = std::fs::remove_file(p);
