@@ -67,19 +67,20 @@ pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
 /// 80/208 requests · 598 tok/s" (the progress counts repeats from 0; a
 /// count of 0 is not known yet).
 pub(crate) fn progress_text(p: &BenchProgress) -> String {
+    // Who comes last: where the line is cut, the numbers stay.
     let by = match p.requested_by.as_str() {
         "" => String::new(),
-        who => format!(" by {who}"),
+        who => format!(" · by {who}"),
     };
     if p.total == 0 {
-        return format!("benchmark #{}{by} · starting…", p.run_id);
+        return format!("benchmark #{} · starting…{by}", p.run_id);
     }
     let repeat = match p.repeats {
         0 => (p.repeat + 1).to_string(),
         n => format!("{}/{n}", p.repeat + 1),
     };
     format!(
-        "benchmark #{}{by} · c={} · repeat {repeat} · {}/{} requests · {}",
+        "benchmark #{} · c={} · repeat {repeat} · {}/{} requests · {}{by}",
         p.run_id,
         p.concurrency,
         p.done,
@@ -957,7 +958,7 @@ mod tests {
         b.requested_by = "olga (10.0.0.7:51234)".to_owned();
         assert_eq!(
             progress_text(&b),
-            "benchmark #4 by olga (10.0.0.7:51234) · starting…"
+            "benchmark #4 · starting… · by olga (10.0.0.7:51234)"
         );
     }
 

@@ -310,12 +310,12 @@ pub struct Passive {
     pub output_tok_s: Option<f64>,
     pub running: Option<u32>,
     pub queued: Option<u32>,
-    /// Median time to first token of the requests served over the last
-    /// interval, from the server's histogram; `None` when it has none, or
+    /// Median time to first token of the requests served over the last ten
+    /// seconds, from the server's histogram; `None` when it has none, or
     /// served nothing.
     #[serde(default)]
     pub ttft_p50_ms: Option<f64>,
-    /// Median time between tokens over the last interval, likewise.
+    /// Median time between tokens over the last ten seconds, likewise.
     #[serde(default)]
     pub itl_p50_ms: Option<f64>,
 }

@@ -78,6 +78,10 @@ async fn completion(client: &reqwest::Client, r: &Readiness) -> bool {
 /// The shortest interval output tok/s is measured over.
 const RATE_WINDOW: Duration = Duration::from_millis(900);
 
+/// How far back the latency medians look: long enough that a closed loop of
+/// long answers, whose first tokens come in waves, always has some.
+const LATENCY_WINDOW: Duration = Duration::from_secs(10);
+
 /// What the server's own metrics said last.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scraped {
@@ -100,7 +104,10 @@ pub(crate) async fn scrape(
     out: Arc<Mutex<Scraped>>,
 ) {
     // The latency histograms at the start of the current window.
-    let mut hists: Option<(tokio::time::Instant, Buckets, Buckets)> = None;
+    // Readings of the latency histograms, about one a second, over the last
+    // LATENCY_WINDOW: the oldest is what the newest is compared with.
+    let mut hists: std::collections::VecDeque<(tokio::time::Instant, Buckets, Buckets)> =
+        Default::default();
     loop {
         let text = match client
             .get(&url)
@@ -132,23 +139,30 @@ pub(crate) async fn scrape(
             match &m {
                 None => {
                     (ttft_p50_ms, itl_p50_ms) = (None, None);
-                    hists = None;
+                    hists.clear();
                 }
                 Some(m) => {
-                    let window_over = hists
-                        .as_ref()
+                    let due = hists
+                        .back()
                         .is_none_or(|(at, _, _)| now.duration_since(*at) >= RATE_WINDOW);
-                    if window_over {
+                    if due {
+                        hists.push_back((now, m.ttft.clone(), m.itl.clone()));
+                        while hists.len() > 2
+                            && hists
+                                .get(1)
+                                .is_some_and(|(at, _, _)| now.duration_since(*at) >= LATENCY_WINDOW)
+                        {
+                            hists.pop_front();
+                        }
                         // The first reading holds everything since the server
-                        // started: only the windows after it say how it serves now.
+                        // started: only what came after it says how it serves now.
                         let p50 = |before: &Buckets, now: &Buckets| {
                             quantile(before, now, 0.5).map(|s| s * 1e3)
                         };
-                        (ttft_p50_ms, itl_p50_ms) = match &hists {
-                            Some((_, t, i)) => (p50(t, &m.ttft), p50(i, &m.itl)),
-                            None => (None, None),
+                        (ttft_p50_ms, itl_p50_ms) = match hists.front() {
+                            Some((at, t, i)) if *at < now => (p50(t, &m.ttft), p50(i, &m.itl)),
+                            _ => (None, None),
                         };
-                        hists = Some((now, m.ttft.clone(), m.itl.clone()));
                     }
                 }
             }
