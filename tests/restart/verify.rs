@@ -81,3 +81,51 @@ async fn a_foreign_holder_under_the_tolerance_still_blocks_the_launch() -> anyho
     assert!(tests::alive(squatter.pid()));
     Ok(())
 }
+
+/// A server someone started by hand on the port is not drainwatch's until it is
+/// adopted: a start onto its GPUs is refused naming it, and nothing of it is
+/// signalled.
+#[tokio::test]
+async fn a_server_on_the_port_that_is_not_ours_is_foreign_to_a_start() -> anyhow::Result<()> {
+    let host = SimHost::new(200);
+    let spec = ServerSpec::default();
+    let by_hand = tests::SimServer::launch_on(&host, spec.port, 2, 300)?;
+    let workers = by_hand.worker_pids();
+    let app = spawn_managed(&host, &spec, &[])?;
+    app.wait_for_state("the hand-started server's memory", T, |s| {
+        s.latest.as_ref().is_some_and(|l| {
+            workers.iter().all(|w| {
+                l.processes
+                    .iter()
+                    .any(|p| p.pid == *w && !p.gpu_mem.is_empty())
+            })
+        })
+    })
+    .await?;
+    let g = app.server().await?.generation;
+    let (code, body) = app
+        .post(
+            "/api/start",
+            &json!({"generation": g, "flags": {}, "confirm": "sim"}),
+        )
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().expect("id");
+    let d = app.finished_restart(id, T).await?;
+    assert_eq!(d["summary"]["outcome"], "failed", "{d}");
+    let f = &d["summary"]["failure"];
+    assert_eq!(f["kind"], "foreign_holders", "{f}");
+    let named: Vec<u64> = f["holders"]
+        .as_array()
+        .expect("holders")
+        .iter()
+        .filter_map(|h| h["pid"].as_u64())
+        .collect();
+    assert!(
+        workers.iter().all(|w| named.contains(&u64::from(*w))),
+        "{named:?} vs {workers:?}"
+    );
+    assert!(tests::alive(by_hand.proc.pid()));
+    assert!(workers.iter().all(|w| tests::alive(*w)));
+    Ok(())
+}

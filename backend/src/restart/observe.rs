@@ -44,8 +44,11 @@ pub(crate) fn observe(
     let ours_alive = members.iter().filter(|m| supervisor::alive(**m)).count();
     let mut ours_on_gpu = Vec::new();
     let mut foreign_on_gpu = Vec::new();
+    // The sample's server tree is ours only if its root is one of ours: with no
+    // server running, it is whoever listens on the port.
+    let tree_is_ours = sample.server.is_some_and(|s| members.contains(&s.root));
     for p in &sample.processes {
-        let ours = p.role == ProcessRole::Server
+        let ours = (tree_is_ours && p.role == ProcessRole::Server)
             || p.id().is_some_and(|id| members.contains(&id))
             || (p.start_ticks.is_none() && member_pids.contains(&p.pid));
         if ours {
@@ -280,6 +283,10 @@ mod tests {
                 "gone".into(),
             )
         };
+        let root = shared::ProcId {
+            pid: 9,
+            start_ticks: 1,
+        };
         let sample = Sample {
             seq: 1,
             at_ms: 0,
@@ -294,10 +301,10 @@ mod tests {
                 // Foreign on GPU 0, under the tolerance: it is there all the same.
                 on(12, 0, ProcessRole::Foreign),
             ],
-            server: None,
+            server: Some(shared::ServerIdentity { root, port: 30000 }),
             processes_error: None,
         };
-        let obs = observe(&sample, &HashSet::new(), &cfg);
+        let obs = observe(&sample, &HashSet::from([root]), &cfg);
         assert_eq!(
             obs.ours_on_gpu
                 .iter()
@@ -305,6 +312,10 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![(10, 7)]
         );
+        // A tree found from a root that is not ours (whoever listens on the
+        // port while no server runs) is nobody's server.
+        let strangers = observe(&sample, &HashSet::new(), &cfg);
+        assert!(strangers.ours_on_gpu.is_empty());
         assert_eq!(
             obs.foreign_on_gpu
                 .iter()

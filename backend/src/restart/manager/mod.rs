@@ -422,7 +422,13 @@ impl Manager {
     }
 
     fn on_sample(&mut self, sample: &shared::Sample) {
-        if self.running.is_some() {
+        // A sample's server tree is ours only when it was found from our root: one
+        // taken before a launch may show whoever listened on the port then.
+        let ours = self
+            .running
+            .as_ref()
+            .is_some_and(|r| sample.server.is_some_and(|s| s.root == r.root));
+        if ours {
             let before = self.members.len();
             self.members.extend(
                 sample
@@ -436,7 +442,7 @@ impl Manager {
                 h.members = self.members.clone();
                 self.hint.set(h);
             }
-        } else {
+        } else if self.running.is_none() {
             self.adoptable = sample.server.map(|s| s.root);
         }
         let obs = observe(sample, &self.members, &self.cfg);
