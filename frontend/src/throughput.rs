@@ -20,7 +20,7 @@ use shared::restart::{FlagSpec, Flags};
 use crate::chart::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
 use crate::flags::{self, FlagChange};
 use crate::markup::escape;
-pub(crate) use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, ms_num, tok_num};
+pub(crate) use shared::units::{MISSING, fmt_ms, fmt_ms_pair, fmt_tok_s, ms_num, tok_num};
 
 /// The target line's default, in output tok/s.
 pub(crate) const DEFAULT_TARGET: f64 = 1000.0;
@@ -52,14 +52,13 @@ pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
         return "this server exposes no metrics".to_owned();
     }
     let n = |v: Option<u32>| v.map_or_else(|| MISSING.to_owned(), |v| v.to_string());
-    let ms = |v: Option<f64>| format!("{} ms", v.map_or_else(|| MISSING.to_owned(), ms_num));
     format!(
         "{} · {} running · {} queued · p50 TTFT {} · ITL {}",
         fmt_tok_s(p.output_tok_s),
         n(p.running),
         n(p.queued),
-        ms(p.ttft_p50_ms),
-        ms(p.itl_p50_ms)
+        fmt_ms(p.ttft_p50_ms),
+        fmt_ms(p.itl_p50_ms)
     )
 }
 

@@ -113,6 +113,11 @@ pub fn ms_num(v: f64) -> String {
     }
 }
 
+/// "48.5 ms", "— ms".
+pub fn fmt_ms(v: Option<f64>) -> String {
+    format!("{} ms", v.map_or_else(|| MISSING.to_owned(), ms_num))
+}
+
 /// "41.2 / 88 ms": a p50 and a p99.
 pub fn fmt_ms_pair(p50: f64, p99: f64) -> String {
     format!("{} / {} ms", ms_num(p50), ms_num(p99))
@@ -225,6 +230,8 @@ mod tests {
         assert_eq!(fmt_tok_s(Some(612.4)), "612 tok/s");
         assert_eq!(fmt_tok_s(Some(4.25)), "4.2 tok/s");
         assert_eq!(fmt_tok_s(None), "— tok/s");
+        assert_eq!(fmt_ms(Some(48.46)), "48.5 ms");
+        assert_eq!(fmt_ms(None), "— ms");
         assert_eq!(fmt_ms_pair(41.25, 88.0), "41.2 / 88.0 ms");
         assert_eq!(fmt_ms_pair(8.5, 120.4), "8.50 / 120 ms");
         assert_eq!(fmt_secs(None), "—");

@@ -235,7 +235,6 @@ completed,failed,duration_s,input_tokens,output_tokens,output_tok_s,total_tok_s,
 ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,\
 itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source";
 
-/// A CSV field, quoted when it must be.
 /// A text field, quoted when it must be; one a spreadsheet would run as a
 /// formula (`=`, `+`, `-`, `@`, tab) is kept as text with a leading `'`.
 fn field(s: &str) -> String {

@@ -78,6 +78,17 @@ pub(super) fn record(
     request: String,
     result: Result<String, &str>,
 ) {
+    record_as(state, caller.who(), action, request, result);
+}
+
+/// [`record`] for a caller known only as `who` (one the gate refused, say).
+pub(super) fn record_as(
+    state: &AppState,
+    who: String,
+    action: &str,
+    request: String,
+    result: Result<String, &str>,
+) {
     let Some(store) = &state.store else { return };
     let (outcome, detail) = match result {
         Ok(outcome) => (outcome, String::new()),
@@ -85,7 +96,7 @@ pub(super) fn record(
     };
     store.audit(AuditEntry {
         at_ms: crate::telemetry::now_ms(),
-        peer: caller.who(),
+        peer: who,
         action: action.to_owned(),
         request,
         outcome,

@@ -17,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::AppState;
-use crate::store::AuditEntry;
+use super::ops::record_as;
 
 /// On a response whose handler already wrote the audit entry.
 #[derive(Debug, Clone, Copy)]
@@ -88,15 +88,9 @@ pub(super) async fn layer(
         s if s.is_server_error() => "internal error; drainwatch's log says why".to_owned(),
         s => s.canonical_reason().unwrap_or("refused").to_lowercase(),
     });
-    if audit && let Some(store) = &state.store {
-        store.audit(AuditEntry {
-            at_ms: crate::telemetry::now_ms(),
-            peer: who,
-            action,
-            request: String::new(),
-            outcome: "refused".to_owned(),
-            detail: format!("{}: {message}", status.as_u16()),
-        });
+    if audit {
+        let detail = format!("{}: {message}", status.as_u16());
+        record_as(&state, who, &action, String::new(), Err(&detail));
     }
     parts.headers.remove(CONTENT_LENGTH);
     if is_json {

@@ -195,12 +195,12 @@ pub(super) fn server_lines(s: &ServerStatus, now_ms: u64) -> String {
     if s.has_metrics {
         let _ = writeln!(
             out,
-            "  live: {}, {} running, {} queued, p50 TTFT {} ms, ITL {} ms",
+            "  live: {}, {} running, {} queued, p50 TTFT {}, ITL {}",
             fmt_tok_s(s.passive.output_tok_s),
             or_missing(s.passive.running, |n| n.to_string()),
             or_missing(s.passive.queued, |n| n.to_string()),
-            or_missing(s.passive.ttft_p50_ms, shared::units::ms_num),
-            or_missing(s.passive.itl_p50_ms, shared::units::ms_num),
+            shared::units::fmt_ms(s.passive.ttft_p50_ms),
+            shared::units::fmt_ms(s.passive.itl_p50_ms),
         );
     }
     if let Some(op) = &s.operation {

@@ -425,31 +425,30 @@ impl Machine {
         }
     }
 
+    /// Counts one more observation with the same verdict (only foreign left, or
+    /// clean); a streak counts one verdict, so the other one starts it over.
+    fn count(&mut self, foreign: bool) -> u32 {
+        self.streak = if self.foreign_streak == foreign {
+            self.streak + 1
+        } else {
+            1
+        };
+        self.foreign_streak = foreign;
+        self.streak
+    }
+
     fn verify(&mut self, obs: &Observation, now: u64, fx: &mut Vec<Effect>) {
         if obs.ours_alive > 0 {
             // Something of ours came back (or was never killed): kill it again.
             self.streak = 0;
             fx.push(Effect::KillAll);
         } else if obs.clean() {
-            // A streak counts one verdict: clean samples, or foreign-only ones.
-            self.streak = if self.foreign_streak {
-                1
-            } else {
-                self.streak + 1
-            };
-            self.foreign_streak = false;
-            if self.streak >= self.verify_samples {
+            if self.count(false) >= self.verify_samples {
                 self.verified(now, fx);
                 return;
             }
         } else if obs.only_foreign_left() {
-            self.streak = if self.foreign_streak {
-                self.streak + 1
-            } else {
-                1
-            };
-            self.foreign_streak = true;
-            if self.streak >= self.verify_samples {
+            if self.count(true) >= self.verify_samples {
                 let failure = Failure::ForeignHolders {
                     holders: obs.foreign_on_gpu.clone(),
                 };

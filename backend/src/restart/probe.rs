@@ -88,8 +88,6 @@ pub(crate) struct Scraped {
     pub(crate) passive: Passive,
     /// The last scrape got an answer with metrics in it.
     pub(crate) has_metrics: bool,
-    /// Generated-tokens counter and when it was read, for the rate.
-    last: Option<(tokio::time::Instant, f64)>,
 }
 
 /// Scrapes the server's metrics: every 50 ms while an operation runs (`busy`), so
@@ -103,7 +101,8 @@ pub(crate) async fn scrape(
     wake: Arc<Notify>,
     out: Arc<Mutex<Scraped>>,
 ) {
-    // The latency histograms at the start of the current window.
+    // The generated-tokens counter and when it was read, for the rate.
+    let mut last: Option<(tokio::time::Instant, f64)> = None;
     // Readings of the latency histograms, about one a second, over the last
     // LATENCY_WINDOW: the oldest is what the newest is compared with.
     let mut hists: std::collections::VecDeque<(tokio::time::Instant, Buckets, Buckets)> =
@@ -123,11 +122,11 @@ pub(crate) async fn scrape(
             let mut s = out.lock().unwrap_or_else(|p| p.into_inner());
             let m = text.as_deref().map(metrics);
             let tokens = m.as_ref().and_then(|m| m.generated);
-            let due = match (s.last, tokens) {
+            let due = match (last, tokens) {
                 (Some((at, _)), Some(_)) => now.duration_since(at) >= RATE_WINDOW,
                 _ => true,
             };
-            let output_tok_s = match (s.last, tokens) {
+            let output_tok_s = match (last, tokens) {
                 _ if !due => s.passive.output_tok_s,
                 (Some((at, before)), Some(t)) if t >= before => {
                     Some((t - before) / now.duration_since(at).as_secs_f64().max(1e-3))
@@ -177,7 +176,7 @@ pub(crate) async fn scrape(
                 m.running.is_some() || m.generated.is_some() || m.gen_throughput.is_some()
             });
             if due {
-                s.last = tokens.map(|t| (now, t));
+                last = tokens.map(|t| (now, t));
             }
         }
         let pause = if busy.load(Ordering::Relaxed) {
