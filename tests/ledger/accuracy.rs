@@ -16,7 +16,7 @@ pub(crate) fn spec() -> ServerSpec {
 
 #[tokio::test]
 async fn measured_output_rate_is_within_one_percent_of_the_true_rate() -> anyhow::Result<()> {
-    let _alone = crate::MEASURING.lock().await;
+    let _alone = crate::MEASURING.write().await;
     let host = tests::SimHost::new(100);
     let spec = spec();
     let app = spawn_managed(&host, &spec, &[])?;

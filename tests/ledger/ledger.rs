@@ -26,7 +26,7 @@ fn quick() -> Value {
 #[tokio::test]
 async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_token()
 -> anyhow::Result<()> {
-    let _alone = crate::MEASURING.lock().await;
+    let _alone = crate::MEASURING.write().await;
     let spec = spec();
     let (_host, app) = ready(&spec).await?;
     let id = app
@@ -59,7 +59,7 @@ async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_t
 /// to an event. The rate still comes out right, and ITL stays per token.
 #[tokio::test]
 async fn several_tokens_per_event_with_usage_only_at_the_end() -> anyhow::Result<()> {
-    let _alone = crate::MEASURING.lock().await;
+    let _alone = crate::MEASURING.write().await;
     let spec = spec();
     let (_host, app) = ready(&spec).await?;
     let id = app
@@ -92,6 +92,7 @@ async fn several_tokens_per_event_with_usage_only_at_the_end() -> anyhow::Result
 
 #[tokio::test]
 async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
     let (_host, app) = ready(&spec()).await?;
     let id = app
         .restart(json!({"SIMSERVER_MODE": "drop-every=4"}))
@@ -118,7 +119,7 @@ async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::
 #[tokio::test]
 async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() -> anyhow::Result<()>
 {
-    let _alone = crate::MEASURING.lock().await;
+    let _alone = crate::MEASURING.write().await;
     let (_host, app) = ready(&spec()).await?;
     let first = app.server().await?.flagset.expect("a flag set");
     app.bench(quick()).await?;
@@ -240,6 +241,7 @@ async fn ledger_until(
 
 #[tokio::test]
 async fn the_same_base_arguments_in_another_order_are_one_flag_set() -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
     let host = SimHost::new(100);
     let spec = spec();
     let (port, tp, warmup) = (
@@ -373,6 +375,7 @@ async fn the_same_base_arguments_in_another_order_are_one_flag_set() -> anyhow::
 #[tokio::test]
 async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_cancelled()
 -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
     let (_host, app) = ready(&spec()).await?;
     let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
     let (code, body) = app.post("/api/bench", &long).await?;
@@ -475,6 +478,7 @@ async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_can
 
 #[tokio::test]
 async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
     let (_host, app) = ready(&spec()).await?;
     let mut good = quick();
     good["correctness"] = json!({"prompt": "count", "expect": "TOK3"});
@@ -528,6 +532,7 @@ async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::R
 #[tokio::test]
 async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_too()
 -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
     let spec = ServerSpec {
         extra: "\n[bench]\nafter_restart = true\n\n[bench.defaults]\napi = \"chat\"\nconcurrency = [8]\nnum_prompts = 16\noutput_len = 16\ninput_len = 8\nwarmup = 0\nrepeats = 3\n".to_owned(),
         ..spec()

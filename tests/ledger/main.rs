@@ -4,6 +4,8 @@
 mod accuracy;
 mod ledger;
 
-/// Held by the tests that compare measured rates with the true ones: each
-/// measures with the machine's cores to itself, not beside another benchmark.
-pub(crate) static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The tests that compare measured rates with the true ones hold it alone
+/// (`write`): each measures with the machine's cores to itself. Tests that only
+/// put load on a server (a benchmark whose rate they do not compare) share it
+/// (`read`), so they run beside each other but never beside a measurement.
+pub(crate) static MEASURING: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
