@@ -122,6 +122,7 @@ impl Application {
                     fast,
                     log_dir: config.data_dir.join("logs"),
                     recovered,
+                    cgroup: config.cgroup.clone(),
                 })
                 .await;
                 Some(Managed {

@@ -257,6 +257,10 @@ mod tests {
             passive: Default::default(),
             has_metrics: false,
             bench: None,
+            containment: None,
+            origin: None,
+            server_cgroup: None,
+            server_contained: false,
         }
     }
 

@@ -237,6 +237,63 @@ pub fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
     }
 }
 
+/// How the servers drainwatch launches are kept apart from everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainmentKind {
+    /// Each launch in a cgroup v2 leaf of drainwatch's: nothing it forks escapes,
+    /// and stopping it ends with `cgroup.kill`.
+    Cgroup,
+    /// Fallback: the server's process group, drainwatch as child subreaper, and
+    /// the processes tracked by PID + start time.
+    ProcessGroup,
+}
+
+/// Containment in force on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Containment {
+    pub kind: ContainmentKind,
+    /// Why cgroup containment is not in force (with `process_group`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The cgroup (from the hierarchy's root) drainwatch launches servers under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// Single processes are signalled through pidfds; otherwise the PID is
+    /// re-checked just before the signal (a small race with PID reuse remains).
+    pub pidfd: bool,
+    /// Why pidfds are not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pidfd_reason: Option<String>,
+}
+
+impl Containment {
+    /// "cgroup /drainwatch-8000", "process group only (…)": one line for people.
+    pub fn summary(&self) -> String {
+        let mut s = match (self.kind, &self.cgroup, &self.reason) {
+            (ContainmentKind::Cgroup, Some(cg), _) => format!("cgroup {cg}"),
+            (ContainmentKind::Cgroup, None, _) => "cgroup".to_owned(),
+            (ContainmentKind::ProcessGroup, _, Some(why)) => format!("process group only ({why})"),
+            (ContainmentKind::ProcessGroup, _, None) => "process group only".to_owned(),
+        };
+        if !self.pidfd {
+            s.push_str("; no pidfds: PIDs re-checked before each signal");
+        }
+        s
+    }
+}
+
+/// Where the running server came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// drainwatch launched it: its session and process group are the server's.
+    Launched,
+    /// It was running already and drainwatch took it over: its group may be a
+    /// shell's, so only its tracked processes are ever signalled.
+    Adopted,
+}
+
 /// The managed server as drainwatch supervises it. Pushed over `/ws` on every change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
@@ -281,6 +338,20 @@ pub struct ServerStatus {
     /// The benchmark in progress.
     #[serde(default)]
     pub bench: Option<crate::bench::BenchProgress>,
+    /// How drainwatch contains the servers it launches, and why not more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
+    /// Whether the running server was launched by drainwatch or adopted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+    /// The cgroup v2 path that holds the running server's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cgroup: Option<String>,
+    /// That cgroup is drainwatch's own leaf for the server: stopping it ends
+    /// with `cgroup.kill`. Otherwise (an adopted server's own unit, container or
+    /// job) drainwatch signals only the server's tracked processes.
+    #[serde(default)]
+    pub server_contained: bool,
 }
 
 /// How an operation ended.
@@ -404,6 +475,10 @@ pub struct RestartDetail {
     pub markers: Vec<Marker>,
     pub timeline: Vec<TimelinePoint>,
     pub log_tail: Vec<String>,
+    /// How the servers of this operation were contained ("cgroup …", "process
+    /// group only (…)", "adopted: …").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<String>,
 }
 
 /// `POST /api/restart` (and `/api/start`): the flags to change and the guards.
@@ -427,6 +502,11 @@ pub struct RestartRequest {
 pub struct ConfirmRequest {
     pub generation: u64,
     pub confirm: String,
+    /// With `/api/adopt`: move the adopted server into a cgroup leaf of
+    /// drainwatch's, so that stopping it ends with `cgroup.kill`. Only where
+    /// cgroup containment is in force; never without being asked.
+    #[serde(default)]
+    pub contain: bool,
 }
 
 /// An accepted operation.

@@ -162,6 +162,16 @@ fn server_status() -> restart::ServerStatus {
         },
         has_metrics: true,
         bench: Some(bench_progress()),
+        containment: Some(Containment {
+            kind: ContainmentKind::Cgroup,
+            reason: None,
+            cgroup: Some("/system.slice/drainwatch.service".into()),
+            pidfd: true,
+            pidfd_reason: None,
+        }),
+        origin: Some(Origin::Launched),
+        server_cgroup: Some("/system.slice/drainwatch.service/server-7".into()),
+        server_contained: true,
     }
 }
 

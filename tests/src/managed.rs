@@ -94,6 +94,7 @@ port = {port}
 gpus = [0, 1, 2, 3]
 
 [server.env]
+SIMSERVER_OWNER = "drainwatch"
 {env}
 [server.readiness]
 timeout = "2s"
@@ -125,7 +126,7 @@ max = 60000
 name = "SIMSERVER_MODE"
 kind = "env"
 type = "enum"
-values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=15000", "oom", "crash=6000", "hang-completions", "drop-every=4", "final-usage"]
+values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=15000", "oom", "crash=6000", "hang-completions", "drop-every=4", "final-usage", "escape", "escape=1500", "fork-bomb-lite"]
 
 [[flags]]
 name = "SGLANG_OPT_USE_TILELANG_INDEXER"

@@ -123,6 +123,7 @@ async fn submit(
     generation: u64,
     confirm: String,
     flags: std::collections::BTreeMap<String, Option<String>>,
+    contain: bool,
 ) -> Response {
     let m = match manager(state) {
         Ok(m) => m,
@@ -134,6 +135,7 @@ async fn submit(
         generation,
         confirm,
         flags,
+        contain,
         peer: caller.who(),
         reply,
     };
@@ -157,6 +159,7 @@ pub(super) async fn with_flags(
         req.generation,
         req.confirm,
         req.flags,
+        false,
     )
     .await
 }
@@ -175,6 +178,7 @@ pub(super) async fn confirmed(
         req.generation,
         req.confirm,
         Default::default(),
+        req.contain,
     )
     .await
 }

@@ -103,6 +103,14 @@ pub struct Config {
     #[arg(long, env = "DRAINWATCH_AUTH")]
     pub auth: Option<PathBuf>,
 
+    /// Where the servers drainwatch launches are contained: `auto` (a subtree
+    /// of drainwatch's own cgroup v2, found in /proc/self/cgroup), a path to a
+    /// cgroup v2 directory delegated to it, or `off`. Where cgroups cannot be
+    /// used, drainwatch falls back to process group and tracked processes, and
+    /// says so.
+    #[arg(long, env = "DRAINWATCH_CGROUP", default_value = "auto")]
+    pub cgroup: crate::supervisor::cgroup::Setting,
+
     /// Samples buffered per WebSocket client before it is resynced by a snapshot.
     #[arg(long, env = "DRAINWATCH_CLIENT_BUFFER", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=10_000))]

@@ -10,7 +10,6 @@ use shared::{ProcId, ProcessInfo, ProcessRole, Sample};
 
 use super::machine::Observation;
 use crate::config::file::ServerConfig;
-use crate::supervisor;
 
 /// `p`'s memory on `gpus` (on every GPU when `None`).
 fn holders<'a>(
@@ -34,14 +33,15 @@ fn holders<'a>(
 
 /// What the machine needs from `sample`. `members` are all processes of the server
 /// tracked so far (alive or not); a PID NVML still lists after its process exited
-/// is ours if it was one of them.
+/// is ours if it was one of them. `ours_alive`: how many of ours live now (tracked
+/// members, and whatever the server's cgroup holds).
 pub(crate) fn observe(
     sample: &Sample,
     members: &HashSet<ProcId>,
+    ours_alive: usize,
     cfg: &ServerConfig,
 ) -> Observation {
     let member_pids: HashSet<u32> = members.iter().map(|m| m.pid).collect();
-    let ours_alive = members.iter().filter(|m| supervisor::alive(**m)).count();
     let mut ours_on_gpu = Vec::new();
     let mut foreign_on_gpu = Vec::new();
     // The sample's server tree is ours only if its root is one of ours: with no
@@ -304,7 +304,7 @@ mod tests {
             server: Some(shared::ServerIdentity { root, port: 30000 }),
             processes_error: None,
         };
-        let obs = observe(&sample, &HashSet::from([root]), &cfg);
+        let obs = observe(&sample, &HashSet::from([root]), 0, &cfg);
         assert_eq!(
             obs.ours_on_gpu
                 .iter()
@@ -314,7 +314,7 @@ mod tests {
         );
         // A tree found from a root that is not ours (whoever listens on the
         // port while no server runs) is nobody's server.
-        let strangers = observe(&sample, &HashSet::new(), &cfg);
+        let strangers = observe(&sample, &HashSet::new(), 0, &cfg);
         assert!(strangers.ours_on_gpu.is_empty());
         assert_eq!(
             obs.foreign_on_gpu

@@ -21,8 +21,8 @@ use rusqlite::Connection;
 use shared::ProcId;
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
 use shared::restart::{
-    Durations, Failure, Flags, MarkerKind, OpKind, Outcome, RestartDetail, RestartSummary,
-    TimelinePoint, Transition,
+    Durations, Failure, Flags, MarkerKind, OpKind, Origin, Outcome, RestartDetail,
+    RestartSummary, TimelinePoint, Transition,
 };
 use tokio::sync::oneshot;
 
@@ -51,6 +51,10 @@ pub struct Instance {
     pub flags: Flags,
     pub started_at_ms: u64,
     pub log_path: Option<PathBuf>,
+    /// Launched by drainwatch, or adopted (also: recorded before origins were).
+    pub origin: Origin,
+    /// The cgroup holding it: drainwatch's leaf for it, or an adopted server's own.
+    pub cgroup: Option<String>,
 }
 
 /// What a previous run left behind.
@@ -97,6 +101,7 @@ enum Write {
     Audit(AuditEntry),
     Instance(Instance),
     InstanceEnded(u64, u64),
+    Containment(i64, String),
     FlagSeen(FlagSet),
     RestartFlagset(i64, String),
     FlagEdit {
@@ -235,6 +240,11 @@ impl Store {
 
     pub fn instance(&self, i: Instance) {
         self.send(Write::Instance(i));
+    }
+
+    /// How restart `id`'s servers are contained (see `RestartDetail::containment`).
+    pub fn containment(&self, id: i64, text: String) {
+        self.send(Write::Containment(id, text));
     }
 
     pub fn instance_ended(&self, generation: u64, at_ms: u64) {

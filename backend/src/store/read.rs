@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use shared::ProcId;
 use shared::restart::{
-    Durations, Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary,
-    TimelinePoint, Transition,
+    Durations, Failure, Flags, Marker, OpKind, Origin, Outcome, Phase, RestartDetail,
+    RestartSummary, TimelinePoint, Transition,
 };
 
 use super::{AuditEntry, Instance, Recovered};
@@ -48,7 +48,8 @@ pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Re
     )?;
     let instance = tx
         .query_row(
-            "SELECT generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path
+            "SELECT generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path,
+                    origin, cgroup
              FROM instances WHERE ended_at_ms IS NULL ORDER BY generation DESC LIMIT 1",
             [],
             |r| {
@@ -62,6 +63,13 @@ pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Re
                     flags: parse(&r.get::<_, String>(4)?)?,
                     started_at_ms: r.get::<_, i64>(5)? as u64,
                     log_path: r.get::<_, Option<String>>(6)?.map(PathBuf::from),
+                    // No origin recorded: never assume the group is ours.
+                    origin: r
+                        .get::<_, Option<String>>(7)?
+                        .map(|s| parse(&s))
+                        .transpose()?
+                        .unwrap_or(Origin::Adopted),
+                    cgroup: r.get(8)?,
                 })
             },
         )
@@ -166,12 +174,18 @@ pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<Rest
         .map(|s| parse(&s))
         .transpose()?
         .unwrap_or_default();
+    let containment = conn.query_row(
+        "SELECT containment FROM restarts WHERE id = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
     Ok(Some(RestartDetail {
         summary,
         transitions,
         markers,
         timeline,
         log_tail,
+        containment,
     }))
 }
 

@@ -93,6 +93,14 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX bench_repeats_by_run ON bench_repeats(run_id);
     ALTER TABLE restarts ADD COLUMN flagset TEXT;
     ",
+    // 3: containment: where an instance came from and the cgroup that holds it;
+    // how each restart's servers were contained. An instance recorded before
+    // this has no origin and is treated as adopted: its group is never signalled.
+    "
+    ALTER TABLE instances ADD COLUMN origin TEXT;
+    ALTER TABLE instances ADD COLUMN cgroup TEXT;
+    ALTER TABLE restarts ADD COLUMN containment TEXT;
+    ",
 ];
 
 /// Brings the database up to the newest schema.

@@ -99,6 +99,8 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
             flags: flags("8"),
             started_at_ms: 500,
             log_path: None,
+            origin: shared::restart::Origin::Launched,
+            cgroup: Some("/dw/server-3".into()),
         });
         store.flush().await;
         id
@@ -107,6 +109,9 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
     assert_eq!(rec.interrupted, vec![id]);
     assert_eq!(rec.generation, 3);
     assert_eq!(rec.instance.as_ref().map(|i| i.root.pid), Some(4242));
+    let inst = rec.instance.as_ref().expect("the instance");
+    assert_eq!(inst.origin, shared::restart::Origin::Launched);
+    assert_eq!(inst.cgroup.as_deref(), Some("/dw/server-3"));
     let s = &store.restarts(5).await.expect("list")[0];
     assert_eq!(s.outcome, Outcome::Interrupted);
     assert_eq!(s.failure, Some(Failure::Interrupted));

@@ -123,8 +123,9 @@ fn apply(
         Write::Instance(i) => {
             tx.execute(
                 "INSERT OR REPLACE INTO instances
-                 (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path,
+                  origin, cgroup)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     i.generation as i64,
                     i.root.pid,
@@ -132,8 +133,16 @@ fn apply(
                     i.pgid,
                     text(&i.flags),
                     i.started_at_ms as i64,
-                    i.log_path.map(|p| p.display().to_string())
+                    i.log_path.map(|p| p.display().to_string()),
+                    text(&i.origin),
+                    i.cgroup
                 ],
+            )?;
+        }
+        Write::Containment(id, text) => {
+            tx.execute(
+                "UPDATE restarts SET containment = ?2 WHERE id = ?1",
+                params![id, text],
             )?;
         }
         Write::InstanceEnded(generation, at_ms) => {

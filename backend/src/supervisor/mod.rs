@@ -1,13 +1,21 @@
 //! Process control for the managed server: launch it in a new session and
-//! process group with its output in a log file, signal its group and every
-//! tracked descendant (by PID + start time, re-checked just before the signal),
-//! and reap what exits. drainwatch is a child subreaper, so a descendant that
-//! escapes its group and loses its parent is re-parented to drainwatch, not to
-//! init, and stays visible.
+//! process group (and, where cgroup v2 can be had, a leaf cgroup of its own)
+//! with its output in a log file; signal it, and reap what exits. drainwatch is
+//! a child subreaper, so a descendant that escapes its group and loses its
+//! parent is re-parented to drainwatch, not to init, and stays visible.
+//!
+//! Every signal has proof behind it: a single process is signalled through the
+//! pidfd taken when it was identified by PID + start time ([`Members`]); a
+//! process group only through its leader's pidfd, or without that only while
+//! the leader is drainwatch's own unreaped child ([`Group`]); a cgroup only if
+//! it is one of drainwatch's own leaves ([`cgroup`]).
 //!
 //! The only module that starts or signals processes.
 
+pub mod cgroup;
 mod logs;
+mod members;
+pub mod pidfd;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -20,14 +28,75 @@ use crate::config::file::ServerConfig;
 use crate::config::flags::Invocation;
 
 pub use logs::{LogTail, looks_like_oom, looks_like_port_in_use, prune};
+pub use members::Members;
+pub use pidfd::Pidfd;
+
+pub use crate::telemetry::procfs::{alive, descendants};
 
 /// A server process drainwatch started.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Launched {
     pub root: ProcId,
     /// The process group (= session) the server leads.
-    pub pgid: i32,
+    pub group: Group,
     pub log_path: PathBuf,
+}
+
+/// The process group a launched server leads, and the proof that it is still
+/// that group and not a number someone else now holds.
+#[derive(Debug)]
+pub struct Group {
+    pub pgid: i32,
+    /// The leader's pidfd, taken while it was still our unreaped child: it reaches
+    /// exactly this group for as long as any member lives, and no one after.
+    leader: Option<Pidfd>,
+    /// The leader is drainwatch's child and not reaped yet, so its PID — the
+    /// group's number — cannot have been reused.
+    pub leader_unreaped: bool,
+}
+
+impl Group {
+    /// A group found again after drainwatch itself restarted: its leader is no
+    /// longer our child, so only its pidfd can prove the group is the same.
+    pub fn refound(pgid: i32, root: ProcId) -> Self {
+        Self {
+            pgid,
+            leader: Pidfd::open(root).ok(),
+            leader_unreaped: false,
+        }
+    }
+
+    /// Signals the group if there is proof it is still the server's; says how.
+    #[allow(unsafe_code)]
+    pub fn signal(&self, sig: i32) -> GroupSignal {
+        if let Some(fd) = &self.leader {
+            match fd.signal_group(sig) {
+                pidfd::Sent::Delivered => return GroupSignal::ByPidfd,
+                pidfd::Sent::Gone => return GroupSignal::Empty,
+                pidfd::Sent::Unsupported => {}
+            }
+        }
+        if self.leader_unreaped && self.pgid > 1 {
+            // SAFETY: killpg on the group our unreaped child leads: its number
+            // is pinned by that child and cannot belong to anyone else.
+            unsafe { libc::killpg(self.pgid, sig) };
+            return GroupSignal::ByNumber;
+        }
+        GroupSignal::NoProof
+    }
+}
+
+/// How [`Group::signal`] went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupSignal {
+    /// Through the leader's pidfd.
+    ByPidfd,
+    /// By number, while the leader was our unreaped child.
+    ByNumber,
+    /// The group has no members left.
+    Empty,
+    /// No proof the number is still the server's group: not signalled.
+    NoProof,
 }
 
 /// How a reaped child ended.
@@ -57,6 +126,7 @@ pub fn launch(
     cfg: &ServerConfig,
     inv: &Invocation,
     log_path: &Path,
+    leaf: Option<&cgroup::Leaf>,
 ) -> Result<Launched, LaunchCause> {
     let spawn_error = |what: &str, e: std::io::Error| LaunchCause::SpawnError {
         message: format!("{what}: {e}"),
@@ -84,9 +154,22 @@ pub fn launch(
     if let Some(cwd) = &cfg.cwd {
         cmd.current_dir(cwd);
     }
-    // SAFETY: setsid is async-signal-safe and only affects the new child.
+    let cgroup_procs = leaf
+        .map(|l| {
+            l.procs_writer()
+                .map_err(|e| spawn_error(&format!("opening {}/cgroup.procs", l.name), e))
+        })
+        .transpose()?;
+    let cgroup_fd = cgroup_procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: only async-signal-safe calls (write, setsid) on the new child, no
+    // allocation: it joins its cgroup before it can fork or exec anything.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if let Some(fd) = cgroup_fd
+                && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+            {
+                return Err(std::io::Error::last_os_error());
+            }
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -96,85 +179,25 @@ pub fn launch(
     let child = cmd
         .spawn()
         .map_err(|e| spawn_error(&format!("cannot start {}", cfg.program.display()), e))?;
+    drop(cgroup_procs);
     let pid = child.id();
     // The child is reaped by `reap`, not through this handle.
     drop(child);
-    let start_ticks = start_ticks_of(pid).ok_or_else(|| LaunchCause::SpawnError {
-        message: "the server exited before it could be identified".to_owned(),
-    })?;
+    // Not reaped yet (only `reap` does that), so this PID is our child's.
+    let root = crate::telemetry::procfs::identity(pid)
+        .map(|i| i.id)
+        .ok_or_else(|| LaunchCause::SpawnError {
+            message: "the server exited before it could be identified".to_owned(),
+        })?;
     Ok(Launched {
-        root: ProcId { pid, start_ticks },
-        pgid: pid as i32,
+        root,
+        group: Group {
+            pgid: pid as i32,
+            leader: Pidfd::open(root).ok(),
+            leader_unreaped: true,
+        },
         log_path: log_path.to_owned(),
     })
-}
-
-/// Start ticks of a process (field 22 of its stat), if it exists.
-fn start_ticks_of(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_ascii_whitespace().nth(19)?.parse().ok()
-}
-
-/// True while `id` is alive: same PID, same start time, not a zombie.
-pub fn alive(id: ProcId) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", id.pid)) else {
-        return false;
-    };
-    let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let mut f = after.split_ascii_whitespace();
-    let state = f.next().unwrap_or("X");
-    let start = f.nth(18).and_then(|s| s.parse::<u64>().ok());
-    start == Some(id.start_ticks) && !matches!(state, "Z" | "X" | "x")
-}
-
-/// `root` and every descendant it has now, by identity (children are listed per
-/// thread in `/proc/<pid>/task/*/children`; a child younger than its parent whose
-/// PID was reused in between is not taken).
-pub fn descendants(root: ProcId) -> Vec<ProcId> {
-    let mut out = Vec::new();
-    if !alive(root) {
-        return out;
-    }
-    let mut queue = vec![root];
-    while let Some(parent) = queue.pop() {
-        out.push(parent);
-        for pid in crate::telemetry::procfs::children(parent.pid, 0) {
-            if let Some(start_ticks) = start_ticks_of(pid) {
-                let id = ProcId { pid, start_ticks };
-                if start_ticks >= parent.start_ticks && !out.contains(&id) && !queue.contains(&id) {
-                    queue.push(id);
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Signals a process group.
-#[allow(unsafe_code)]
-pub fn signal_group(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: killpg with a group we created; ESRCH (gone) is fine.
-        unsafe { libc::killpg(pgid, sig) };
-    }
-}
-
-/// Signals each process still alive as the identity recorded for it (a PID reused
-/// by someone else is left alone). Returns how many were signalled.
-#[allow(unsafe_code)]
-pub fn signal_each(ids: &[ProcId], sig: i32) -> usize {
-    let mut n = 0;
-    for id in ids {
-        if alive(*id) && id.pid > 1 {
-            // SAFETY: kill(2) on a PID whose start time was just checked.
-            unsafe { libc::kill(id.pid as i32, sig) };
-            n += 1;
-        }
-    }
-    n
 }
 
 /// Reaps every child that has exited (the server's root, and orphans re-parented

@@ -136,6 +136,64 @@ impl ProcReader {
     }
 }
 
+/// What signalling needs of one process: who it is now, whether it has exited,
+/// and its process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub id: ProcId,
+    /// `Z` (zombie) or `X` (dead) once it has exited, even before it is reaped.
+    pub state: char,
+    pub pgid: i32,
+}
+
+impl Identity {
+    pub fn exited(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// One read of `/proc/<pid>/stat`: the process that has `pid` now, if any.
+pub fn identity(pid: u32) -> Option<Identity> {
+    let stat = Stat::from_file(format!("/proc/{pid}/stat")).ok()?;
+    Some(Identity {
+        id: ProcId {
+            pid,
+            start_ticks: stat.starttime,
+        },
+        state: stat.state,
+        pgid: stat.pgrp,
+    })
+}
+
+/// True while `id` is alive: same PID, same start time, not exited.
+pub fn alive(id: ProcId) -> bool {
+    identity(id.pid).is_some_and(|now| now.id == id && !now.exited())
+}
+
+/// `root` and every descendant it has now, by identity (children are listed per
+/// thread in `/proc/<pid>/task/*/children`; a child younger than its parent whose
+/// PID was reused in between is not taken).
+pub fn descendants(root: ProcId) -> Vec<ProcId> {
+    let mut out = Vec::new();
+    if !alive(root) {
+        return out;
+    }
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        out.push(parent);
+        for pid in children(parent.pid, 0) {
+            if let Some(child) = identity(pid).map(|i| i.id)
+                && child.start_ticks >= parent.start_ticks
+                && !out.contains(&child)
+                && !queue.contains(&child)
+            {
+                queue.push(child);
+            }
+        }
+    }
+    out
+}
+
 /// A process's children across all its threads (`/proc/<pid>/task/*/children`);
 /// `threads` (from its stat) spares listing the tasks of a single-threaded process.
 pub fn children(pid: u32, threads: i64) -> Vec<u32> {

@@ -12,6 +12,9 @@
 //!   process dead; the memory is released `release_delay_ms` later, like a driver
 //!   tearing down a context.
 //!
+//! - `roster/<pid>-<start_ticks>.json`: one line per simulated-server process, written
+//!   as it starts (see [`roster`]): who existed, and who launched them.
+//!
 //! Every write is atomic (temp file, then rename or link), so a reader never sees
 //! a torn file. Nothing here identifies a process by name: PID + start time only.
 
@@ -20,11 +23,13 @@ mod fsutil;
 mod inventory;
 mod observe;
 mod proc_stat;
+mod roster;
 
 pub use faults::{Fault, GpuFaults, clear_faults, set_faults};
 pub use inventory::{GpuSpec, Inventory};
 pub use observe::{GpuView, HostView, ProcessUse, observe, observe_with};
 pub use proc_stat::{ProcStat, descendants, parse_proc_stat, read_proc_stat};
+pub use roster::{Enlisted, OWNER_ENV, enlist, roster};
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -77,6 +77,9 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
                 args.host, args.port
             )
         })?;
+    if let Some(dir) = std::env::var_os(simhost::HOST_DIR_ENV) {
+        simhost::enlist(std::path::Path::new(&dir), "launcher")?;
+    }
     println!("simserver listening on http://{}", listener.local_addr()?);
     eprintln!(
         "simserver: started at {} ms; tp={} warmup={} ms modes={modes:?}",

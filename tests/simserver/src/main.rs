@@ -8,6 +8,10 @@
 //! - `simserver worker`: one rank (started by `launch`, not by hand).
 //! - `simserver foreign`: a process that holds GPU memory and is *not* part of any
 //!   server, whatever its command line says (the `pkill -f` trap).
+//! - `simserver escapee`, `simserver spawnling`: what the `escape` and
+//!   `fork-bomb-lite` modes leave behind (started by a worker, not by hand).
+//!
+//! Every process puts itself on the simulated host's roster (`simhost::roster`).
 //!
 //! Misbehaviour for tests and the demo comes from `SIMSERVER_MODE` (see `modes`).
 //!
@@ -38,6 +42,8 @@ enum Cmd {
     Launch(launch::LaunchArgs),
     Worker(worker::WorkerArgs),
     Foreign(worker::ForeignArgs),
+    Escapee(worker::EscapeeArgs),
+    Spawnling(worker::SpawnlingArgs),
 }
 
 fn main() {
@@ -46,6 +52,8 @@ fn main() {
         Cmd::Launch(a) => launch::run(a),
         Cmd::Worker(a) => worker::run(a),
         Cmd::Foreign(a) => worker::foreign(a),
+        Cmd::Escapee(a) => worker::escapee(a),
+        Cmd::Spawnling(a) => worker::spawnling(a),
     };
     if let Err(e) = result {
         eprintln!("simserver: error: {e:#}");

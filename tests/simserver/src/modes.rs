@@ -24,6 +24,13 @@ pub(crate) struct Modes {
     /// Usage only in the final chunk, as SGLang does: `continuous_usage_stats`
     /// (vLLM's per-chunk counts) is ignored.
     pub(crate) final_usage: bool,
+    /// This long after it is warm, rank 0 leaves a process that setsids and
+    /// double-forks (so it is nobody's descendant once its parent is gone) and
+    /// keeps 4 GiB of GPU memory.
+    pub(crate) escape_after: Option<Duration>,
+    /// On SIGTERM, rank 0 keeps spawning short-lived children in sessions of
+    /// their own for a while (a bounded number) before it exits.
+    pub(crate) fork_bomb_lite: bool,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -59,6 +66,8 @@ impl Modes {
                 "crash" => m.crash_after = Some(ms(10_000)?),
                 "hang-completions" => m.hang_completions = true,
                 "final-usage" => m.final_usage = true,
+                "escape" => m.escape_after = Some(ms(1_000)?),
+                "fork-bomb-lite" => m.fork_bomb_lite = true,
                 "drop-every" => {
                     m.drop_every = Some(
                         value
@@ -91,6 +100,9 @@ mod tests {
             Modes::parse("crash").expect("valid").crash_after,
             Some(Duration::from_secs(10))
         );
+        let e = Modes::parse("escape=2500,fork-bomb-lite").expect("valid");
+        assert_eq!(e.escape_after, Some(Duration::from_millis(2500)));
+        assert!(e.fork_bomb_lite);
         assert!(Modes::parse("explode").is_err());
         assert!(Modes::parse("crash=soon").is_err());
     }

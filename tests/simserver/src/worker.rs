@@ -46,6 +46,27 @@ pub(crate) struct ForeignArgs {
     _decoy: Vec<String>,
 }
 
+/// What the `escape` mode leaves: stage 1 is in a new session and only forks
+/// stage 2 and exits, so stage 2 has no parent of the server's left.
+#[derive(Debug, clap::Args)]
+pub(crate) struct EscapeeArgs {
+    #[arg(long, default_value_t = 0)]
+    gpu: u32,
+    #[arg(long, default_value_t = 4.0)]
+    mem_gib: f64,
+    /// The second fork: hold the memory until killed.
+    #[arg(long)]
+    stage2: bool,
+}
+
+/// A short-lived child of the `fork-bomb-lite` mode.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SpawnlingArgs {
+    /// How long it lives, in milliseconds.
+    #[arg(long, default_value_t = 300)]
+    ms: u64,
+}
+
 fn host_dir() -> anyhow::Result<PathBuf> {
     std::env::var_os(HOST_DIR_ENV)
         .map(PathBuf::from)
@@ -107,6 +128,10 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
         None => args.mem_gib * GIB,
     };
     let reg = Registration::for_self(&dir).context("registering with the simulated host")?;
+    simhost::enlist(&dir, "worker")?;
+    if modes.fork_bomb_lite && args.rank == 0 {
+        catch_sigterm();
+    }
     if modes.orphan && args.rank == 0 {
         leave_orphan(args.gpu)?;
     }
@@ -148,9 +173,105 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
         );
         std::process::abort();
     }
+    if let Some(after) = modes.escape_after.filter(|_| args.rank == 0) {
+        std::thread::sleep(after);
+        escape(args.gpu)?;
+    }
+    if modes.fork_bomb_lite && args.rank == 0 {
+        while !TERM.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        spawn_burst();
+        std::process::exit(0);
+    }
     loop {
         std::thread::park();
     }
+}
+
+static TERM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    TERM.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[allow(unsafe_code)]
+fn catch_sigterm() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe { libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t) };
+}
+
+/// How many children the fork-bomb-lite burst spawns, one every 10 ms.
+const BURST: u32 = 60;
+
+/// Children in sessions of their own, one every 10 ms, each living 300 ms.
+fn spawn_burst() {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    eprintln!("simserver worker 0: SIGTERM; spawning {BURST} children first");
+    for _ in 0..BURST {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["spawnling", "--ms", "300"]);
+        in_new_session(&mut cmd);
+        // A spawn refused (the cgroup is being killed) ends the burst.
+        if cmd.spawn().is_err() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[allow(unsafe_code)]
+fn in_new_session(cmd: &mut std::process::Command) {
+    // SAFETY: setsid is async-signal-safe and only affects the new child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+}
+
+/// Leaves the escapee (see [`EscapeeArgs`]).
+fn escape(gpu: u32) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["escapee", "--gpu", &gpu.to_string()]);
+    in_new_session(&mut cmd);
+    let mut stage1 = cmd.spawn().context("spawning the escapee")?;
+    stage1.wait()?;
+    eprintln!("simserver worker 0: a process escaped with GPU memory");
+    Ok(())
+}
+
+pub(crate) fn escapee(args: EscapeeArgs) -> anyhow::Result<()> {
+    if !args.stage2 {
+        let exe = std::env::current_exe()?;
+        std::process::Command::new(exe)
+            .args(["escapee", "--stage2", "--gpu", &args.gpu.to_string()])
+            .args(["--mem-gib", &args.mem_gib.to_string()])
+            .spawn()
+            .context("the second fork")?;
+        return Ok(());
+    }
+    let dir = host_dir()?;
+    simhost::enlist(&dir, "escapee")?;
+    let reg = Registration::for_self(&dir)?;
+    reg.set(&[GpuUse {
+        gpu: args.gpu,
+        used_bytes: (args.mem_gib * GIB) as u64,
+        util_percent: 0,
+    }])?;
+    loop {
+        std::thread::park();
+    }
+}
+
+pub(crate) fn spawnling(args: SpawnlingArgs) -> anyhow::Result<()> {
+    simhost::enlist(&host_dir()?, "spawnling")?;
+    std::thread::sleep(Duration::from_millis(args.ms));
+    Ok(())
 }
 
 /// A child that leaves the process group and outlives this worker, holding 2 GiB —
@@ -181,6 +302,7 @@ pub(crate) fn foreign(args: ForeignArgs) -> anyhow::Result<()> {
     if args.ignore_sigterm {
         ignore_sigterm();
     }
+    simhost::enlist(&host_dir()?, "foreign")?;
     let reg = Registration::for_self(&host_dir()?)?;
     reg.set(&[GpuUse {
         gpu: args.gpu,

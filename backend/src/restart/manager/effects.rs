@@ -4,16 +4,15 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use shared::ProcId;
-use shared::restart::{Failure, Flags, Outcome, Phase, RestartSummary, Transition};
+use shared::restart::{Failure, Flags, Origin, Outcome, Phase, RestartSummary, Transition};
 
 use super::{Manager, Running};
 use crate::restart::machine::{Effect, Input};
 use crate::restart::observe::durations;
 use crate::restart::probe;
 use crate::store::Instance;
-use crate::supervisor::{self, LogTail};
-use crate::telemetry::{Hint, now_ms};
+use crate::supervisor::{self, GroupSignal, LogTail};
+use crate::telemetry::now_ms;
 
 impl Manager {
     /// Steps the machine and carries out what it asks.
@@ -33,9 +32,19 @@ impl Manager {
         match fx {
             Effect::Entered {
                 phase,
-                note,
+                mut note,
                 marker,
             } => {
+                if phase == Phase::Draining {
+                    note = self.drain_note();
+                }
+                if phase == Phase::Verifying {
+                    // Stopping ends with cgroup.kill: whatever is still in the
+                    // server's cgroup now, tracked or not, is gone.
+                    if let Some(cg) = &self.cgroups {
+                        cg.kill_all();
+                    }
+                }
                 tracing::info!(phase = phase.label(), %note, "server phase");
                 if let Some(op) = self.op.as_mut() {
                     if op.entered.last().is_none_or(|(p, _)| *p != phase) {
@@ -89,17 +98,77 @@ impl Manager {
         }
     }
 
-    /// SIGTERM/SIGKILL to the server: its own process group when drainwatch made
-    /// it, and each tracked member by identity (those that left the group too).
+    /// SIGTERM/SIGKILL to the server: each tracked member through its pidfd
+    /// (those that left the group too); the process group when drainwatch made
+    /// it and still holds proof it is the same group; and with SIGKILL, the
+    /// server's cgroup whole (`cgroup.kill`). An adopted server's group and
+    /// cgroup are never signalled.
     fn signal_all(&mut self, sig: i32) {
-        if let Some(r) = &self.running
-            && r.own_group
-        {
-            supervisor::signal_group(r.pgid, sig);
+        self.track_descendants();
+        let group = self
+            .running
+            .as_ref()
+            .and_then(|r| r.group.as_ref())
+            .map(|g| g.signal(sig));
+        let n = self.members.signal(sig);
+        let killed = match &self.cgroups {
+            Some(cg) if sig == libc::SIGKILL => cg.kill_all(),
+            _ => 0,
+        };
+        if group == Some(GroupSignal::NoProof) {
+            tracing::info!("the server's process group is not signalled: its leader is gone and with it the proof that the number is still its group");
         }
-        let members: Vec<ProcId> = self.members.iter().copied().collect();
-        let n = supervisor::signal_each(&members, sig);
-        tracing::info!(signal = sig, processes = n, "signalled the server");
+        tracing::info!(signal = sig, processes = n, ?group, cgroups_killed = killed, "signalled the server");
+    }
+
+    /// What a drain signals, in words, for the record.
+    fn drain_note(&self) -> String {
+        let n = self.members.alive();
+        match self.running.as_ref() {
+            Some(r) if r.origin == Origin::Adopted => match (&r.cgroup, r.contained) {
+                (Some(cg), true) => format!(
+                    "SIGTERM to the adopted server's {n} tracked process(es), never its process group; cgroup.kill of {cg} ends the stop"
+                ),
+                (Some(cg), false) => format!(
+                    "SIGTERM to the adopted server's {n} tracked process(es), never its process group; it runs in cgroup {cg}, which is not drainwatch's, so anything it started outside drainwatch's view stays"
+                ),
+                (None, _) => format!(
+                    "SIGTERM to the adopted server's {n} tracked process(es), never its process group"
+                ),
+            },
+            Some(r) => match (&r.cgroup, r.contained) {
+                (Some(cg), true) => format!(
+                    "SIGTERM to the server's process group and its {n} process(es) in cgroup {cg}; cgroup.kill ends the stop"
+                ),
+                _ => format!(
+                    "SIGTERM to the server's process group and its {n} tracked process(es) ({})",
+                    self.containment.summary()
+                ),
+            },
+            None => "SIGTERM to what is left of the server".to_owned(),
+        }
+    }
+
+    /// How the servers of operation `id` are contained, for its record.
+    pub(super) fn record_containment(&self) {
+        let Some(op) = &self.op else { return };
+        let text = match self.running.as_ref() {
+            Some(r) if r.origin == Origin::Adopted => format!(
+                "adopted: only tracked processes are signalled; {}",
+                match (&r.cgroup, r.contained) {
+                    (Some(cg), true) => format!("moved into drainwatch's cgroup {cg}"),
+                    (Some(cg), false) => format!("runs in cgroup {cg}, not drainwatch's"),
+                    (None, _) => "no cgroup known".to_owned(),
+                }
+            ),
+            Some(Running {
+                cgroup: Some(cg),
+                contained: true,
+                ..
+            }) => format!("cgroup {cg}"),
+            _ => self.containment.summary(),
+        };
+        self.store.containment(op.op.id, text);
     }
 
     fn launch(&mut self, flags: Flags) {
@@ -120,7 +189,22 @@ impl Manager {
             .allow
             .invocation(&self.cfg.args, &self.cfg.env, &flags);
         let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
-        let launched = supervisor::launch(&self.cfg, &inv, &log_path);
+        let leaf = match &self.cgroups {
+            Some(cg) => {
+                cg.remove_empty_leaves();
+                match cg.new_leaf(self.generation) {
+                    Ok(leaf) => Some(leaf),
+                    Err(message) => {
+                        self.feed(Input::SpawnFailed(
+                            shared::restart::LaunchCause::SpawnError { message },
+                        ));
+                        return;
+                    }
+                }
+            }
+            None => None,
+        };
+        let launched = supervisor::launch(&self.cfg, &inv, &log_path, leaf.as_ref());
         supervisor::prune(&self.log_dir);
         match launched {
             Ok(l) => {
@@ -138,23 +222,29 @@ impl Manager {
                 }
                 self.store.flagset_seen(set);
                 self.log = Some(LogTail::follow(&l.log_path, true));
+                let cgroup = leaf.map(|l| l.name);
                 self.store.instance(Instance {
                     generation: self.generation,
                     root: l.root,
-                    pgid: l.pgid,
+                    pgid: l.group.pgid,
                     flags: self.flags.clone(),
                     started_at_ms: now,
                     log_path: Some(l.log_path.clone()),
+                    origin: Origin::Launched,
+                    cgroup: cgroup.clone(),
                 });
                 self.set_running(
                     Running {
                         root: l.root,
-                        pgid: l.pgid,
-                        own_group: true,
+                        origin: Origin::Launched,
+                        group: Some(l.group),
+                        contained: cgroup.is_some(),
+                        cgroup,
                         started_at_ms: now,
                     },
                     true,
                 );
+                self.record_containment();
                 self.feed(Input::Spawned);
             }
             Err(cause) => self.feed(Input::SpawnFailed(cause)),
@@ -197,11 +287,7 @@ impl Manager {
         if let Some(p) = self.probe.take() {
             p.abort();
         }
-        self.hint.set(Hint {
-            root: None,
-            members: self.members.clone(),
-            own_children: true,
-        });
+        self.members.root_gone();
     }
 
     pub(super) fn finished(&mut self, outcome: Outcome, failure: Option<Failure>, now: u64) {

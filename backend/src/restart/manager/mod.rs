@@ -3,7 +3,7 @@
 //! feeds it observations from every sample, the server's exit and probe results,
 //! and carries out its effects through the supervisor, the store and the hub.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use shared::ProcId;
 use shared::restart::{
-    Accepted, Failure, Flags, OpKind, Operation, Phase, ServerStatus, TimelinePoint,
+    Accepted, Containment, ContainmentKind, Failure, Flags, OpKind, Operation, Origin, Phase,
+    ServerStatus, TimelinePoint,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -25,8 +26,9 @@ use crate::bench::flagset;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
 use crate::store::{Instance, Store};
-use crate::supervisor::{self, LogTail};
-use crate::telemetry::{Hint, ServerHint, now_ms};
+use crate::supervisor::cgroup::{self, Cgroups};
+use crate::supervisor::{self, Group, LogTail, Members};
+use crate::telemetry::{ServerHint, now_ms};
 
 /// A request the manager refused, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +61,8 @@ pub struct Request {
     pub generation: u64,
     pub confirm: String,
     pub flags: BTreeMap<String, Option<String>>,
+    /// With an adoption: move the server into a cgroup leaf of drainwatch's.
+    pub contain: bool,
     /// Who asked (the client's address).
     pub peer: String,
     pub reply: oneshot::Sender<Result<Accepted, Refusal>>,
@@ -124,12 +128,17 @@ impl ManagerHandle {
 }
 
 /// A server instance drainwatch is responsible for.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Running {
     root: ProcId,
-    pgid: i32,
-    /// drainwatch created its session, so its process group is exactly the server.
-    own_group: bool,
+    origin: Origin,
+    /// The process group of a server drainwatch launched; `None` for an adopted
+    /// one, whose group may be a shell's: it is never signalled.
+    group: Option<Group>,
+    /// The cgroup that holds the root (for people), and whether it is a leaf
+    /// of drainwatch's own.
+    cgroup: Option<String>,
+    contained: bool,
     started_at_ms: u64,
 }
 
@@ -150,13 +159,16 @@ pub struct Manager {
     cfg: Arc<ServerConfig>,
     hub: Arc<Hub>,
     store: Store,
-    hint: Arc<ServerHint>,
     fast: Arc<AtomicBool>,
     machine: Machine,
     generation: u64,
     flags: Flags,
     running: Option<Running>,
-    members: HashSet<ProcId>,
+    /// The server's processes, each with its pidfd; publishes them to telemetry.
+    members: Members,
+    /// drainwatch's cgroup subtree, where cgroup containment is in force.
+    cgroups: Option<Cgroups>,
+    containment: Containment,
     log: Option<LogTail>,
     log_dir: PathBuf,
     op: Option<OpRecord>,
@@ -194,6 +206,8 @@ pub struct Parts {
     pub fast: Arc<AtomicBool>,
     pub log_dir: PathBuf,
     pub recovered: crate::store::Recovered,
+    /// `--cgroup`: where to contain the servers it launches.
+    pub cgroup: cgroup::Setting,
 }
 
 impl Manager {
@@ -216,6 +230,23 @@ impl Manager {
             Arc::clone(&scraped),
         ));
         let typical = p.store.typical().await.unwrap_or_default();
+        let pidfd = supervisor::pidfd::probe();
+        let cgroups = cgroup::setup(&p.cgroup, p.cfg.port);
+        let containment = Containment {
+            kind: match cgroups {
+                Ok(_) => ContainmentKind::Cgroup,
+                Err(_) => ContainmentKind::ProcessGroup,
+            },
+            reason: cgroups.as_ref().err().cloned(),
+            cgroup: cgroups.as_ref().ok().map(Cgroups::name),
+            pidfd: pidfd.is_ok(),
+            pidfd_reason: pidfd.err(),
+        };
+        match &cgroups {
+            Ok(cg) => tracing::info!(cgroup = %cg.name(), "servers are contained by cgroup v2"),
+            Err(why) => tracing::warn!(%why, "no cgroup containment: process group, subreaper and tracked processes only"),
+        }
+        let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
             machine: Machine::new(p.cfg.timeouts, p.cfg.verify.samples, now),
             flags: p.cfg.allow.defaults().clone(),
@@ -223,10 +254,11 @@ impl Manager {
             cfg: p.cfg,
             hub: p.hub,
             store: p.store,
-            hint: p.hint,
             fast: p.fast,
             running: None,
-            members: HashSet::new(),
+            members,
+            cgroups: cgroups.ok(),
+            containment,
             log: None,
             log_dir: p.log_dir,
             op: None,
@@ -267,11 +299,17 @@ impl Manager {
         );
         self.flags = inst.flags;
         self.log = inst.log_path.map(|p| LogTail::follow(&p, false));
+        // Only a group drainwatch made is ever signalled, and only through its
+        // leader's pidfd now that the leader is no longer our child.
+        let group = (inst.origin == Origin::Launched).then(|| Group::refound(inst.pgid, inst.root));
+        let contained = self.leaf_of(inst.cgroup.as_deref()).is_some();
         self.set_running(
             Running {
                 root: inst.root,
-                pgid: inst.pgid,
-                own_group: true,
+                origin: inst.origin,
+                group,
+                cgroup: inst.cgroup,
+                contained,
                 started_at_ms: inst.started_at_ms,
             },
             false,
@@ -279,16 +317,26 @@ impl Manager {
         self.feed(Input::Attached);
     }
 
+    /// The recorded cgroup `name`, if it is one of drainwatch's leaves.
+    fn leaf_of(&self, name: Option<&str>) -> Option<cgroup::Leaf> {
+        self.cgroups.as_ref()?.leaf_named(name?)
+    }
+
     fn set_running(&mut self, r: Running, own_children: bool) {
-        self.members = supervisor::descendants(r.root).into_iter().collect();
-        self.members.insert(r.root);
-        self.hint.set(Hint {
-            root: Some(r.root),
-            members: self.members.clone(),
-            own_children,
-        });
+        self.members
+            .reset(Some(r.root), own_children, supervisor::descendants(r.root));
         self.adoptable = None;
         self.running = Some(r);
+        self.track_contained();
+    }
+
+    /// Whatever runs in drainwatch's server cgroups is the server's, whatever
+    /// its parentage; returns how many processes they hold now.
+    fn track_contained(&mut self) -> usize {
+        let Some(cg) = &self.cgroups else { return 0 };
+        let pids = cg.procs();
+        self.members.extend_pids(&pids);
+        pids.len()
     }
 
     async fn command(&mut self, cmd: Command) {
@@ -325,16 +373,11 @@ impl Manager {
 
     /// Adds the root's current descendants to the tracked members.
     fn track_descendants(&mut self) {
+        self.track_contained();
         let Some(root) = self.running.as_ref().map(|r| r.root) else {
             return;
         };
-        let before = self.members.len();
         self.members.extend(supervisor::descendants(root));
-        if self.members.len() != before {
-            let mut h = self.hint.get();
-            h.members = self.members.clone();
-            self.hint.set(h);
-        }
     }
 
     /// Serves until `shutdown` flips.
@@ -392,6 +435,10 @@ impl Manager {
             if !is_root {
                 continue;
             }
+            // Its PID, the group's number, is free from now on.
+            if let Some(g) = self.running.as_mut().and_then(|r| r.group.as_mut()) {
+                g.leader_unreaped = false;
+            }
             tracing::info!(pid = exit.pid, code = ?exit.code, signal = ?exit.signal, "server root exited");
             let last = self
                 .log
@@ -429,7 +476,6 @@ impl Manager {
             .as_ref()
             .is_some_and(|r| sample.server.is_some_and(|s| s.root == r.root));
         if ours {
-            let before = self.members.len();
             self.members.extend(
                 sample
                     .processes
@@ -437,15 +483,14 @@ impl Manager {
                     .filter(|p| p.role == shared::ProcessRole::Server)
                     .filter_map(shared::ProcessInfo::id),
             );
-            if self.members.len() != before {
-                let mut h = self.hint.get();
-                h.members = self.members.clone();
-                self.hint.set(h);
-            }
         } else if self.running.is_none() {
             self.adoptable = sample.server.map(|s| s.root);
         }
-        let obs = observe(sample, &self.members, &self.cfg);
+        // Nothing of ours is alive only when no tracked member lives and the
+        // server's cgroup is empty.
+        let contained = self.track_contained();
+        let ours_alive = self.members.alive().max(contained);
+        let obs = observe(sample, &self.members.ids(), ours_alive, &self.cfg);
         self.feed(Input::Observe(obs));
         if let Some(op) = &self.op
             && self.machine.phase().is_busy()
@@ -496,6 +541,10 @@ impl Manager {
                 .map(|_| flagset::id(&self.cfg.model, &self.flags)),
             passive: scraped.passive,
             has_metrics: scraped.has_metrics,
+            containment: Some(self.containment.clone()),
+            origin: self.running.as_ref().map(|r| r.origin),
+            server_cgroup: self.running.as_ref().and_then(|r| r.cgroup.clone()),
+            server_contained: self.running.as_ref().is_some_and(|r| r.contained),
             bench: self.bench.as_ref().map(|b| BenchProgress {
                 run_id: b.id,
                 status: RunStatus::Running,

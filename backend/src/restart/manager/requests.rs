@@ -1,11 +1,12 @@
 //! Operators' requests: checked against the current state (typed confirmation,
 //! generation, single flight, flags), audited, then begun or refused.
 
-use shared::restart::{Accepted, Flags, OpKind, Operation, Outcome};
+use shared::restart::{Accepted, Flags, OpKind, Operation, Origin, Outcome};
 
 use super::{Manager, OpRecord, Refusal, Request, Running};
 use crate::restart::machine::{Input, op_name};
 use crate::store::{AuditEntry, Instance};
+use crate::supervisor::{self, cgroup};
 use crate::telemetry::now_ms;
 
 impl Manager {
@@ -69,6 +70,17 @@ impl Manager {
         } else {
             self.machine.can_begin(req.kind).map_err(conflict)?;
         }
+        if req.contain && req.kind != OpKind::Adopt {
+            return Err(Refusal::BadRequest(
+                "only an adoption can move a server into drainwatch's cgroup".to_owned(),
+            ));
+        }
+        if req.contain && self.cgroups.is_none() {
+            return Err(Refusal::BadRequest(format!(
+                "cannot contain the adopted server: {}",
+                self.containment.summary()
+            )));
+        }
         if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
             return Err(Refusal::BadRequest(format!(
                 "a {} takes no flags",
@@ -106,8 +118,9 @@ impl Manager {
             entered: Vec::new(),
         });
         if req.kind == OpKind::Adopt {
-            self.adopt(now);
+            self.adopt(now, req.contain);
         } else {
+            self.record_containment();
             // Whatever the server spawned since the last sample is ours too.
             self.track_descendants();
             self.feed(Input::Begin {
@@ -119,16 +132,30 @@ impl Manager {
         Ok(Accepted { id, kind: req.kind })
     }
 
-    fn adopt(&mut self, now: u64) {
+    fn adopt(&mut self, now: u64, contain: bool) {
         let Some(root) = self.adoptable else { return };
-        let pgid = std::fs::read_to_string(format!("/proc/{}/stat", root.pid))
-            .ok()
-            .and_then(|s| {
-                let after = s.rfind(')').map(|i| s[i + 1..].to_owned())?;
-                after.split_whitespace().nth(2)?.parse().ok()
-            })
-            .unwrap_or(0);
+        let pgid = crate::telemetry::procfs::identity(root.pid).map_or(0, |i| i.pgid);
         self.generation += 1;
+        let mut cgroup = cgroup::of_process(root.pid);
+        let mut contained = false;
+        if contain && let Some(cg) = &self.cgroups {
+            // Moved on the operator's word only, parents first, so what they
+            // fork from now on is born inside.
+            match cg.new_leaf(self.generation) {
+                Ok(leaf) => {
+                    let moved = supervisor::descendants(root)
+                        .into_iter()
+                        .filter(|p| leaf.add(p.pid).is_ok())
+                        .count();
+                    tracing::info!(cgroup = %leaf.name, processes = moved, "moved the adopted server into drainwatch's cgroup");
+                    contained = moved > 0;
+                    if contained {
+                        cgroup = Some(leaf.name);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot contain the adopted server"),
+            }
+        }
         self.store.instance(Instance {
             generation: self.generation,
             root,
@@ -136,18 +163,23 @@ impl Manager {
             flags: self.flags.clone(),
             started_at_ms: now,
             log_path: None,
+            origin: Origin::Adopted,
+            cgroup: cgroup.clone(),
         });
         // Not our session: signal members one by one, never its group (it may be
         // a shell's).
         self.set_running(
             Running {
                 root,
-                pgid,
-                own_group: false,
+                origin: Origin::Adopted,
+                group: None,
+                cgroup,
+                contained,
                 started_at_ms: now,
             },
             false,
         );
+        self.record_containment();
         self.log = None;
         self.feed(Input::Attached);
         self.finished(Outcome::Succeeded, None, now);

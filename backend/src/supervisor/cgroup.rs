@@ -1,0 +1,364 @@
+//! cgroup v2 containment: each launch of the server runs in a leaf cgroup of its
+//! own under drainwatch's subtree, placed there before it execs, so nothing it
+//! forks can escape, whatever its parentage or session; stopping it ends with
+//! `cgroup.kill`, and "nothing of ours is left" includes an empty `cgroup.procs`.
+//!
+//! The layout follows the delegation rules: in the subtree drainwatch was given
+//! (its own cgroup, a `Delegate=yes` unit under systemd) it moves itself into the
+//! leaf `supervisor`, and servers run in sibling leaves `server-<generation>`.
+//! A drainwatch started in the hierarchy's root cgroup makes itself the subtree
+//! `drainwatch-<server port>` rather than fill the root with leaves.
+//!
+//! Where none of this can be had, [`setup`] says why, and the supervisor falls
+//! back to process group, subreaper and tracked identities.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// What `--cgroup` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Setting {
+    /// drainwatch's own cgroup, found in `/proc/self/cgroup`.
+    Auto,
+    /// No cgroup containment.
+    Off,
+    /// This directory of a cgroup v2 hierarchy (a delegated subtree).
+    Path(PathBuf),
+}
+
+impl std::str::FromStr for Setting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            p if p.starts_with('/') => Ok(Self::Path(PathBuf::from(p))),
+            other => Err(format!(
+                "`{other}` is not auto, off or an absolute path to a cgroup v2 directory"
+            )),
+        }
+    }
+}
+
+/// The subtree servers are launched into.
+#[derive(Debug, Clone)]
+pub struct Cgroups {
+    /// Where the cgroup v2 hierarchy is mounted.
+    mount: PathBuf,
+    /// drainwatch's subtree (absolute path under `mount`).
+    subtree: PathBuf,
+}
+
+/// One leaf cgroup holding one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leaf {
+    dir: PathBuf,
+    /// The path as the kernel names it (from the hierarchy's root), for people.
+    pub name: String,
+}
+
+const LEAF_PREFIX: &str = "server-";
+const SUPERVISOR: &str = "supervisor";
+
+/// The cgroup v2 mount point, from `/proc/self/mountinfo`'s text: the mount
+/// point is field 5, the filesystem type follows the ` - ` separator.
+pub fn find_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        if right.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        left.split_whitespace().nth(4).map(unescape).map(PathBuf::from)
+    })
+}
+
+/// This process's cgroup v2 path, from `/proc/self/cgroup`'s `0::` line.
+pub fn own_path(proc_cgroup: &str) -> Option<String> {
+    proc_cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().to_owned())
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i + 1..i + 4);
+        match code.and_then(|c| u8::from_str_radix(c, 8).ok()) {
+            Some(b) => {
+                out.push(b as char);
+                rest = &rest[i + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Whether `dir` is on a cgroup v2 filesystem.
+#[allow(unsafe_code)]
+fn is_cgroup2(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs(2) fills a zeroed struct on the stack from a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    rc == 0 && st.f_type == libc::CGROUP2_SUPER_MAGIC
+}
+
+fn mkdir(dir: &Path) -> Result<(), String> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("cannot create the cgroup {}: {e}", dir.display())),
+    }
+}
+
+/// Sets up cgroup containment, or says why it cannot be had here.
+pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
+    let mountinfo = read(Path::new("/proc/self/mountinfo"))?;
+    let mount = find_mount(&mountinfo)
+        .ok_or("no cgroup v2 hierarchy is mounted (cgroup v1 only)".to_owned())?;
+    let subtree = match setting {
+        Setting::Off => return Err("turned off (--cgroup off)".to_owned()),
+        Setting::Path(p) => {
+            if !is_cgroup2(p) {
+                return Err(format!("{} is not a cgroup v2 directory", p.display()));
+            }
+            p.clone()
+        }
+        Setting::Auto => {
+            let own = own_path(&read(Path::new("/proc/self/cgroup"))?)
+                .ok_or("this process has no cgroup v2 entry in /proc/self/cgroup")?;
+            let own = own.trim_start_matches('/');
+            let own = own.strip_suffix(SUPERVISOR).map_or(own, |p| p.trim_end_matches('/'));
+            if own.is_empty() {
+                mount.join(format!("drainwatch-{server_port}"))
+            } else {
+                mount.join(own)
+            }
+        }
+    };
+    if !subtree.starts_with(&mount) {
+        return Err(format!(
+            "{} is outside the cgroup v2 hierarchy at {}",
+            subtree.display(),
+            mount.display()
+        ));
+    }
+    mkdir(&subtree)?;
+    let cg = Cgroups { mount, subtree };
+    let me = cg.leaf_at(SUPERVISOR)?;
+    if !me.dir.join("cgroup.kill").exists() {
+        return Err("cgroup.kill is missing (it needs Linux 5.14 or later)".to_owned());
+    }
+    me.add(std::process::id())
+        .map_err(|e| format!("cannot move drainwatch into {}: {e}", me.name))?;
+    cg.remove_empty_leaves();
+    Ok(cg)
+}
+
+impl Cgroups {
+    /// The subtree as the kernel names it.
+    pub fn name(&self) -> String {
+        self.display(&self.subtree)
+    }
+
+    fn display(&self, dir: &Path) -> String {
+        let rel = dir.strip_prefix(&self.mount).unwrap_or(dir);
+        format!("/{}", rel.display())
+    }
+
+    fn leaf_at(&self, name: &str) -> Result<Leaf, String> {
+        let dir = self.subtree.join(name);
+        mkdir(&dir)?;
+        Ok(Leaf {
+            name: self.display(&dir),
+            dir,
+        })
+    }
+
+    /// A new, empty leaf for the server of `generation`.
+    pub fn new_leaf(&self, generation: u64) -> Result<Leaf, String> {
+        for n in 0..100u32 {
+            let name = match n {
+                0 => format!("{LEAF_PREFIX}{generation}"),
+                n => format!("{LEAF_PREFIX}{generation}.{n}"),
+            };
+            let leaf = self.leaf_at(&name)?;
+            if leaf.procs().is_empty() {
+                return Ok(leaf);
+            }
+        }
+        Err(format!(
+            "no free leaf for generation {generation} in {}",
+            self.name()
+        ))
+    }
+
+    /// The recorded leaf `name` (as [`Leaf::name`] gave it), if it is in this
+    /// subtree and still exists.
+    pub fn leaf_named(&self, name: &str) -> Option<Leaf> {
+        let dir = self.mount.join(name.trim_start_matches('/'));
+        let ours = dir.parent() == Some(self.subtree.as_path())
+            && dir
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with(LEAF_PREFIX));
+        (ours && dir.is_dir()).then(|| Leaf {
+            name: self.display(&dir),
+            dir,
+        })
+    }
+
+    /// Every server leaf in the subtree: this launch's and any an earlier
+    /// drainwatch left. Whatever runs in them is the server's.
+    pub fn leaves(&self) -> Vec<Leaf> {
+        let Ok(entries) = std::fs::read_dir(&self.subtree) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Leaf> = entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(LEAF_PREFIX))
+            .filter(|e| e.path().is_dir())
+            .map(|e| Leaf {
+                name: self.display(&e.path()),
+                dir: e.path(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// Every process in any server leaf.
+    pub fn procs(&self) -> Vec<u32> {
+        self.leaves().iter().flat_map(Leaf::procs).collect()
+    }
+
+    /// `cgroup.kill` on every server leaf that still has processes; returns how
+    /// many leaves were killed.
+    pub fn kill_all(&self) -> usize {
+        let mut n = 0;
+        for leaf in self.leaves() {
+            if !leaf.procs().is_empty() {
+                match leaf.kill() {
+                    Ok(()) => n += 1,
+                    Err(e) => tracing::warn!(cgroup = %leaf.name, error = %e, "cgroup.kill failed"),
+                }
+            }
+        }
+        n
+    }
+
+    /// Removes the server leaves that are empty (a leaf with processes stays).
+    pub fn remove_empty_leaves(&self) {
+        for leaf in self.leaves() {
+            if leaf.procs().is_empty() {
+                // EBUSY while the kernel still tears down its last task: the next
+                // call gets it.
+                let _ = std::fs::remove_dir(&leaf.dir);
+            }
+        }
+    }
+}
+
+impl Leaf {
+    /// `cgroup.procs` opened for writing, close-on-exec: a child writes `0` to it
+    /// before it execs and so runs in this leaf from its first instruction.
+    pub fn procs_writer(&self) -> std::io::Result<OwnedFd> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(self.dir.join("cgroup.procs"))?;
+        Ok(f.into())
+    }
+
+    /// Moves process `pid` (all its threads) into this leaf.
+    pub fn add(&self, pid: u32) -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))?;
+        f.write_all(pid.to_string().as_bytes())
+    }
+
+    /// The processes in this leaf now.
+    pub fn procs(&self) -> Vec<u32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|s| s.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// SIGKILLs every process in the leaf, atomically with respect to forks.
+    pub fn kill(&self) -> std::io::Result<()> {
+        std::fs::write(self.dir.join("cgroup.kill"), b"1")
+    }
+}
+
+/// The cgroup v2 path of process `pid` (as `/proc/<pid>/cgroup` names it).
+pub fn of_process(pid: u32) -> Option<String> {
+    own_path(&std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount_in_a_hybrid_layout() {
+        let info = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                    35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                    41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            find_mount(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let unified = "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(find_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
+        let v1 = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n";
+        assert_eq!(find_mount(v1), None);
+        let spaced = "41 31 0:38 / /mnt/cg\\040two rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(find_mount(spaced), Some(PathBuf::from("/mnt/cg two")));
+    }
+
+    #[test]
+    fn reads_the_unified_line() {
+        let text = "9:name=systemd:/\n4:memory:/x\n0::/system.slice/drainwatch.service\n";
+        assert_eq!(
+            own_path(text).as_deref(),
+            Some("/system.slice/drainwatch.service")
+        );
+        assert_eq!(own_path("4:memory:/x\n"), None);
+    }
+
+    #[test]
+    fn settings_parse() {
+        assert_eq!("auto".parse::<Setting>(), Ok(Setting::Auto));
+        assert_eq!("off".parse::<Setting>(), Ok(Setting::Off));
+        assert_eq!(
+            "/sys/fs/cgroup/x".parse::<Setting>(),
+            Ok(Setting::Path("/sys/fs/cgroup/x".into()))
+        );
+        assert!("relative".parse::<Setting>().is_err());
+    }
+
+    #[test]
+    fn a_directory_that_is_not_a_cgroup_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let err = setup(&Setting::Path(dir.path().to_owned()), 1).expect_err("not a cgroup");
+        assert!(err.contains("not a cgroup v2 directory"), "{err}");
+    }
+}
