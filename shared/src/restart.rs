@@ -270,16 +270,42 @@ pub struct Containment {
 impl Containment {
     /// "cgroup /drainwatch-8000", "process group only (…)": one line for people.
     pub fn summary(&self) -> String {
-        let mut s = match (self.kind, &self.cgroup, &self.reason) {
+        let s = match (self.kind, &self.cgroup, &self.reason) {
             (ContainmentKind::Cgroup, Some(cg), _) => format!("cgroup {cg}"),
             (ContainmentKind::Cgroup, None, _) => "cgroup".to_owned(),
             (ContainmentKind::ProcessGroup, _, Some(why)) => format!("process group only ({why})"),
             (ContainmentKind::ProcessGroup, _, None) => "process group only".to_owned(),
         };
+        self.with_pidfd_note(s)
+    }
+
+    fn with_pidfd_note(&self, mut s: String) -> String {
         if !self.pidfd {
             s.push_str("; no pidfds: PIDs re-checked before each signal");
         }
         s
+    }
+}
+
+impl ServerStatus {
+    /// How the running server is contained (or, with none running, how the next
+    /// launch will be), in one line for the UI and the CLI.
+    pub fn containment_line(&self) -> Option<String> {
+        let c = self.containment.as_ref()?;
+        let line = match (self.origin, &self.server_cgroup, self.server_contained) {
+            (Some(Origin::Adopted), Some(cg), true) => {
+                format!("adopted, moved into drainwatch's cgroup {cg}")
+            }
+            (Some(Origin::Adopted), Some(cg), false) => format!(
+                "adopted, in cgroup {cg} (not drainwatch's): only its tracked processes are signalled"
+            ),
+            (Some(Origin::Adopted), None, _) => {
+                "adopted: only its tracked processes are signalled".to_owned()
+            }
+            (Some(Origin::Launched), Some(cg), true) => format!("cgroup {cg}"),
+            _ => return Some(c.summary()),
+        };
+        Some(c.with_pidfd_note(line))
     }
 }
 

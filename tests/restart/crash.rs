@@ -11,22 +11,14 @@ use tests::{SimHost, TestApp};
 
 const T: Duration = Duration::from_secs(30);
 
-/// Kills a server's process group when the test ends, whatever happened.
-struct KillGroup(i32);
-
-impl Drop for KillGroup {
-    #[allow(unsafe_code)]
-    fn drop(&mut self) {
-        // SAFETY: killpg on the server group this test made drainwatch start.
-        unsafe { libc::killpg(self.0, libc::SIGKILL) };
-    }
-}
-
-async fn started(host: &SimHost, spec: &ServerSpec) -> anyhow::Result<(TestApp, KillGroup)> {
+/// drainwatch with its server started. The server outlives a killed drainwatch;
+/// the host's cgroup (which holds both) is killed when the test ends, so no
+/// process group is ever killed by a number that may have been reused.
+async fn started(host: &SimHost, spec: &ServerSpec) -> anyhow::Result<TestApp> {
+    host.require_cgroup();
     let app = spawn_managed(host, spec, &[])?;
-    let s = app.start_server().await?;
-    let pid = s.root.expect("root").pid as i32;
-    Ok((app, KillGroup(pid)))
+    app.start_server().await?;
+    Ok(app)
 }
 
 /// Polls the stored record of restart `id` until it has `n` timeline points
@@ -58,7 +50,7 @@ async fn sigkill_mid_drain_keeps_the_history_and_marks_the_restart_interrupted()
         drain: "20s",
         ..ServerSpec::default()
     };
-    let (app, _server) = started(&host, &spec).await?;
+    let app = started(&host, &spec).await?;
     let port = app.server().await?.port;
     // A request that would take minutes keeps the drain busy.
     let long = reqwest::Client::new()
@@ -103,7 +95,7 @@ async fn a_restarted_drainwatch_re_finds_the_running_server_and_can_restart_it()
 -> anyhow::Result<()> {
     let host = SimHost::new(200);
     let spec = ServerSpec::default();
-    let (app, _server) = started(&host, &spec).await?;
+    let app = started(&host, &spec).await?;
     let before = app.server().await?;
     app.proc.kill_alone();
 
@@ -118,6 +110,5 @@ async fn a_restarted_drainwatch_re_finds_the_running_server_and_can_restart_it()
     let after = app.server().await?;
     assert_ne!(after.root, before.root);
     assert!(!tests::alive(before.root.expect("root").pid));
-    let _new = KillGroup(after.root.expect("root").pid as i32);
     Ok(())
 }

@@ -134,6 +134,8 @@ async fn a_server_started_by_hand_is_adopted_on_request_then_restarted() -> anyh
     let host = SimHost::new(300);
     let spec = ServerSpec::default();
     let by_hand = tests::SimServer::launch_on(&host, spec.port, 4, 300)?;
+    // Adopted, it is drainwatch's to stop: its tracked processes, never its group.
+    host.allow_signals_to(by_hand.proc.pid());
     let app = spawn_managed(&host, &spec, &[])?;
     // Seen, but not taken over without an explicit action.
     let s = app

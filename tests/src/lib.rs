@@ -8,7 +8,9 @@
 //! `cargo xtask test`, or `cargo build --all-targets`).
 
 pub mod browser;
+pub mod cgroup;
 pub mod managed;
+pub mod sigtrace;
 pub mod ws;
 
 use std::io::{BufRead, BufReader};
@@ -56,11 +58,23 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// A simulated GPU host: a temp directory with an inventory, and the fake NVML
-/// library linked as `libnvidia-ml.so.1` beside it.
+/// library linked as `libnvidia-ml.so.1` beside it. It also holds the test's
+/// cgroup (every drainwatch for this host runs in it) and the signal trace:
+/// when it is dropped at the end of a test that ran drainwatch with a server
+/// config, it fails the test if any drainwatch signalled a process that was not
+/// descended from one (see [`sigtrace`]), or one the test allowed.
 #[derive(Debug)]
 pub struct SimHost {
     dir: tempfile::TempDir,
     pub inventory: Inventory,
+    cgroup: std::sync::OnceLock<Option<cgroup::TestCgroup>>,
+    /// Whether drainwatch may create cgroups in the test's cgroup.
+    cgroup_room: bool,
+    trace: Result<sigtrace::SignalTrace, String>,
+    /// drainwatch processes whose signals are checked.
+    watched: std::sync::Mutex<std::collections::HashSet<u32>>,
+    /// Processes (and what they fork) drainwatch may signal besides its own.
+    allowed: std::sync::Mutex<std::collections::HashSet<u32>>,
 }
 
 impl SimHost {
@@ -82,7 +96,82 @@ impl SimHost {
             dir.path().join("lib/libnvidia-ml.so.1"),
         )
         .expect("link libnvidia-ml.so.1");
-        Self { dir, inventory }
+        Self {
+            dir,
+            inventory,
+            cgroup: std::sync::OnceLock::new(),
+            cgroup_room: true,
+            trace: sigtrace::SignalTrace::start().map_err(|e| format!("{e:#}")),
+            watched: Default::default(),
+            allowed: Default::default(),
+        }
+    }
+
+    /// The same host, whose cgroup has no room for cgroups of drainwatch's own
+    /// (`cgroup.max.descendants` = 0): drainwatch must fall back.
+    pub fn without_cgroup_room(mut self) -> Self {
+        self.cgroup_room = false;
+        self
+    }
+
+    /// The test's cgroup, made on first use; `None` without a writable cgroup v2.
+    pub fn cgroup(&self) -> Option<&cgroup::TestCgroup> {
+        self.cgroup
+            .get_or_init(|| cgroup::TestCgroup::new(self.cgroup_room).ok())
+            .as_ref()
+    }
+
+    /// The test's cgroup, or a failure saying what the test needs.
+    pub fn require_cgroup(&self) -> &cgroup::TestCgroup {
+        self.cgroup()
+            .expect("this test needs a writable cgroup v2 hierarchy (run as root)")
+    }
+
+    /// Checks the signals of drainwatch process `pid` when the host is dropped.
+    pub fn watch_signals_of(&self, pid: u32) {
+        if let Err(e) = &self.trace {
+            panic!("the signal trace is needed to run drainwatch with a server: {e}");
+        }
+        self.watched.lock().expect("lock").insert(pid);
+    }
+
+    /// drainwatch may signal `pid` and what it forks (an adopted server).
+    pub fn allow_signals_to(&self, pid: u32) {
+        self.allowed.lock().expect("lock").insert(pid);
+    }
+
+    /// Every signal a watched drainwatch sent so far to a process that was not
+    /// its own (descended from a watched drainwatch) nor allowed.
+    pub fn foreign_signals(&self) -> Vec<sigtrace::Signal> {
+        let Ok(trace) = &self.trace else {
+            return Vec::new();
+        };
+        assert!(
+            !trace.overrun(),
+            "the signal trace overflowed: it proves nothing"
+        );
+        let events = trace.events().expect("reading the signal trace");
+        let watched = self.watched.lock().expect("lock").clone();
+        let allowed = self.allowed.lock().expect("lock").clone();
+        sigtrace::foreign_signals(&events, &watched, &allowed)
+    }
+
+    /// Every signal a watched drainwatch sent so far (for tests that check
+    /// what was sent, not only where).
+    pub fn signals_sent(&self) -> Vec<sigtrace::Signal> {
+        let Ok(trace) = &self.trace else {
+            return Vec::new();
+        };
+        let watched = self.watched.lock().expect("lock").clone();
+        trace
+            .events()
+            .expect("reading the signal trace")
+            .into_iter()
+            .filter_map(|e| match e {
+                sigtrace::Event::Signal(s) if watched.contains(&s.sender_tgid) => Some(s),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The host directory (what `DRAINWATCH_SIM_HOST` names).
@@ -98,6 +187,19 @@ impl SimHost {
     /// A scratch directory that lives as long as the host.
     pub fn scratch(&self) -> &Path {
         self.dir.path()
+    }
+}
+
+impl Drop for SimHost {
+    /// The end of the test: no drainwatch may have signalled a stranger.
+    fn drop(&mut self) {
+        if !std::thread::panicking() && !self.watched.lock().expect("lock").is_empty() {
+            let bad = self.foreign_signals();
+            assert!(
+                bad.is_empty(),
+                "drainwatch signalled processes that were not the server's: {bad:#?}"
+            );
+        }
     }
 }
 
@@ -327,6 +429,9 @@ pub fn spawn_app_with(
             Stdio::null()
         });
     adjust(&mut cmd);
+    if let Some(cg) = host.cgroup() {
+        cg.place(&mut cmd)?;
+    }
     let mut proc = Proc::spawn(&mut cmd)?;
     let url = proc.read_line_with("drainwatch listening on ")?;
     let addr = url.trim_start_matches("http://").to_owned();

@@ -175,7 +175,9 @@ pub fn spawn_managed(host: &SimHost, spec: &ServerSpec, extra: &[&str]) -> anyho
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    spawn_app(host, &refs)
+    let app = spawn_app(host, &refs)?;
+    host.watch_signals_of(app.proc.pid());
+    Ok(app)
 }
 
 impl TestApp {

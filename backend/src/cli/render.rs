@@ -192,6 +192,9 @@ pub(super) fn server_lines(s: &ServerStatus, now_ms: u64) -> String {
             flags.join(" ")
         }
     );
+    if let Some(line) = s.containment_line() {
+        let _ = writeln!(out, "  containment: {line}");
+    }
     if s.has_metrics {
         let _ = writeln!(
             out,

@@ -135,7 +135,7 @@ pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
     let mount = find_mount(&mountinfo)
         .ok_or("no cgroup v2 hierarchy is mounted (cgroup v1 only)".to_owned())?;
     let subtree = match setting {
-        Setting::Off => return Err("turned off (--cgroup off)".to_owned()),
+        Setting::Off => return Err("turned off by --cgroup off".to_owned()),
         Setting::Path(p) => {
             if !is_cgroup2(p) {
                 return Err(format!("{} is not a cgroup v2 directory", p.display()));

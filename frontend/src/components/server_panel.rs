@@ -6,7 +6,7 @@
 //! disclosure.
 
 use leptos::prelude::*;
-use shared::restart::{OpKind, Phase, ServerStatus};
+use shared::restart::{ContainmentKind, OpKind, Phase, ServerStatus};
 use shared::units::fmt_age_ms;
 
 use crate::components::bench_bar::BenchBar;
@@ -78,6 +78,20 @@ pub(crate) fn ServerPanel() -> impl IntoView {
             s.as_ref()
                 .map(|s| last_lines(&s.log_tail, LOG_LINES).to_vec())
                 .unwrap_or_default()
+        })
+    });
+    // How the server is kept apart from everything else; "degraded" when a
+    // stop cannot end with cgroup.kill (fallback, or an adopted server).
+    let containment = Memo::new(move |_| {
+        state.server.with(|s| {
+            s.as_ref().and_then(|s| {
+                let line = s.containment_line()?;
+                let fallback = s
+                    .containment
+                    .as_ref()
+                    .is_some_and(|c| c.kind != ContainmentKind::Cgroup);
+                Some((line, fallback || (s.origin.is_some() && !s.server_contained)))
+            })
         })
     });
     let field =
@@ -156,6 +170,12 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 <span class="srv-label">"flags"</span>
                 <span class="srv-chips" inner_html=move || flags.with(flag_chips)></span>
             </div>
+            {move || containment.get().map(|(line, degraded)| view! {
+                <div class="srv-contain" data-testid="server-containment" data-degraded=degraded.to_string()>
+                    <span class="srv-label">"containment"</span>
+                    <span class="srv-contain-text" title=line.clone()>{line.clone()}</span>
+                </div>
+            })}
             <StageProgress />
             <BenchBar />
             {move || {

@@ -415,6 +415,9 @@ impl Manager {
                 }
                 _ = tick.tick() => {
                     self.on_exits();
+                    if let Some(cg) = &self.cgroups {
+                        cg.remove_empty_leaves();
+                    }
                     self.follow_log();
                     self.send_timeline();
                     self.publish_status(false);

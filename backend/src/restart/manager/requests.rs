@@ -47,6 +47,17 @@ impl Manager {
                 self.cfg.name
             )));
         }
+        if req.contain && req.kind != OpKind::Adopt {
+            return Err(Refusal::BadRequest(
+                "only an adoption can move a server into drainwatch's cgroup".to_owned(),
+            ));
+        }
+        if req.contain && self.cgroups.is_none() {
+            return Err(Refusal::BadRequest(format!(
+                "cannot contain the adopted server: {}",
+                self.containment.summary()
+            )));
+        }
         if req.generation != self.generation {
             return Err(Refusal::Stale(format!(
                 "the server changed since you looked (generation {} is now {}); review and try again",
@@ -69,17 +80,6 @@ impl Manager {
             }
         } else {
             self.machine.can_begin(req.kind).map_err(conflict)?;
-        }
-        if req.contain && req.kind != OpKind::Adopt {
-            return Err(Refusal::BadRequest(
-                "only an adoption can move a server into drainwatch's cgroup".to_owned(),
-            ));
-        }
-        if req.contain && self.cgroups.is_none() {
-            return Err(Refusal::BadRequest(format!(
-                "cannot contain the adopted server: {}",
-                self.containment.summary()
-            )));
         }
         if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
             return Err(Refusal::BadRequest(format!(
