@@ -2,7 +2,12 @@
 //! 20 restarts of the simulated server through the real API, each compared with
 //! what the server and the driver themselves took — the old server's SIGTERM →
 //! exit (from its log), the driver's memory release delay, the new server's
-//! start → all workers ready (from its log) and the readiness completion.
+//! start → all workers ready (from its log) and the readiness completion. Run
+//! twice, interleaved restart by restart: with cgroup containment (the
+//! default) and with `--cgroup off` (process group and tracked processes).
+//!
+//! `cgroup-kill`: the time from writing `cgroup.kill` to an empty
+//! `cgroup.procs`, for a simulated server (launcher and 4 workers) in a leaf.
 
 use std::time::Duration;
 
@@ -56,36 +61,102 @@ async fn one(app: &TestApp, host: &SimHost) -> anyhow::Result<(u64, u64)> {
     Ok((total, truth))
 }
 
-fn main() -> anyhow::Result<()> {
-    if !tests::bench_wanted("restart") {
-        return Ok(());
+fn median(mut v: Vec<i64>) -> (i64, i64, i64) {
+    v.sort_unstable();
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+async fn restarts() -> anyhow::Result<()> {
+    let spec = |_| ServerSpec {
+        tp: 4,
+        warmup_ms: 1_000,
+        ..ServerSpec::default()
+    };
+    let (cg_host, pg_host) = (
+        SimHost::new(RELEASE_DELAY_MS),
+        SimHost::new(RELEASE_DELAY_MS),
+    );
+    let cg = spawn_managed(&cg_host, &spec(0), &[])?;
+    let pg = spawn_managed(&pg_host, &spec(1), &["--cgroup", "off"])?;
+    for (app, want) in [(&cg, "cgroup"), (&pg, "process_group")] {
+        let s = app.start_server().await?;
+        let kind = s.containment.map(|c| c.kind);
+        anyhow::ensure!(
+            serde_json::to_value(kind)? == want,
+            "containment is {kind:?}, not {want}"
+        );
     }
+    let (mut over_cg, mut over_pg, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..RESTARTS {
+        let (total, truth) = one(&cg, &cg_host).await?;
+        over_cg.push(total as i64 - truth as i64);
+        totals.push(total as i64);
+        let (total, truth) = one(&pg, &pg_host).await?;
+        over_pg.push(total as i64 - truth as i64);
+    }
+    let mut diff: Vec<i64> = over_cg.iter().zip(&over_pg).map(|(a, b)| a - b).collect();
+    diff.sort_unstable();
+    let (c, cmin, cmax) = median(over_cg);
+    let (p, pmin, pmax) = median(over_pg);
+    println!(
+        "restart: {RESTARTS} restarts each, total median {} ms; drainwatch overhead over the server's own drain + release + warm-up + probe: cgroup median {c} ms (min {cmin}, max {cmax}), process group only median {p} ms (min {pmin}, max {pmax}); cgroup − process group, restart by restart: median {} ms",
+        median(totals).0,
+        diff[RESTARTS / 2]
+    );
+    Ok(())
+}
+
+#[allow(unsafe_code)]
+fn reap(pid: i32) {
+    // SAFETY: waitpid on this process's own child; the status is discarded.
+    unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+}
+
+/// `cgroup.kill` → empty `cgroup.procs` for a launcher and 4 workers.
+async fn cgroup_kill() -> anyhow::Result<()> {
+    const ROUNDS: usize = 20;
+    let host = SimHost::new(0);
+    let cg = host.require_cgroup();
+    let mut took_us = Vec::new();
+    for _ in 0..ROUNDS {
+        let mut cmd = std::process::Command::new(tests::bin("simserver"));
+        cmd.args(["launch", "--port", "0", "--tp", "4", "--warmup-ms", "100"])
+            .env(simhost::HOST_DIR_ENV, host.path())
+            .stdout(std::process::Stdio::piped());
+        cg.place(&mut cmd)?;
+        let mut server = tests::Proc::spawn(&mut cmd)?;
+        server.read_line_with("simserver listening on ")?;
+        while cg.procs().len() < 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Reaped at once, as drainwatch reaps its child on SIGCHLD.
+        let pid = server.pid() as i32;
+        let reaper = std::thread::spawn(move || reap(pid));
+        let start = std::time::Instant::now();
+        std::fs::write(cg.dir.join("cgroup.kill"), "1")?;
+        while !cg.procs().is_empty() {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        took_us.push(start.elapsed().as_micros() as i64);
+        let _ = reaper.join();
+        drop(server);
+    }
+    let (m, lo, hi) = median(took_us);
+    println!(
+        "cgroup-kill: {ROUNDS} rounds, a launcher and 4 workers: cgroup.kill → empty cgroup.procs median {m} µs (min {lo}, max {hi})"
+    );
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
-        let host = SimHost::new(RELEASE_DELAY_MS);
-        let spec = ServerSpec {
-            tp: 4,
-            warmup_ms: 1_000,
-            ..ServerSpec::default()
-        };
-        let app = spawn_managed(&host, &spec, &[])?;
-        app.start_server().await?;
-        let mut overhead = Vec::new();
-        let mut totals = Vec::new();
-        for _ in 0..RESTARTS {
-            let (total, truth) = one(&app, &host).await?;
-            overhead.push(total as i64 - truth as i64);
-            totals.push(total);
+        if tests::bench_wanted("restart") {
+            restarts().await?;
         }
-        overhead.sort_unstable();
-        totals.sort_unstable();
-        println!(
-            "restart: {RESTARTS} restarts, total median {} ms; drainwatch overhead over the server's own drain + release + warm-up + probe: median {} ms, min {} ms, max {} ms",
-            totals[RESTARTS / 2],
-            overhead[RESTARTS / 2],
-            overhead[0],
-            overhead[RESTARTS - 1]
-        );
+        if tests::bench_wanted("cgroup-kill") {
+            cgroup_kill().await?;
+        }
         Ok(())
     })
 }

@@ -274,7 +274,10 @@ async fn a_group_whose_leader_was_reaped_is_never_signalled_by_its_number() -> a
     let id = app.restart(json!({"SIMSERVER_MODE": "normal"})).await?;
     until("the old group to empty", || !number_in_use(root as i32)).await?;
     let stranger = take_pid(root)?;
-    assert_eq!(simhost::read_proc_stat(stranger.pid())?.map(|s| s.pgid), Some(root as i32));
+    assert_eq!(
+        simhost::read_proc_stat(stranger.pid())?.map(|s| s.pgid),
+        Some(root as i32)
+    );
     let d = app.finished_restart(id, T).await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
     assert!(
@@ -283,7 +286,10 @@ async fn a_group_whose_leader_was_reaped_is_never_signalled_by_its_number() -> a
             .is_some_and(|m| m.iter().any(|m| m["kind"] == "sigkill")),
         "the drain was meant to end in SIGKILL: {d}"
     );
-    assert!(alive(stranger.pid()), "the group's old number was signalled");
+    assert!(
+        alive(stranger.pid()),
+        "the group's old number was signalled"
+    );
     Ok(())
 }
 
@@ -302,9 +308,18 @@ async fn a_worker_that_escapes_while_drainwatch_is_down_is_caught_by_the_cgroup(
     let old = tree(root);
     // drainwatch dies; 1.5 s after warming up, rank 0 setsids and double-forks.
     app.proc.kill_alone();
-    until("the escape", || enlisted(&host, "escapee").iter().any(lives)).await?;
-    let escapee = enlisted(&host, "escapee").into_iter().find(lives).context("escapee")?;
-    until("the escapee's memory", || held_by(&host, escapee.pid) == 4 * GIB).await?;
+    until("the escape", || {
+        enlisted(&host, "escapee").iter().any(lives)
+    })
+    .await?;
+    let escapee = enlisted(&host, "escapee")
+        .into_iter()
+        .find(lives)
+        .context("escapee")?;
+    until("the escapee's memory", || {
+        held_by(&host, escapee.pid) == 4 * GIB
+    })
+    .await?;
     assert!(
         !tree(root).contains(&escapee.pid),
         "the escapee is still the server's descendant"
@@ -315,7 +330,11 @@ async fn a_worker_that_escapes_while_drainwatch_is_down_is_caught_by_the_cgroup(
     assert_eq!(s.root, before.root);
     restart_into(&app, "normal").await?;
     assert!(!lives(&escapee), "the escapee survived the restart");
-    assert_eq!(held_by(&host, escapee.pid), 0, "the escapee's memory is held");
+    assert_eq!(
+        held_by(&host, escapee.pid),
+        0,
+        "the escapee's memory is held"
+    );
     for pid in &old {
         assert!(!alive(*pid), "process {pid} of the old server survived");
     }
@@ -364,11 +383,7 @@ async fn without_room_for_cgroups_restarts_fall_back_to_the_process_group_and_sa
     assert!(!s.server_contained);
 
     let d = restart_into(&app, "orphan").await?;
-    assert_eq!(
-        d["containment"].as_str(),
-        Some(c.summary().as_str()),
-        "{d}"
-    );
+    assert_eq!(d["containment"].as_str(), Some(c.summary().as_str()), "{d}");
     assert!(
         d["containment"]
             .as_str()
@@ -423,7 +438,10 @@ async fn an_adopted_server_moves_into_drainwatchs_cgroup_only_when_asked() -> an
     assert_eq!(s.origin, Some(Origin::Adopted));
     assert!(s.server_contained);
     let leaf = s.server_cgroup.clone().context("cgroup")?;
-    assert!(leaf.starts_with(&format!("{}/server-", cg.name())), "{leaf}");
+    assert!(
+        leaf.starts_with(&format!("{}/server-", cg.name())),
+        "{leaf}"
+    );
     let server = tree(by_hand.proc.pid());
     for pid in &server {
         assert_eq!(cgroup_of(*pid).as_deref(), Some(leaf.as_str()), "pid {pid}");

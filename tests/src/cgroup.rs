@@ -58,7 +58,10 @@ impl TestCgroup {
     pub fn name(&self) -> String {
         format!(
             "/{}",
-            self.dir.strip_prefix(&self.mount).unwrap_or(&self.dir).display()
+            self.dir
+                .strip_prefix(&self.mount)
+                .unwrap_or(&self.dir)
+                .display()
         )
     }
 

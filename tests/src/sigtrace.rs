@@ -131,7 +131,12 @@ fn parse(line: &str) -> Option<Event> {
     // The header's task is `comm-tid`, then `(tgid)`, then `[cpu]`.
     let cpu = head.rfind(" [")?;
     let open = head[..cpu].rfind('(')?;
-    let tgid = head[open + 1..cpu].trim().trim_end_matches(')').trim().parse().ok()?;
+    let tgid = head[open + 1..cpu]
+        .trim()
+        .trim_end_matches(')')
+        .trim()
+        .parse()
+        .ok()?;
     let task = head[..open].trim_end();
     let tid = task.rsplit('-').next()?.parse().ok()?;
     let (is_signal, fields) = rest;
@@ -144,7 +149,11 @@ fn parse(line: &str) -> Option<Event> {
             sender_tid: tid,
             sender_tgid: tgid,
             sig: field(&fields, "sig")?.parse().ok()?,
-            target: fields[pid_at + 5..].split_ascii_whitespace().next()?.parse().ok()?,
+            target: fields[pid_at + 5..]
+                .split_ascii_whitespace()
+                .next()?
+                .parse()
+                .ok()?,
             target_comm: fields.get(comm_at..pid_at)?.to_owned(),
         }))
     } else {

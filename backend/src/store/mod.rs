@@ -21,8 +21,8 @@ use rusqlite::Connection;
 use shared::ProcId;
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
 use shared::restart::{
-    Durations, Failure, Flags, MarkerKind, OpKind, Origin, Outcome, RestartDetail,
-    RestartSummary, TimelinePoint, Transition,
+    Durations, Failure, Flags, MarkerKind, OpKind, Origin, Outcome, RestartDetail, RestartSummary,
+    TimelinePoint, Transition,
 };
 use tokio::sync::oneshot;
 

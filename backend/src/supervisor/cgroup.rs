@@ -70,7 +70,10 @@ pub fn find_mount(mountinfo: &str) -> Option<PathBuf> {
         if right.split_whitespace().next()? != "cgroup2" {
             return None;
         }
-        left.split_whitespace().nth(4).map(unescape).map(PathBuf::from)
+        left.split_whitespace()
+            .nth(4)
+            .map(unescape)
+            .map(PathBuf::from)
     })
 }
 
@@ -146,7 +149,9 @@ pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
             let own = own_path(&read(Path::new("/proc/self/cgroup"))?)
                 .ok_or("this process has no cgroup v2 entry in /proc/self/cgroup")?;
             let own = own.trim_start_matches('/');
-            let own = own.strip_suffix(SUPERVISOR).map_or(own, |p| p.trim_end_matches('/'));
+            let own = own
+                .strip_suffix(SUPERVISOR)
+                .map_or(own, |p| p.trim_end_matches('/'));
             if own.is_empty() {
                 mount.join(format!("drainwatch-{server_port}"))
             } else {
@@ -298,7 +303,11 @@ impl Leaf {
     /// The processes in this leaf now.
     pub fn procs(&self) -> Vec<u32> {
         std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|s| s.split_ascii_whitespace().filter_map(|p| p.parse().ok()).collect())
+            .map(|s| {
+                s.split_ascii_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -326,7 +335,8 @@ mod tests {
             find_mount(info),
             Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
-        let unified = "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        let unified =
+            "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
         assert_eq!(find_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
         let v1 = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n";
         assert_eq!(find_mount(v1), None);

@@ -11,15 +11,33 @@ use super::pidfd::{OpenError, Pidfd, Sent};
 use crate::telemetry::procfs;
 use crate::telemetry::{Hint, ServerHint};
 
+/// At most this many pidfds are held: a server that forks without bound gets
+/// no more descriptors out of drainwatch (its further processes are signalled
+/// by PID re-checked against its start time, and its cgroup holds them all).
+const MAX_PIDFDS: usize = 4096;
+
+/// How a member is reached.
+#[derive(Debug)]
+enum Handle {
+    Pidfd(Pidfd),
+    /// No pidfd (none on this kernel, or too many held): the PID is re-checked
+    /// against the start time just before each signal.
+    Pid,
+    /// Exited (its pidfd was let go, or it was gone when first seen): never
+    /// signalled again.
+    Gone,
+}
+
 /// Every process of the server seen since its root was set (alive or not: a
 /// PID NVML still lists after its process exited is ours if it was one of them).
 #[derive(Debug)]
 pub struct Members {
     hint: Arc<ServerHint>,
-    /// `None`: exited (its pidfd was let go) or, without pidfds, never had one.
-    ids: HashMap<ProcId, Option<Pidfd>>,
+    ids: HashMap<ProcId, Handle>,
     /// Whether this kernel gives pidfds.
     pidfd: bool,
+    /// Pidfds held now.
+    held: usize,
 }
 
 impl Members {
@@ -28,6 +46,7 @@ impl Members {
             hint,
             ids: HashMap::new(),
             pidfd,
+            held: 0,
         }
     }
 
@@ -36,6 +55,7 @@ impl Members {
     /// drainwatch are the server's too.
     pub fn reset(&mut self, root: Option<ProcId>, own_children: bool, ids: Vec<ProcId>) {
         self.ids.clear();
+        self.held = 0;
         for id in root.into_iter().chain(ids) {
             self.add(id);
         }
@@ -60,20 +80,23 @@ impl Members {
         if self.ids.contains_key(&id) {
             return false;
         }
-        let fd = if self.pidfd {
+        let handle = if self.pidfd && self.held < MAX_PIDFDS {
             match Pidfd::open(id) {
-                Ok(fd) => Some(fd),
-                Err(OpenError::Gone) => None,
+                Ok(fd) => {
+                    self.held += 1;
+                    Handle::Pidfd(fd)
+                }
+                Err(OpenError::Gone) => Handle::Gone,
                 Err(OpenError::Unsupported(why)) => {
                     tracing::warn!(%why, "pidfds failed; re-checking PIDs before signals");
                     self.pidfd = false;
-                    None
+                    Handle::Pid
                 }
             }
         } else {
-            None
+            Handle::Pid
         };
-        self.ids.insert(id, fd);
+        self.ids.insert(id, handle);
         true
     }
 
@@ -108,39 +131,24 @@ impl Members {
         self.ids.keys().copied().collect()
     }
 
-    pub fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
-    }
-
-    pub fn pidfd(&self) -> bool {
-        self.pidfd
-    }
-
-    fn is_alive(&self, id: &ProcId, fd: Option<&Pidfd>) -> bool {
-        match fd {
-            Some(fd) => !fd.exited(),
-            None if self.pidfd => false,
-            None => procfs::alive(*id),
-        }
-    }
-
     /// How many are alive now.
     pub fn alive(&self) -> usize {
         self.ids
             .iter()
-            .filter(|(id, fd)| self.is_alive(id, fd.as_ref()))
+            .filter(|(id, h)| match h {
+                Handle::Pidfd(fd) => !fd.exited(),
+                Handle::Pid => procfs::alive(**id),
+                Handle::Gone => false,
+            })
             .count()
     }
 
     /// Lets go of the pidfds of members that have exited (their identities stay).
     pub fn release_exited(&mut self) {
-        for fd in self.ids.values_mut() {
-            if fd.as_ref().is_some_and(Pidfd::exited) {
-                *fd = None;
+        for h in self.ids.values_mut() {
+            if matches!(h, Handle::Pidfd(fd) if fd.exited()) {
+                *h = Handle::Gone;
+                self.held -= 1;
             }
         }
     }
@@ -151,15 +159,14 @@ impl Members {
     #[allow(unsafe_code)]
     pub fn signal(&self, sig: i32) -> usize {
         let mut n = 0;
-        for (id, fd) in &self.ids {
-            let sent = match fd {
-                Some(fd) => fd.signal(sig) == Sent::Delivered,
-                None if self.pidfd => false,
-                None if id.pid > 1 && procfs::alive(*id) => {
+        for (id, h) in &self.ids {
+            let sent = match h {
+                Handle::Pidfd(fd) => fd.signal(sig) == Sent::Delivered,
+                Handle::Pid if id.pid > 1 && procfs::alive(*id) => {
                     // SAFETY: kill(2) on a PID whose start time was just checked.
                     unsafe { libc::kill(id.pid as i32, sig) == 0 }
                 }
-                None => false,
+                Handle::Pid | Handle::Gone => false,
             };
             n += usize::from(sent);
         }

@@ -90,7 +90,10 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                     .containment
                     .as_ref()
                     .is_some_and(|c| c.kind != ContainmentKind::Cgroup);
-                Some((line, fallback || (s.origin.is_some() && !s.server_contained)))
+                Some((
+                    line,
+                    fallback || (s.origin.is_some() && !s.server_contained),
+                ))
             })
         })
     });

@@ -116,9 +116,17 @@ impl Manager {
             _ => 0,
         };
         if group == Some(GroupSignal::NoProof) {
-            tracing::info!("the server's process group is not signalled: its leader is gone and with it the proof that the number is still its group");
+            tracing::info!(
+                "the server's process group is not signalled: its leader is gone and with it the proof that the number is still its group"
+            );
         }
-        tracing::info!(signal = sig, processes = n, ?group, cgroups_killed = killed, "signalled the server");
+        tracing::info!(
+            signal = sig,
+            processes = n,
+            ?group,
+            cgroups_killed = killed,
+            "signalled the server"
+        );
     }
 
     /// What a drain signals, in words, for the record.

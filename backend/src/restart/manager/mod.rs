@@ -244,7 +244,9 @@ impl Manager {
         };
         match &cgroups {
             Ok(cg) => tracing::info!(cgroup = %cg.name(), "servers are contained by cgroup v2"),
-            Err(why) => tracing::warn!(%why, "no cgroup containment: process group, subreaper and tracked processes only"),
+            Err(why) => {
+                tracing::warn!(%why, "no cgroup containment: process group, subreaper and tracked processes only")
+            }
         }
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
@@ -418,6 +420,7 @@ impl Manager {
                     if let Some(cg) = &self.cgroups {
                         cg.remove_empty_leaves();
                     }
+                    self.members.release_exited();
                     self.follow_log();
                     self.send_timeline();
                     self.publish_status(false);
