@@ -160,6 +160,7 @@ pub(crate) async fn submit(
     generation: u64,
     confirm: String,
     flags: BTreeMap<String, Option<String>>,
+    contain: bool,
 ) -> Result<(), String> {
     let req = changing(Request::post(ops::endpoint(kind)));
     let req = if ops::takes_flags(kind) {
@@ -172,6 +173,7 @@ pub(crate) async fn submit(
         req.json(&ConfirmRequest {
             generation,
             confirm,
+            contain,
         })
     }
     .map_err(|e| format!("could not write the request: {e}"))?;
@@ -221,6 +223,7 @@ mod tests {
                 running_requests: Some(1),
             }],
             log_tail: vec!["a".to_owned()],
+            containment: Some("process group only (no cgroup v2)".to_owned()),
         };
         let body = serde_json::to_string(&detail).expect("serialize");
         assert_eq!(parse_detail(&format!("  {body}")), Ok(detail));

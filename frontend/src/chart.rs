@@ -580,6 +580,7 @@ mod tests {
             markers,
             timeline,
             log_tail: Vec::new(),
+            containment: None,
         }
     }
 

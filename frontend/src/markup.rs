@@ -225,6 +225,13 @@ pub(crate) fn detail_facts(
         escape(&s.requested_by),
         diff_lines(&diff(&s.from_flags, &s.to_flags), "no flag change"),
     );
+    if let Some(c) = &d.containment {
+        let _ = write!(
+            out,
+            r#"<div class="flag-diff" data-testid="detail-containment"><span class="dlg-label">containment</span><span class="ellipsis" title="{c}">{c}</span></div>"#,
+            c = escape(c)
+        );
+    }
     let dur = &s.durations;
     for (label, ms) in [
         ("drain", dur.drain_ms),
@@ -434,8 +441,13 @@ mod tests {
             markers: Vec::new(),
             timeline: Vec::new(),
             log_tail: Vec::new(),
+            containment: Some("cgroup /dw/<server-3>".to_owned()),
         };
         let facts = detail_facts(&d, clock, clock);
+        assert!(
+            facts.contains(">cgroup /dw/&lt;server-3&gt;</span>"),
+            "{facts}"
+        );
         assert!(facts.contains("started t1000") && facts.contains("finished t9100"));
         assert!(facts.contains("--tp: 8 → 4"));
         assert!(facts.contains(">4.1 s</span>"));

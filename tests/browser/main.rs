@@ -132,6 +132,22 @@ async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<(
         .collect::<String>()
         .parse()?;
     assert_eq!(generation, 1);
+    // How the server is contained, plainly: its own cgroup leaf.
+    let leaf = app
+        .server()
+        .await?
+        .server_cgroup
+        .expect("the server's cgroup");
+    let contain = b
+        .client
+        .find(Locator::Css("[data-testid=server-containment]"))
+        .await?;
+    let shown = contain.text().await?;
+    assert!(shown.contains(&format!("cgroup {leaf}")), "{shown}");
+    assert_eq!(
+        contain.attr("data-degraded").await?.as_deref(),
+        Some("false")
+    );
 
     // The dialog: change --tp, see the diff and what will be killed.
     b.client

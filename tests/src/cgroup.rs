@@ -42,6 +42,18 @@ impl TestCgroup {
         let parent = mount.join("drainwatch-tests");
         std::fs::create_dir_all(&parent)
             .with_context(|| format!("creating {}", parent.display()))?;
+        // What test runs killed before they cleaned up left behind.
+        for e in std::fs::read_dir(&parent)?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if crate::sigtrace::owner_of(&name)
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            {
+                drop(Self {
+                    dir: e.path(),
+                    mount: mount.clone(),
+                });
+            }
+        }
         let dir = parent.join(format!(
             "{}-{}",
             std::process::id(),

@@ -65,6 +65,7 @@ impl SignalTrace {
                 );
             }
         }
+        remove_stale(&instances);
         let dir = instances.join(format!(
             "drainwatch-{}-{}",
             std::process::id(),
@@ -110,6 +111,31 @@ impl Drop for SignalTrace {
         let _ = std::fs::write(self.dir.join("events/signal/signal_generate/enable"), "0");
         let _ = std::fs::write(self.dir.join("events/sched/sched_process_fork/enable"), "0");
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The test process whose leftover (`drainwatch-<pid>-<n>`) `name` is.
+pub(crate) fn owner_of(name: &str) -> Option<u32> {
+    name.strip_prefix("drainwatch-")
+        .unwrap_or(name)
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Instances left by test runs that were killed before they could clean up.
+fn remove_stale(instances: &Path) {
+    let Ok(entries) = std::fs::read_dir(instances) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let dead = name.starts_with("drainwatch-")
+            && owner_of(&name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+        if dead {
+            drop(SignalTrace { dir: e.path() });
+        }
     }
 }
 

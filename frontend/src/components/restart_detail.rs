@@ -263,6 +263,7 @@ fn empty(id: i64) -> RestartDetail {
         markers: Vec::new(),
         timeline: Vec::new(),
         log_tail: Vec::new(),
+        containment: None,
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use shared::restart::{FlagSpec, OpKind};
+use shared::restart::{ContainmentKind, FlagSpec, OpKind};
 
 use crate::api;
 use crate::components::flag_row::FlagRow;
@@ -123,6 +123,14 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
         })
     };
 
+    // Adoption only: move the server into drainwatch's cgroup (never unasked),
+    // offered where cgroup containment is in force.
+    let contain = RwSignal::new(false);
+    let can_contain = kind == OpKind::Adopt
+        && status
+            .containment
+            .as_ref()
+            .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
     let typed = RwSignal::new(String::new());
     let sending = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
@@ -144,8 +152,9 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
         } else {
             BTreeMap::new()
         };
+        let contain = contain.get_untracked();
         spawn_local(async move {
-            let result = api::submit(kind, generation, confirm, flags).await;
+            let result = api::submit(kind, generation, confirm, flags, contain).await;
             // The dialog may have been closed meanwhile: its signals are gone then.
             if sending.try_set(false).is_some() {
                 return;
@@ -255,6 +264,16 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                             })
                     }}
                     {editor}
+                    {can_contain.then(|| view! {
+                        <label class="dlg-contain" data-testid="adopt-contain">
+                            <input
+                                type="checkbox"
+                                prop:checked=move || contain.get()
+                                on:change=move |ev| contain.set(event_target_checked(&ev))
+                            />
+                            " move it into drainwatch's cgroup, so that stopping it ends with cgroup.kill"
+                        </label>
+                    })}
                     <section class="dlg-section">
                         <h3 class="dlg-h">"will be stopped"</h3>
                         <KillList kind=kind />
