@@ -52,10 +52,19 @@ async fn one(app: &TestApp, host: &SimHost) -> anyhow::Result<(u64, u64)> {
     );
     let total = d["summary"]["durations"]["total_ms"].as_u64().unwrap_or(0);
     let (old, new) = (launch_log(host, g), launch_log(host, g + 1));
-    let drain = logged_at(&old, "exiting with code").zip(logged_at(&old, "SIGTERM"));
+    // The drain starts when drainwatch sent SIGTERM (its marker): the server
+    // may see a worker's exit before its own signal and not log the SIGTERM.
+    let sigterm = d["markers"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["kind"] == "sigterm"))
+        .and_then(|m| m["at_ms"].as_u64());
+    let drain = logged_at(&old, "exiting with code").zip(sigterm);
     let warm = logged_at(&new, "all workers ready").zip(logged_at(&new, "started"));
     let (Some((exit, term)), Some((ready, started))) = (drain, warm) else {
-        anyhow::bail!("timestamps missing from the launch logs");
+        anyhow::bail!(
+            "timestamps missing from the launch logs of generations {g} and {}:\n{old}\n---\n{new}",
+            g + 1
+        );
     };
     let truth = (exit - term) + RELEASE_DELAY_MS + (ready - started) + PROBE_MS;
     Ok((total, truth))

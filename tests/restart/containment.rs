@@ -152,6 +152,18 @@ async fn a_launched_server_runs_in_a_cgroup_leaf_of_its_own_and_a_stop_empties_i
     for pid in &server {
         assert!(!alive(*pid), "server process {pid} survived the stop");
     }
+    // Each of the server's processes got exactly one SIGTERM (a second one
+    // means "quit now" to some servers), and nothing else got one.
+    let mut terms: Vec<u32> = host
+        .signals_sent()
+        .iter()
+        .filter(|s| s.sig == libc::SIGTERM)
+        .map(|s| s.target)
+        .collect();
+    terms.sort_unstable();
+    let mut want = server.clone();
+    want.sort_unstable();
+    assert_eq!(terms, want, "SIGTERMs sent");
     until("the empty leaf to be removed", || {
         !cg.dir_of(&leaf).exists()
     })

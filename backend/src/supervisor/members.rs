@@ -154,12 +154,20 @@ impl Members {
     }
 
     /// Sends `sig` to each member still alive: through its pidfd, or without
-    /// pidfds to its PID re-checked against its start time just before. Returns
-    /// how many were signalled.
+    /// pidfds to its PID re-checked against its start time just before. A
+    /// member still in process group `signalled` (just signalled whole) is left
+    /// out, so no process gets the signal twice (a second SIGTERM or SIGINT
+    /// means "quit now" to some servers). Returns how many were signalled.
     #[allow(unsafe_code)]
-    pub fn signal(&self, sig: i32) -> usize {
+    pub fn signal(&self, sig: i32, signalled: Option<i32>) -> usize {
         let mut n = 0;
         for (id, h) in &self.ids {
+            let in_group = signalled.is_some_and(|pgid| {
+                procfs::identity(id.pid).is_some_and(|now| now.id == *id && now.pgid == pgid)
+            });
+            if in_group {
+                continue;
+            }
             let sent = match h {
                 Handle::Pidfd(fd) => fd.signal(sig) == Sent::Delivered,
                 Handle::Pid if id.pid > 1 && procfs::alive(*id) => {

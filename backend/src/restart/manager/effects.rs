@@ -105,12 +105,13 @@ impl Manager {
     /// cgroup are never signalled.
     fn signal_all(&mut self, sig: i32) {
         self.track_descendants();
-        let group = self
+        let (group, pgid) = self
             .running
             .as_ref()
             .and_then(|r| r.group.as_ref())
-            .map(|g| g.signal(sig));
-        let n = self.members.signal(sig);
+            .map_or((None, None), |g| (Some(g.signal(sig)), Some(g.pgid)));
+        let reached = matches!(group, Some(GroupSignal::ByPidfd | GroupSignal::ByNumber));
+        let n = self.members.signal(sig, pgid.filter(|_| reached));
         let killed = match &self.cgroups {
             Some(cg) if sig == libc::SIGKILL => cg.kill_all(),
             _ => 0,
