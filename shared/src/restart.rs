@@ -292,7 +292,25 @@ impl ServerStatus {
     /// launch will be), in one line for the UI and the CLI.
     pub fn containment_line(&self) -> Option<String> {
         let c = self.containment.as_ref()?;
-        let line = match (self.origin, &self.server_cgroup, self.server_contained) {
+        Some(c.of_server(
+            self.origin,
+            self.server_cgroup.as_deref(),
+            self.server_contained,
+        ))
+    }
+}
+
+impl Containment {
+    /// How a server of `origin` (none: no server running, so the next launch)
+    /// held by `cgroup` is contained, in one line; `contained`: that cgroup is
+    /// one of drainwatch's leaves.
+    pub fn of_server(
+        &self,
+        origin: Option<Origin>,
+        cgroup: Option<&str>,
+        contained: bool,
+    ) -> String {
+        let line = match (origin, cgroup, contained) {
             (Some(Origin::Adopted), Some(cg), true) => {
                 format!("adopted, moved into drainwatch's cgroup {cg}")
             }
@@ -303,9 +321,9 @@ impl ServerStatus {
                 "adopted: only its tracked processes are signalled".to_owned()
             }
             (Some(Origin::Launched), Some(cg), true) => format!("cgroup {cg}"),
-            _ => return Some(c.summary()),
+            _ => return self.summary(),
         };
-        Some(c.with_pidfd_note(line))
+        self.with_pidfd_note(line)
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use shared::restart::{ContainmentKind, Origin, Phase};
-use tests::managed::{ServerSpec, spawn_managed};
+use tests::managed::{ServerSpec, notes, spawn_managed};
 use tests::{GIB, Proc, SimHost, TestApp, alive, bin, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
@@ -54,18 +54,6 @@ async fn newest(app: &TestApp) -> anyhow::Result<Value> {
     let list = app.get_json("/api/restarts").await?;
     let id = list[0]["id"].as_i64().context("a restart")?;
     app.finished_restart(id, T).await
-}
-
-fn notes(d: &Value) -> String {
-    d["transitions"]
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .filter_map(|t| t["note"].as_str())
-                .collect::<Vec<_>>()
-                .join(" | ")
-        })
-        .unwrap_or_default()
 }
 
 /// Waits until `what` holds.
@@ -189,13 +177,7 @@ async fn an_adopted_server_is_never_signalled_by_its_group_even_after_drainwatch
             .env(simhost::HOST_DIR_ENV, host.path()),
     )?;
     let app = spawn_managed(&host, &spec, &[])?;
-    let s = app
-        .wait_for_state("the server on the port", T, |s| {
-            s.server.as_ref().is_some_and(|v| v.adoptable.is_some())
-        })
-        .await?
-        .server
-        .context("server")?;
+    let s = app.wait_adoptable(T).await?;
     let launcher = s.adoptable.context("adoptable")?.pid;
     let sleep = simhost::descendants(sh.pid())
         .into_iter()
@@ -233,7 +215,8 @@ async fn an_adopted_server_is_never_signalled_by_its_group_even_after_drainwatch
     assert!(
         d["containment"]
             .as_str()
-            .is_some_and(|c| c.starts_with("adopted: only tracked processes are signalled")),
+            .is_some_and(|c| c.starts_with("adopted, in cgroup")
+                && c.ends_with("(not drainwatch's): only its tracked processes are signalled")),
         "{d}"
     );
     Ok(())
@@ -431,10 +414,7 @@ async fn an_adopted_server_moves_into_drainwatchs_cgroup_only_when_asked() -> an
     let by_hand = tests::SimServer::launch_on(&host, spec.port, 2, 300)?;
     host.allow_signals_to(by_hand.proc.pid());
     let app = spawn_managed(&host, &spec, &[])?;
-    app.wait_for_state("the server on the port", T, |s| {
-        s.server.as_ref().is_some_and(|v| v.adoptable.is_some())
-    })
-    .await?;
+    app.wait_adoptable(T).await?;
     // A stop cannot ask for it.
     let g = app.server().await?.generation;
     let (code, body) = app

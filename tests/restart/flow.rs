@@ -138,13 +138,7 @@ async fn a_server_started_by_hand_is_adopted_on_request_then_restarted() -> anyh
     host.allow_signals_to(by_hand.proc.pid());
     let app = spawn_managed(&host, &spec, &[])?;
     // Seen, but not taken over without an explicit action.
-    let s = app
-        .wait_for_state("the server on the port", T, |s| {
-            s.server.as_ref().is_some_and(|v| v.adoptable.is_some())
-        })
-        .await?
-        .server
-        .expect("server");
+    let s = app.wait_adoptable(T).await?;
     assert_eq!(s.phase, Phase::Stopped);
     assert_eq!(s.adoptable.map(|r| r.pid), Some(by_hand.proc.pid()));
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use shared::restart::Phase;
 use shared::{ProcessRole, Sample};
 use simhost::ProcStat;
-use tests::managed::{ServerSpec, spawn_managed};
+use tests::managed::{ServerSpec, notes, spawn_managed};
 use tests::{GIB, MIB, Proc, SimHost, TestApp, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
@@ -36,18 +36,6 @@ fn markers(d: &Value) -> Vec<String> {
             m.iter()
                 .filter_map(|x| x["kind"].as_str().map(str::to_owned))
                 .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn notes(d: &Value) -> String {
-    d["transitions"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|x| x["note"].as_str())
-                .collect::<Vec<_>>()
-                .join(" | ")
         })
         .unwrap_or_default()
 }

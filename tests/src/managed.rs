@@ -160,6 +160,19 @@ type = "bool"
     }
 }
 
+/// A restart record's transition notes, joined with ` | `.
+pub fn notes(d: &Value) -> String {
+    d["transitions"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x["note"].as_str())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .unwrap_or_default()
+}
+
 /// drainwatch with `--config` for `spec`, its data in `host`'s scratch folder.
 pub fn spawn_managed(host: &SimHost, spec: &ServerSpec, extra: &[&str]) -> anyhow::Result<TestApp> {
     let cfg = host.scratch().join("server.toml");
@@ -247,6 +260,17 @@ impl TestApp {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Waits until a server drainwatch does not manage listens on the port;
+    /// returns the status that offers it for adoption.
+    pub async fn wait_adoptable(&self, timeout: Duration) -> anyhow::Result<ServerStatus> {
+        self.wait_for_state("the server on the port", timeout, |s| {
+            s.server.as_ref().is_some_and(|v| v.adoptable.is_some())
+        })
+        .await?
+        .server
+        .context("no managed server in /api/state")
     }
 
     /// Starts the server and waits until it is ready.

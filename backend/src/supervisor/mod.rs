@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use shared::ProcId;
-use shared::restart::LaunchCause;
+use shared::restart::{Containment, ContainmentKind, LaunchCause};
 
 use crate::config::file::ServerConfig;
 use crate::config::flags::Invocation;
@@ -105,6 +105,35 @@ pub struct Exit {
     pub pid: u32,
     pub code: Option<i32>,
     pub signal: Option<i32>,
+}
+
+/// Sets up containment for the servers drainwatch launches — cgroup leaves where
+/// they can be had, pidfds where the kernel has them — and says what is in
+/// force, and why not more.
+pub fn contain(
+    setting: &cgroup::Setting,
+    server_port: u16,
+) -> (Option<cgroup::Cgroups>, Containment) {
+    let pidfd = pidfd::probe();
+    let cgroups = cgroup::setup(setting, server_port);
+    match &cgroups {
+        Ok(cg) => tracing::info!(cgroup = %cg.name(), "servers are contained by cgroup v2"),
+        Err(why) => tracing::warn!(
+            %why,
+            "no cgroup containment: process group, subreaper and tracked processes only"
+        ),
+    }
+    let containment = Containment {
+        kind: match cgroups {
+            Ok(_) => ContainmentKind::Cgroup,
+            Err(_) => ContainmentKind::ProcessGroup,
+        },
+        reason: cgroups.as_ref().err().cloned(),
+        cgroup: cgroups.as_ref().ok().map(cgroup::Cgroups::name),
+        pidfd: pidfd.is_ok(),
+        pidfd_reason: pidfd.err(),
+    };
+    (cgroups.ok(), containment)
 }
 
 /// Makes orphaned descendants re-parent to this process (Linux ≥ 3.4).

@@ -158,25 +158,15 @@ impl Manager {
         }
     }
 
-    /// How the servers of operation `id` are contained, for its record.
+    /// How the servers of the operation in flight are contained, for its record.
     pub(super) fn record_containment(&self) {
         let Some(op) = &self.op else { return };
-        let text = match self.running.as_ref() {
-            Some(r) if r.origin == Origin::Adopted => format!(
-                "adopted: only tracked processes are signalled; {}",
-                match (&r.cgroup, r.contained) {
-                    (Some(cg), true) => format!("moved into drainwatch's cgroup {cg}"),
-                    (Some(cg), false) => format!("runs in cgroup {cg}, not drainwatch's"),
-                    (None, _) => "no cgroup known".to_owned(),
-                }
-            ),
-            Some(Running {
-                cgroup: Some(cg),
-                contained: true,
-                ..
-            }) => format!("cgroup {cg}"),
-            _ => self.containment.summary(),
-        };
+        let r = self.running.as_ref();
+        let text = self.containment.of_server(
+            r.map(|r| r.origin),
+            r.and_then(|r| r.cgroup.as_deref()),
+            r.is_some_and(|r| r.contained),
+        );
         self.store.containment(op.op.id, text);
     }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use shared::ProcId;
 use shared::restart::{
-    Accepted, Containment, ContainmentKind, Failure, Flags, OpKind, Operation, Origin, Phase,
-    ServerStatus, TimelinePoint,
+    Accepted, Containment, Failure, Flags, OpKind, Operation, Origin, Phase, ServerStatus,
+    TimelinePoint,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -230,24 +230,7 @@ impl Manager {
             Arc::clone(&scraped),
         ));
         let typical = p.store.typical().await.unwrap_or_default();
-        let pidfd = supervisor::pidfd::probe();
-        let cgroups = cgroup::setup(&p.cgroup, p.cfg.port);
-        let containment = Containment {
-            kind: match cgroups {
-                Ok(_) => ContainmentKind::Cgroup,
-                Err(_) => ContainmentKind::ProcessGroup,
-            },
-            reason: cgroups.as_ref().err().cloned(),
-            cgroup: cgroups.as_ref().ok().map(Cgroups::name),
-            pidfd: pidfd.is_ok(),
-            pidfd_reason: pidfd.err(),
-        };
-        match &cgroups {
-            Ok(cg) => tracing::info!(cgroup = %cg.name(), "servers are contained by cgroup v2"),
-            Err(why) => {
-                tracing::warn!(%why, "no cgroup containment: process group, subreaper and tracked processes only")
-            }
-        }
+        let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
             machine: Machine::new(p.cfg.timeouts, p.cfg.verify.samples, now),
@@ -259,7 +242,7 @@ impl Manager {
             fast: p.fast,
             running: None,
             members,
-            cgroups: cgroups.ok(),
+            cgroups,
             containment,
             log: None,
             log_dir: p.log_dir,
@@ -475,6 +458,9 @@ impl Manager {
     }
 
     fn on_sample(&mut self, sample: &shared::Sample) {
+        // An exit the sample already shows is taken from its reaping first, so
+        // a server that died is known by its exit status, not only by absence.
+        self.on_exits();
         // A sample's server tree is ours only when it was found from our root: one
         // taken before a launch may show whoever listened on the port then.
         let ours = self
