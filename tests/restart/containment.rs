@@ -111,7 +111,10 @@ async fn a_launched_server_runs_in_a_cgroup_leaf_of_its_own_and_a_stop_empties_i
     assert_eq!(c.cgroup.as_deref(), Some(cg.name().as_str()));
     assert!(c.pidfd && c.reason.is_none(), "{c:?}");
     let leaf = s.server_cgroup.clone().context("the server's cgroup")?;
-    assert_eq!(leaf, format!("{}/server-{}", cg.name(), s.generation));
+    assert_eq!(
+        leaf,
+        format!("{}/server-{}-{}", cg.name(), s.port, s.generation)
+    );
     assert!(s.server_contained);
     assert_eq!(s.origin, Some(Origin::Launched));
     // drainwatch moved itself into a leaf of its own: servers are its siblings.

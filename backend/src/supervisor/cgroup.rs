@@ -5,7 +5,9 @@
 //!
 //! The layout follows the delegation rules: in the subtree drainwatch was given
 //! (its own cgroup, a `Delegate=yes` unit under systemd) it moves itself into the
-//! leaf `supervisor`, and servers run in sibling leaves `server-<generation>`.
+//! leaf `supervisor`, and servers run in sibling leaves
+//! `server-<port>-<generation>` (the port of the server it manages, so two
+//! drainwatch processes sharing a subtree never take each other's leaves).
 //! A drainwatch started in the hierarchy's root cgroup makes itself the subtree
 //! `drainwatch-<server port>` rather than fill the root with leaves.
 //!
@@ -49,6 +51,8 @@ pub struct Cgroups {
     mount: PathBuf,
     /// drainwatch's subtree (absolute path under `mount`).
     subtree: PathBuf,
+    /// `server-<port>-`: the names of this drainwatch's server leaves.
+    prefix: String,
 }
 
 /// One leaf cgroup holding one server.
@@ -59,21 +63,20 @@ pub struct Leaf {
     pub name: String,
 }
 
-const LEAF_PREFIX: &str = "server-";
 const SUPERVISOR: &str = "supervisor";
 
-/// The cgroup v2 mount point, from `/proc/self/mountinfo`'s text: the mount
-/// point is field 5, the filesystem type follows the ` - ` separator.
-pub fn find_mount(mountinfo: &str) -> Option<PathBuf> {
+/// The cgroup v2 mount, from `/proc/self/mountinfo`'s text: the cgroup the
+/// mount shows as its root (field 4: `/` unless the mount is of a subtree) and
+/// where it is mounted (field 5); the filesystem type follows ` - `.
+pub fn find_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
     mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         if right.split_whitespace().next()? != "cgroup2" {
             return None;
         }
-        left.split_whitespace()
-            .nth(4)
-            .map(unescape)
-            .map(PathBuf::from)
+        let mut f = left.split_whitespace();
+        let root = unescape(f.nth(3)?);
+        Some((root, PathBuf::from(unescape(f.next()?))))
     })
 }
 
@@ -132,42 +135,65 @@ fn mkdir(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// drainwatch's subtree for a process in cgroup `own` (as `/proc/self/cgroup`
+/// names it), relative to a mount of the cgroup `mount_root`: its own cgroup, or
+/// the one above if it already runs in a `supervisor` leaf (systemd's
+/// `DelegateSubgroup=supervisor`, or a drainwatch started from its own leaf).
+fn subtree_for(own: &str, mount_root: &str) -> Option<String> {
+    let own = own.trim_end_matches('/');
+    let own = match own.rsplit_once('/') {
+        Some((parent, SUPERVISOR)) => parent,
+        _ => own,
+    };
+    let root = mount_root.trim_end_matches('/');
+    let rel = own.strip_prefix(root)?;
+    (rel.is_empty() || rel.starts_with('/')).then(|| rel.trim_start_matches('/').to_owned())
+}
+
 /// Sets up cgroup containment, or says why it cannot be had here.
 pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
+    if let Setting::Off = setting {
+        return Err("turned off by --cgroup off".to_owned());
+    }
+    if let Setting::Path(p) = setting
+        && !is_cgroup2(p)
+    {
+        return Err(format!("{} is not a cgroup v2 directory", p.display()));
+    }
     let mountinfo = read(Path::new("/proc/self/mountinfo"))?;
-    let mount = find_mount(&mountinfo)
+    let (mount_root, mount) = find_mount(&mountinfo)
         .ok_or("no cgroup v2 hierarchy is mounted (cgroup v1 only)".to_owned())?;
     let subtree = match setting {
-        Setting::Off => return Err("turned off by --cgroup off".to_owned()),
-        Setting::Path(p) => {
-            if !is_cgroup2(p) {
-                return Err(format!("{} is not a cgroup v2 directory", p.display()));
-            }
-            p.clone()
-        }
-        Setting::Auto => {
+        Setting::Path(p) => p.clone(),
+        Setting::Off | Setting::Auto => {
             let own = own_path(&read(Path::new("/proc/self/cgroup"))?)
                 .ok_or("this process has no cgroup v2 entry in /proc/self/cgroup")?;
-            let own = own.trim_start_matches('/');
-            let own = own
-                .strip_suffix(SUPERVISOR)
-                .map_or(own, |p| p.trim_end_matches('/'));
-            if own.is_empty() {
+            let rel = subtree_for(&own, &mount_root).ok_or_else(|| {
+                format!(
+                    "this process's cgroup {own} is not under the cgroup v2 mount of {mount_root}"
+                )
+            })?;
+            if rel.is_empty() {
+                // The hierarchy's root: a subtree of its own rather than leaves there.
                 mount.join(format!("drainwatch-{server_port}"))
             } else {
-                mount.join(own)
+                mount.join(rel)
             }
         }
     };
-    if !subtree.starts_with(&mount) {
+    if !subtree.starts_with(&mount) || subtree == mount {
         return Err(format!(
-            "{} is outside the cgroup v2 hierarchy at {}",
+            "{} is not a cgroup below the cgroup v2 hierarchy's root at {}",
             subtree.display(),
             mount.display()
         ));
     }
     mkdir(&subtree)?;
-    let cg = Cgroups { mount, subtree };
+    let cg = Cgroups {
+        mount,
+        subtree,
+        prefix: format!("server-{server_port}-"),
+    };
     let me = cg.leaf_at(SUPERVISOR)?;
     if !me.dir.join("cgroup.kill").exists() {
         return Err("cgroup.kill is missing (it needs Linux 5.14 or later)".to_owned());
@@ -202,11 +228,11 @@ impl Cgroups {
     pub fn new_leaf(&self, generation: u64) -> Result<Leaf, String> {
         for n in 0..100u32 {
             let name = match n {
-                0 => format!("{LEAF_PREFIX}{generation}"),
-                n => format!("{LEAF_PREFIX}{generation}.{n}"),
+                0 => format!("{}{generation}", self.prefix),
+                n => format!("{}{generation}.{n}", self.prefix),
             };
             let leaf = self.leaf_at(&name)?;
-            if leaf.procs().is_empty() {
+            if !leaf.populated() {
                 return Ok(leaf);
             }
         }
@@ -216,29 +242,31 @@ impl Cgroups {
         ))
     }
 
-    /// The recorded leaf `name` (as [`Leaf::name`] gave it), if it is in this
-    /// subtree and still exists.
+    fn is_leaf_name(&self, name: &std::ffi::OsStr) -> bool {
+        name.to_string_lossy().starts_with(&self.prefix)
+    }
+
+    /// The recorded leaf `name` (as [`Leaf::name`] gave it), if it is one of
+    /// this drainwatch's and still exists.
     pub fn leaf_named(&self, name: &str) -> Option<Leaf> {
         let dir = self.mount.join(name.trim_start_matches('/'));
         let ours = dir.parent() == Some(self.subtree.as_path())
-            && dir
-                .file_name()
-                .is_some_and(|f| f.to_string_lossy().starts_with(LEAF_PREFIX));
+            && dir.file_name().is_some_and(|f| self.is_leaf_name(f));
         (ours && dir.is_dir()).then(|| Leaf {
             name: self.display(&dir),
             dir,
         })
     }
 
-    /// Every server leaf in the subtree: this launch's and any an earlier
-    /// drainwatch left. Whatever runs in them is the server's.
+    /// Every server leaf of this drainwatch's: this launch's and any an earlier
+    /// run left. Whatever runs in them is the server's.
     pub fn leaves(&self) -> Vec<Leaf> {
         let Ok(entries) = std::fs::read_dir(&self.subtree) else {
             return Vec::new();
         };
         let mut out: Vec<Leaf> = entries
             .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(LEAF_PREFIX))
+            .filter(|e| self.is_leaf_name(&e.file_name()))
             .filter(|e| e.path().is_dir())
             .map(|e| Leaf {
                 name: self.display(&e.path()),
@@ -254,31 +282,53 @@ impl Cgroups {
         self.leaves().iter().flat_map(Leaf::procs).collect()
     }
 
-    /// `cgroup.kill` on every server leaf that still has processes; returns how
-    /// many leaves were killed.
+    /// Whether cgroup `path` (as `/proc/<pid>/cgroup` names it) is one of this
+    /// drainwatch's server leaves, or a cgroup the server made inside one.
+    pub fn owns(&self, path: &str) -> bool {
+        let leaves = format!("{}/{}", self.name().trim_end_matches('/'), self.prefix);
+        path.starts_with(&leaves)
+    }
+
+    /// `cgroup.kill` on every server leaf (also on one that looks empty: the
+    /// server may have made cgroups of its own inside it); returns how many.
     pub fn kill_all(&self) -> usize {
         let mut n = 0;
         for leaf in self.leaves() {
-            if !leaf.procs().is_empty() {
-                match leaf.kill() {
-                    Ok(()) => n += 1,
-                    Err(e) => tracing::warn!(cgroup = %leaf.name, error = %e, "cgroup.kill failed"),
-                }
+            match leaf.kill() {
+                Ok(()) => n += 1,
+                Err(e) => tracing::warn!(cgroup = %leaf.name, error = %e, "cgroup.kill failed"),
             }
         }
         n
     }
 
-    /// Removes the server leaves that are empty (a leaf with processes stays).
+    /// Removes the server leaves that are empty, with what the server made
+    /// inside them (a leaf with processes anywhere below stays).
     pub fn remove_empty_leaves(&self) {
         for leaf in self.leaves() {
-            if leaf.procs().is_empty() {
+            if !leaf.populated() {
                 // EBUSY while the kernel still tears down its last task: the next
                 // call gets it.
-                let _ = std::fs::remove_dir(&leaf.dir);
+                for dir in below(&leaf.dir) {
+                    let _ = std::fs::remove_dir(dir);
+                }
             }
         }
     }
+}
+
+/// `dir` and every cgroup under it, deepest first.
+fn below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(below(&e.path()));
+            }
+        }
+    }
+    out.push(dir.to_owned());
+    out
 }
 
 impl Leaf {
@@ -300,15 +350,24 @@ impl Leaf {
         f.write_all(pid.to_string().as_bytes())
     }
 
-    /// The processes in this leaf now.
+    /// The processes in this leaf now, and in any cgroup the server made in it.
     pub fn procs(&self) -> Vec<u32> {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|s| {
+        below(&self.dir)
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|s| {
                 s.split_ascii_whitespace()
                     .filter_map(|p| p.parse().ok())
-                    .collect()
+                    .collect::<Vec<u32>>()
             })
-            .unwrap_or_default()
+            .collect()
+    }
+
+    /// Whether any process lives in this leaf or below it (`cgroup.events`);
+    /// one that cannot be read counts as populated.
+    pub fn populated(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.events"))
+            .map_or(true, |s| s.lines().any(|l| l.trim() == "populated 1"))
     }
 
     /// SIGKILLs every process in the leaf, atomically with respect to forks.
@@ -331,17 +390,43 @@ mod tests {
         let info = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
                     35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
                     41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            find_mount(info),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
+        let at = |root: &str, p: &str| Some((root.to_owned(), PathBuf::from(p)));
+        assert_eq!(find_mount(info), at("/", "/sys/fs/cgroup/unified"));
         let unified =
             "30 23 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(find_mount(unified), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(find_mount(unified), at("/", "/sys/fs/cgroup"));
         let v1 = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n";
         assert_eq!(find_mount(v1), None);
         let spaced = "41 31 0:38 / /mnt/cg\\040two rw - cgroup2 cgroup2 rw\n";
-        assert_eq!(find_mount(spaced), Some(PathBuf::from("/mnt/cg two")));
+        assert_eq!(find_mount(spaced), at("/", "/mnt/cg two"));
+        // A container without a cgroup namespace: the mount shows a subtree.
+        let nested = "50 40 0:30 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
+        assert_eq!(find_mount(nested), at("/docker/abc", "/sys/fs/cgroup"));
+    }
+
+    #[test]
+    fn the_subtree_is_the_own_cgroup_or_the_one_above_a_supervisor_leaf() {
+        let sub = |own: &str, root: &str| subtree_for(own, root);
+        assert_eq!(
+            sub("/system.slice/dw.service", "/").as_deref(),
+            Some("system.slice/dw.service")
+        );
+        assert_eq!(
+            sub("/system.slice/dw.service/supervisor", "/").as_deref(),
+            Some("system.slice/dw.service")
+        );
+        // Only a whole `supervisor` component, never part of a name.
+        assert_eq!(
+            sub("/x/gpu-supervisor", "/").as_deref(),
+            Some("x/gpu-supervisor")
+        );
+        assert_eq!(sub("/", "/").as_deref(), Some(""));
+        assert_eq!(
+            sub("/docker/abc/app", "/docker/abc").as_deref(),
+            Some("app")
+        );
+        assert_eq!(sub("/docker/abcd", "/docker/abc"), None);
+        assert_eq!(sub("/elsewhere", "/docker/abc"), None);
     }
 
     #[test]

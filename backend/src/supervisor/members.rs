@@ -57,7 +57,7 @@ impl Members {
         self.ids.clear();
         self.held = 0;
         for id in root.into_iter().chain(ids) {
-            self.add(id);
+            self.add(id, &|_| true);
         }
         self.hint.set(Hint {
             root,
@@ -76,7 +76,9 @@ impl Members {
         });
     }
 
-    fn add(&mut self, id: ProcId) -> bool {
+    /// Takes `id` as a member if `verify` still holds once its pidfd is open
+    /// (the pidfd pins the process, so what `verify` sees is that process).
+    fn add(&mut self, id: ProcId, verify: &dyn Fn(ProcId) -> bool) -> bool {
         if self.ids.contains_key(&id) {
             return false;
         }
@@ -87,6 +89,7 @@ impl Members {
                     Handle::Pidfd(fd)
                 }
                 Err(OpenError::Gone) => Handle::Gone,
+                Err(OpenError::NoFds) => Handle::Pid,
                 Err(OpenError::Unsupported(why)) => {
                     tracing::warn!(%why, "pidfds failed; re-checking PIDs before signals");
                     self.pidfd = false;
@@ -96,15 +99,30 @@ impl Members {
         } else {
             Handle::Pid
         };
+        if !matches!(handle, Handle::Gone) && !verify(id) {
+            if matches!(handle, Handle::Pidfd(_)) {
+                self.held -= 1;
+            }
+            return false;
+        }
         self.ids.insert(id, handle);
         true
     }
 
     /// Adds `ids`; publishes the set if it grew.
     pub fn extend(&mut self, ids: impl IntoIterator<Item = ProcId>) {
+        self.extend_verified(ids, &|_| true);
+    }
+
+    /// Adds those of `ids` for which `verify` holds while their pidfd is open.
+    pub fn extend_verified(
+        &mut self,
+        ids: impl IntoIterator<Item = ProcId>,
+        verify: &dyn Fn(ProcId) -> bool,
+    ) {
         let mut grew = false;
         for id in ids {
-            grew |= self.add(id);
+            grew |= self.add(id, verify);
         }
         if grew {
             let mut h = self.hint.get();
@@ -114,17 +132,16 @@ impl Members {
     }
 
     /// Adds the processes with these PIDs (from a cgroup's `cgroup.procs`: a
-    /// process found there is the server's, whatever its parentage).
-    pub fn extend_pids(&mut self, pids: &[u32]) {
-        let known: HashSet<u32> = self.ids.keys().map(|m| m.pid).collect();
+    /// process found there is the server's, whatever its parentage) for which
+    /// `verify` (still in the cgroup) holds once their pidfd is open.
+    pub fn extend_pids(&mut self, pids: &[u32], verify: &dyn Fn(ProcId) -> bool) {
         let fresh: Vec<ProcId> = pids
             .iter()
-            .filter(|p| !known.contains(p))
             .filter_map(|p| procfs::identity(*p))
-            .filter(|i| !i.exited())
+            .filter(|i| !i.exited() && !self.ids.contains_key(&i.id))
             .map(|i| i.id)
             .collect();
-        self.extend(fresh);
+        self.extend_verified(fresh, verify);
     }
 
     pub fn ids(&self) -> HashSet<ProcId> {
@@ -170,11 +187,20 @@ impl Members {
             }
             let sent = match h {
                 Handle::Pidfd(fd) => fd.signal(sig) == Sent::Delivered,
-                Handle::Pid if id.pid > 1 && procfs::alive(*id) => {
-                    // SAFETY: kill(2) on a PID whose start time was just checked.
-                    unsafe { libc::kill(id.pid as i32, sig) == 0 }
-                }
-                Handle::Pid | Handle::Gone => false,
+                Handle::Gone => false,
+                // No pidfd held: one just for this signal, where the kernel
+                // can give one.
+                Handle::Pid => match Pidfd::open(*id) {
+                    Ok(fd) => fd.signal(sig) == Sent::Delivered,
+                    Err(OpenError::Gone) => false,
+                    Err(OpenError::NoFds | OpenError::Unsupported(_))
+                        if id.pid > 1 && procfs::alive(*id) =>
+                    {
+                        // SAFETY: kill(2) on a PID whose start time was just checked.
+                        unsafe { libc::kill(id.pid as i32, sig) == 0 }
+                    }
+                    Err(_) => false,
+                },
             };
             n += usize::from(sent);
         }

@@ -79,8 +79,12 @@ impl Group {
         if self.leader_unreaped && self.pgid > 1 {
             // SAFETY: killpg on the group our unreaped child leads: its number
             // is pinned by that child and cannot belong to anyone else.
-            unsafe { libc::killpg(self.pgid, sig) };
-            return GroupSignal::ByNumber;
+            let rc = unsafe { libc::killpg(self.pgid, sig) };
+            return if rc == 0 {
+                GroupSignal::ByNumber
+            } else {
+                GroupSignal::Empty
+            };
         }
         GroupSignal::NoProof
     }

@@ -29,6 +29,8 @@ pub struct Pidfd {
 pub enum OpenError {
     /// The process with that identity is not alive (gone, or its PID reused).
     Gone,
+    /// This process has no descriptor to spare (EMFILE, ENFILE).
+    NoFds,
     /// The kernel has no pidfds (older than 5.3, or a seccomp filter refused them).
     Unsupported(String),
 }
@@ -55,6 +57,7 @@ impl Pidfd {
             let e = std::io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::ESRCH) => Err(OpenError::Gone),
+                Some(libc::EMFILE | libc::ENFILE) => Err(OpenError::NoFds),
                 _ => Err(OpenError::Unsupported(format!("pidfd_open: {e}"))),
             };
         }
@@ -70,17 +73,27 @@ impl Pidfd {
         }
     }
 
-    /// Whether the process has exited (a pidfd polls readable then).
+    /// Whether the process has exited (a pidfd polls readable then). A poll
+    /// that fails says nothing, and the process counts as alive: signalling an
+    /// exited process through its pidfd reaches no one.
     #[allow(unsafe_code)]
     pub fn exited(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd on the stack, zero timeout.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        n != 0
+        for _ in 0..3 {
+            let mut p = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd on the stack, zero timeout.
+            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            if n >= 0 {
+                return n > 0 && p.revents & libc::POLLIN != 0;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return false;
+            }
+        }
+        false
     }
 
     /// Sends `sig` to the process.
@@ -125,6 +138,7 @@ pub fn probe() -> Result<(), String> {
         Ok(_) => Ok(()),
         Err(OpenError::Unsupported(why)) => Err(why),
         Err(OpenError::Gone) => Err("pidfd_open did not find this process".to_owned()),
+        Err(OpenError::NoFds) => Err("no file descriptor to spare".to_owned()),
     }
 }
 

@@ -143,6 +143,7 @@ pub struct Identity {
     pub id: ProcId,
     /// `Z` (zombie) or `X` (dead) once it has exited, even before it is reaped.
     pub state: char,
+    pub ppid: u32,
     pub pgid: i32,
 }
 
@@ -161,6 +162,7 @@ pub fn identity(pid: u32) -> Option<Identity> {
             start_ticks: stat.starttime,
         },
         state: stat.state,
+        ppid: stat.ppid.max(0) as u32,
         pgid: stat.pgrp,
     })
 }
@@ -171,8 +173,8 @@ pub fn alive(id: ProcId) -> bool {
 }
 
 /// `root` and every descendant it has now, by identity (children are listed per
-/// thread in `/proc/<pid>/task/*/children`; a child younger than its parent whose
-/// PID was reused in between is not taken).
+/// thread in `/proc/<pid>/task/*/children`; a listed child whose PID was reused
+/// before its stat was read is not taken: its parent must be the one listing it).
 pub fn descendants(root: ProcId) -> Vec<ProcId> {
     let mut out = Vec::new();
     if !alive(root) {
@@ -182,7 +184,7 @@ pub fn descendants(root: ProcId) -> Vec<ProcId> {
     while let Some(parent) = queue.pop() {
         out.push(parent);
         for pid in children(parent.pid, 0) {
-            if let Some(child) = identity(pid).map(|i| i.id)
+            if let Some(child) = identity(pid).filter(|i| i.ppid == parent.pid).map(|i| i.id)
                 && child.start_ticks >= parent.start_ticks
                 && !out.contains(&child)
                 && !queue.contains(&child)

@@ -320,7 +320,10 @@ impl Manager {
     fn track_contained(&mut self) -> usize {
         let Some(cg) = &self.cgroups else { return 0 };
         let pids = cg.procs();
-        self.members.extend_pids(&pids);
+        // Still in a leaf of ours once its pidfd pins it: not a stranger that
+        // got the PID of one that left.
+        let inside = |id: ProcId| cgroup::of_process(id.pid).is_some_and(|p| cg.owns(&p));
+        self.members.extend_pids(&pids, &inside);
         pids.len()
     }
 

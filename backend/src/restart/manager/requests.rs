@@ -1,6 +1,7 @@
 //! Operators' requests: checked against the current state (typed confirmation,
 //! generation, single flight, flags), audited, then begun or refused.
 
+use shared::ProcId;
 use shared::restart::{Accepted, Flags, OpKind, Operation, Origin, Outcome};
 
 use super::{Manager, OpRecord, Refusal, Request, Running};
@@ -143,12 +144,17 @@ impl Manager {
             // fork from now on is born inside.
             match cg.new_leaf(self.generation) {
                 Ok(leaf) => {
-                    let moved = supervisor::descendants(root)
+                    // Each by its pidfd: the PID written is that process's only
+                    // if it is still alive after the write.
+                    let moved: Vec<ProcId> = supervisor::descendants(root)
                         .into_iter()
-                        .filter(|p| leaf.add(p.pid).is_ok())
-                        .count();
-                    tracing::info!(cgroup = %leaf.name, processes = moved, "moved the adopted server into drainwatch's cgroup");
-                    contained = moved > 0;
+                        .filter(|p| {
+                            supervisor::Pidfd::open(*p)
+                                .is_ok_and(|fd| leaf.add(p.pid).is_ok() && !fd.exited())
+                        })
+                        .collect();
+                    tracing::info!(cgroup = %leaf.name, processes = moved.len(), "moved the adopted server into drainwatch's cgroup");
+                    contained = moved.contains(&root);
                     if contained {
                         cgroup = Some(leaf.name);
                     }
