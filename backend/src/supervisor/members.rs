@@ -207,3 +207,45 @@ impl Members {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn child() -> (std::process::Child, ProcId) {
+        let c = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn");
+        let id = procfs::identity(c.id()).expect("stat").id;
+        (c, id)
+    }
+
+    #[test]
+    fn members_are_signalled_by_identity_with_or_without_pidfds() {
+        for pidfd in [true, false] {
+            let hint = Arc::new(ServerHint::default());
+            let mut m = Members::new(Arc::clone(&hint), pidfd);
+            let (mut a, a_id) = child();
+            let (mut b, b_id) = child();
+            // Someone else now has b's PID, as far as the record says: a start
+            // time that is not b's. It must never be signalled.
+            let stale = ProcId {
+                pid: b_id.pid,
+                start_ticks: b_id.start_ticks + 1,
+            };
+            m.reset(Some(a_id), true, vec![stale]);
+            assert_eq!(hint.get().members, HashSet::from([a_id, stale]));
+            assert_eq!(m.alive(), 1, "pidfd {pidfd}");
+            assert_eq!(m.signal(libc::SIGKILL, None), 1, "pidfd {pidfd}");
+            a.wait().expect("reap");
+            assert!(procfs::alive(b_id), "the stranger was signalled");
+            assert_eq!(m.alive(), 0);
+            // Members not accepted by the check are not taken.
+            m.extend_verified([b_id], &|_| false);
+            assert_eq!(m.signal(libc::SIGKILL, None), 0);
+            b.kill().expect("kill");
+            b.wait().expect("reap");
+        }
+    }
+}
