@@ -134,17 +134,18 @@ impl Manager {
     fn drain_note(&self) -> String {
         let n = self.members.alive();
         match self.running.as_ref() {
-            Some(r) if r.origin == Origin::Adopted => match (&r.cgroup, r.contained) {
-                (Some(cg), true) => format!(
-                    "SIGTERM to the adopted server's {n} tracked process(es), never its process group; cgroup.kill of {cg} ends the stop"
-                ),
-                (Some(cg), false) => format!(
-                    "SIGTERM to the adopted server's {n} tracked process(es), never its process group; it runs in cgroup {cg}, which is not drainwatch's, so anything it started outside drainwatch's view stays"
-                ),
-                (None, _) => format!(
+            Some(r) if r.origin == Origin::Adopted => {
+                let head = format!(
                     "SIGTERM to the adopted server's {n} tracked process(es), never its process group"
-                ),
-            },
+                );
+                match (&r.cgroup, r.contained) {
+                    (Some(cg), true) => format!("{head}; cgroup.kill of {cg} ends the stop"),
+                    (Some(cg), false) => format!(
+                        "{head}; it runs in cgroup {cg}, which is not drainwatch's, so anything it started outside drainwatch's view stays"
+                    ),
+                    (None, _) => head,
+                }
+            }
             Some(r) => match (&r.cgroup, r.contained) {
                 (Some(cg), true) => format!(
                     "SIGTERM to the server's process group and its {n} process(es) in cgroup {cg}; cgroup.kill ends the stop"
@@ -189,18 +190,16 @@ impl Manager {
             .invocation(&self.cfg.args, &self.cfg.env, &flags);
         let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
         let leaf = match &self.cgroups {
-            Some(cg) => {
-                cg.remove_empty_leaves();
-                match cg.new_leaf(self.generation) {
-                    Ok(leaf) => Some(leaf),
-                    Err(message) => {
-                        self.feed(Input::SpawnFailed(
-                            shared::restart::LaunchCause::SpawnError { message },
-                        ));
-                        return;
-                    }
+            // Empty leaves of earlier launches go on the manager's tick.
+            Some(cg) => match cg.new_leaf(self.generation) {
+                Ok(leaf) => Some(leaf),
+                Err(message) => {
+                    self.feed(Input::SpawnFailed(
+                        shared::restart::LaunchCause::SpawnError { message },
+                    ));
+                    return;
                 }
-            }
+            },
             None => None,
         };
         let launched = supervisor::launch(&self.cfg, &inv, &log_path, leaf.as_ref());
