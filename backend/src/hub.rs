@@ -41,6 +41,15 @@ pub struct Hub {
     presence: Mutex<BTreeMap<String, Presence>>,
 }
 
+/// Why a socket may not join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// This person (token, or address without authentication) has the most.
+    Client,
+    /// The host has the most sockets it serves, whoever holds them.
+    Host,
+}
+
 /// One open socket's place in [`Hub`]'s presence; leaves when dropped.
 #[derive(Debug)]
 pub struct Present {
@@ -76,24 +85,33 @@ impl Hub {
 
     /// Counts a socket for `who`, unless `who` already has `max` open; every
     /// client is told who is connected now.
-    pub fn join(self: &Arc<Self>, who: &str, role: Role, max: u32) -> Option<Present> {
+    pub fn join(
+        self: &Arc<Self>,
+        who: &str,
+        role: Role,
+        max: u32,
+        max_all: u32,
+    ) -> Result<Present, Full> {
         let list = {
             let mut p = self.presence.lock().unwrap_or_else(|p| p.into_inner());
+            if p.get(who).is_some_and(|e| e.sockets >= max) {
+                return Err(Full::Client);
+            }
+            if p.values().map(|e| e.sockets).sum::<u32>() >= max_all {
+                return Err(Full::Host);
+            }
             let entry = p.entry(who.to_owned()).or_insert_with(|| Presence {
                 who: who.to_owned(),
                 role,
                 sockets: 0,
                 since_ms: crate::telemetry::now_ms(),
             });
-            if entry.sockets >= max {
-                return None;
-            }
             entry.sockets += 1;
             entry.role = entry.role.max(role);
             p.values().cloned().collect()
         };
         self.push_event(&ServerMsg::Presence { clients: list });
-        Some(Present {
+        Ok(Present {
             hub: Arc::clone(self),
             who: who.to_owned(),
         })

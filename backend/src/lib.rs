@@ -17,6 +17,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod hub;
+pub mod redact;
 pub mod restart;
 pub mod startup;
 pub mod store;

@@ -1,6 +1,7 @@
 //! Builds the application from a [`Config`]: binds the port (so a busy port fails
-//! before anything starts), opens NVML, starts the sampler, and serves until the
-//! shutdown future resolves. Tests build it on `127.0.0.1:0`.
+//! before anything starts), installs the redactor, opens NVML, starts the
+//! sampler, and serves until the shutdown future resolves. Tests build it on
+//! `127.0.0.1:0`.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use crate::auth::{Auth, AuthConfig};
 use crate::config::Config;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
+use crate::redact::{self, Redactor};
 use crate::restart::manager::{Manager, ManagerHandle, Parts};
 use crate::store::Store;
 use crate::supervisor;
@@ -83,6 +85,11 @@ impl Application {
             }
             None => None,
         };
+        // Before anything reads a command line or a log: secrets are redacted
+        // from the first sample on.
+        if !redact::install(redactor(server_cfg.as_deref(), &config.data_dir)?) {
+            tracing::warn!("a redactor was already in use; keeping it");
+        }
         let server_port = config.server_port.or(server_cfg.as_ref().map(|c| c.port));
         let hint = Arc::new(ServerHint::default());
         let (lib, hint2) = (config.nvml_lib.clone(), Arc::clone(&hint));
@@ -201,6 +208,18 @@ impl Application {
         self.sampler.stop();
         served
     }
+}
+
+/// The process-wide redactor: with a store, keyed by the store's `redact.key`
+/// (stable ids across restarts) and told the config's secrets; without one,
+/// a fresh key in memory.
+fn redactor(cfg: Option<&ServerConfig>, data_dir: &std::path::Path) -> anyhow::Result<Redactor> {
+    let Some(cfg) = cfg else {
+        return Ok(Redactor::ephemeral(&[])?);
+    };
+    let r = Redactor::new(redact::load_key(data_dir)?, &cfg.redact);
+    r.learn_config(cfg);
+    Ok(r)
 }
 
 fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {

@@ -88,6 +88,9 @@ pub struct Correctness {
     pub expect: String,
 }
 
+/// The most a benchmark may hold in memory (see [`BenchSettings::memory_bytes`]).
+pub const MAX_BENCH_MEMORY: u64 = 64 << 20;
+
 /// `POST /api/bench`: what to measure. Every field has a default.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -148,7 +151,28 @@ impl BenchSettings {
         {
             return Err("correctness needs a prompt and an expected answer".to_owned());
         }
+        let need = self.memory_bytes();
+        if need > MAX_BENCH_MEMORY {
+            return Err(format!(
+                "this benchmark would hold about {} MiB at once (prompts in flight: highest \
+                 concurrency × input_len × 8 B; token timings: the larger of num_prompts and \
+                 warmup × output_len × 8 B); the bound is {} MiB: lower the concurrency, \
+                 the lengths or num_prompts",
+                need.div_ceil(1 << 20),
+                MAX_BENCH_MEMORY >> 20
+            ));
+        }
         Ok(())
+    }
+
+    /// About what a run holds in memory at once: the prompt text of the
+    /// requests in flight (prompts are made as they are sent), and the
+    /// per-token timings of one repeat (or warm-up), 8 bytes a token each.
+    pub fn memory_bytes(&self) -> u64 {
+        let c = u64::from(self.concurrency.iter().copied().max().unwrap_or(1));
+        let in_flight = c * u64::from(self.input_len) * 8;
+        let timings = u64::from(self.num_prompts.max(self.warmup)) * u64::from(self.output_len) * 8;
+        in_flight + timings
     }
 }
 
@@ -389,5 +413,39 @@ mod tests {
             ..BenchSettings::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn a_benchmark_too_big_to_hold_is_refused_by_its_bound() {
+        // 300 prompts of the longest input, one at a time: well within.
+        let long = BenchSettings {
+            concurrency: vec![1],
+            num_prompts: 300,
+            input_len: 131_072,
+            ..BenchSettings::default()
+        };
+        assert!(long.validate().is_ok(), "{:?}", long.validate());
+        // Every limit at its top: refused, naming the bound.
+        let top = BenchSettings {
+            concurrency: vec![1024],
+            num_prompts: 100_000,
+            input_len: 131_072,
+            output_len: 32_768,
+            ..BenchSettings::default()
+        };
+        let e = top.validate().expect_err("too big");
+        assert!(e.contains("the bound is 64 MiB"), "{e}");
+        let many_long_outputs = BenchSettings {
+            num_prompts: 100_000,
+            output_len: 1_024,
+            ..BenchSettings::default()
+        };
+        assert!(many_long_outputs.validate().is_err());
+        let wide = BenchSettings {
+            concurrency: vec![1024],
+            input_len: 16_384,
+            ..BenchSettings::default()
+        };
+        assert!(wide.validate().is_err());
     }
 }

@@ -77,4 +77,6 @@ pub enum ErrorCode {
     BadMessage,
     /// A binary frame: this protocol is text only.
     Unsupported,
+    /// Asked again too soon (a `resync` within a second of the last snapshot).
+    TooSoon,
 }

@@ -105,17 +105,30 @@ async fn strangers_and_viewers_change_nothing() -> anyhow::Result<()> {
             "{err}"
         );
     }
-    // Nothing changed, nothing ran; every attempt was audited as refused.
+    // Nothing changed, nothing ran; every attempt was counted as refused, a
+    // row per caller (a stranger by address, a viewer by name) per minute.
     let after = app.server().await?;
     assert_eq!(after.generation, before.generation);
     assert_eq!(after.phase, before.phase);
     assert!(after.bench.is_none() && after.operation.is_none());
-    let attempts = 3 * mutating(before.generation).len();
+    assert!(
+        audit_before
+            .as_array()
+            .is_some_and(|a| a.iter().all(|e| e["kind"] == "action")),
+        "{audit_before}"
+    );
+    let counted = |rows: &[Value], by: &dyn Fn(&str) -> bool| -> u64 {
+        rows.iter()
+            .filter(|a| a["kind"] == "refusals" && a["peer"].as_str().is_some_and(by))
+            .map(|a| a["count"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let n = mutating(before.generation).len() as u64;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let audit = loop {
         let audit = app.get_json("/api/audit?limit=1000").await?;
         let all = audit.as_array().cloned().unwrap_or_default();
-        if all.len() >= audit_before.as_array().map_or(0, Vec::len) + attempts {
+        if counted(&all, &|_| true) >= 3 * n {
             break all;
         }
         anyhow::ensure!(
@@ -124,21 +137,18 @@ async fn strangers_and_viewers_change_nothing() -> anyhow::Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let new = &audit[..attempts];
-    assert!(new.iter().all(|a| a["outcome"] == "refused"), "{new:?}");
-    let by_viewer = new
-        .iter()
-        .filter(|a| {
-            a["peer"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("victor ("))
-        })
-        .count();
-    assert_eq!(by_viewer, mutating(before.generation).len(), "{new:?}");
+    assert_eq!(
+        counted(&audit, &|p| p == "victor (127.0.0.1)"),
+        n,
+        "{audit:?}"
+    );
+    assert_eq!(counted(&audit, &|p| p == "127.0.0.1"), 2 * n, "{audit:?}");
+    let rows: Vec<_> = audit.iter().filter(|a| a["kind"] == "refusals").collect();
+    assert!(rows.iter().all(|a| a["outcome"] == "refused"), "{rows:?}");
     assert!(
-        new.iter()
+        rows.iter()
             .any(|a| a["detail"].as_str().is_some_and(|d| d.starts_with("401: "))),
-        "{new:?}"
+        "{rows:?}"
     );
     assert!(
         app.get_json("/api/bench/runs")

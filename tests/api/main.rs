@@ -3,9 +3,12 @@
 
 mod auth;
 mod cli;
+mod hardening;
 mod metrics;
 mod nvml_errors;
 mod other_clients;
+mod redact;
 mod remote;
 mod state;
+mod walk;
 mod ws;

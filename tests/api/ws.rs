@@ -101,7 +101,8 @@ async fn malformed_messages_get_an_error_and_the_connection_stays_up() -> anyhow
         ServerMsg::Pong { nonce: 42 }
     );
     assert!(matches!(ws.next_msg(T).await?, ServerMsg::Sample(_)));
-    // And a resync request is a snapshot.
+    // And a resync request is a snapshot (one a second: the first came at connect).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
     ws.send_text(r#"{"type":"resync"}"#).await?;
     assert!(matches!(
         next_non_sample(&mut ws).await?,

@@ -254,3 +254,79 @@ async fn a_restart_through_the_dialog_with_the_drain_chart() -> anyhow::Result<(
     b.client.close().await?;
     Ok(())
 }
+
+/// Serves a page at `127.0.0.2` (another origin) that frames `target` and, as
+/// the control, a page of its own.
+async fn framing_page(target: String) -> anyhow::Result<(String, tokio::task::JoinHandle<()>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await?;
+    let url = format!("http://{}/", listener.local_addr()?);
+    let task = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]);
+                let body = if req.starts_with("GET /child") {
+                    "<!doctype html><p id=child>the framing site's own page</p>".to_owned()
+                } else {
+                    format!(
+                        "<!doctype html><title>elsewhere</title><h1 id=own>another site</h1>\
+                         <iframe id=dw src=\"{target}\" width=900 height=600></iframe>\
+                         <iframe id=control src=\"/child\"></iframe>"
+                    )
+                };
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    Ok((url, task))
+}
+
+#[tokio::test]
+async fn the_app_loads_under_its_policy_and_no_other_site_can_frame_it() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let host = SimHost::new(500);
+    let app = spawn_app(&host, &[])?;
+    let b = Browser::start().await?;
+    // Under its own Content-Security-Policy the app runs (its script is a file,
+    // its WebAssembly allowed) and its socket connects.
+    b.client.goto(&app.url("/")).await?;
+    assert_eq!(b.wait_count("[data-testid=gpu-card]", 8, T).await?, 8);
+    b.wait_attr("[data-testid=conn-badge]", "data-state", T, |s| s == "live")
+        .await?;
+
+    let (elsewhere, server) = framing_page(app.url("/")).await?;
+    b.client.goto(&elsewhere).await?;
+    b.wait_count("#own", 1, T).await?;
+    // The control: this browser shows a frame the policy does not forbid.
+    b.client.enter_frame(1).await?;
+    b.wait_count("#child", 1, T).await?;
+    b.client.enter_parent_frame().await?;
+    // drainwatch's frame stays empty: no app, no GPU, no button to click.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    b.client.enter_frame(0).await?;
+    let inside = b
+        .client
+        .execute(
+            "return [location.href, document.querySelectorAll('[data-testid]').length]",
+            vec![],
+        )
+        .await;
+    match inside {
+        Ok(v) => {
+            assert_ne!(v[0].as_str(), Some(app.url("/").as_str()), "{v}");
+            assert_eq!(v[1].as_u64(), Some(0), "{v}");
+        }
+        // Chromium's error page may not even be scriptable: nothing of ours.
+        Err(e) => eprintln!("the blocked frame is not scriptable: {e}"),
+    }
+    server.abort();
+    b.client.close().await?;
+    Ok(())
+}

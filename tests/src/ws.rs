@@ -44,6 +44,27 @@ impl WsClient {
         }
     }
 
+    /// Connects from the local address `ip` (any of 127.0.0.0/8); a refused
+    /// upgrade is `Err(Some(status))`.
+    pub async fn connect_from(addr: &str, ip: &str) -> Result<Self, Option<u16>> {
+        let local: std::net::IpAddr = ip.parse().map_err(|_| None)?;
+        let sock = tokio::net::TcpSocket::new_v4().map_err(|_| None)?;
+        sock.bind(std::net::SocketAddr::new(local, 0))
+            .map_err(|_| None)?;
+        let stream = sock
+            .connect(addr.parse().map_err(|_| None)?)
+            .await
+            .map_err(|_| None)?;
+        let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+        match tokio_tungstenite::client_async(format!("ws://{addr}/ws"), stream).await {
+            Ok((socket, _)) => Ok(Self { socket }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                Err(Some(resp.status().as_u16()))
+            }
+            Err(_) => Err(None),
+        }
+    }
+
     /// Connects with a tiny socket receive buffer: a client that stops reading then
     /// backs up the server within a few messages, as a slow browser on a bad link would.
     pub async fn connect_small_buffer(addr: &str) -> anyhow::Result<Self> {

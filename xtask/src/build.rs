@@ -53,7 +53,7 @@ pub(crate) fn ui() -> anyhow::Result<()> {
             .arg(&staging)
             .arg(&wasm),
     )?;
-    for file in ["index.html", "style.css"] {
+    for file in ["index.html", "style.css", "boot.js"] {
         std::fs::copy(root.join("frontend").join(file), staging.join(file))
             .with_context(|| format!("copying frontend/{file}"))?;
     }

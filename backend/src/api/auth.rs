@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use axum::Json;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header::{CACHE_CONTROL, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
@@ -23,7 +23,7 @@ use shared::auth::SessionInfo;
 
 use super::ops::Body;
 use super::{ApiError, AppState};
-use crate::auth::{COOKIE_NAME, Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
+use crate::auth::{Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
 
 /// What a path is, for the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +201,8 @@ pub(super) async fn login(
                 ""
             };
             let set = format!(
-                "{COOKIE_NAME}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+                "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+                state.auth.cookie_name(),
                 s.id,
                 s.ttl.as_secs()
             );
@@ -223,11 +224,16 @@ pub(super) async fn login(
             tracing::warn!(%peer, "failed login");
             ApiError::new(StatusCode::UNAUTHORIZED, "unknown token").into_response()
         }
-        Err(LoginError::TooMany { retry_after }) => {
+        Err(e @ (LoginError::TooMany { retry_after } | LoginError::TooManyAll { retry_after })) => {
             let secs = retry_after.as_secs().max(1);
+            let from = if matches!(e, LoginError::TooMany { .. }) {
+                "from this address"
+            } else {
+                "from everyone together"
+            };
             let mut resp = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                format!("too many failed logins from this address: try again in {secs} s"),
+                format!("too many failed logins {from}: try again in {secs} s"),
             )
             .into_response();
             resp.headers_mut()
@@ -239,14 +245,20 @@ pub(super) async fn login(
 
 /// `POST /api/logout`: ends the browser session.
 pub(super) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(id) = cookie(&headers, COOKIE_NAME) {
+    let name = state.auth.cookie_name();
+    if let Some(id) = cookie(&headers, name) {
         state.auth.logout(&id);
     }
+    let secure = if state.auth.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
     (
         StatusCode::NO_CONTENT,
         [(
             SET_COOKIE,
-            format!("{COOKIE_NAME}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
+            format!("{name}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
         )],
     )
         .into_response()
@@ -258,5 +270,16 @@ pub(super) async fn login_page() -> impl IntoResponse {
     (
         [(CACHE_CONTROL, "no-store")],
         Html(include_str!("login.html")),
+    )
+}
+
+/// `GET /login.js`: the login page's script (a file, for the page's CSP).
+pub(super) async fn login_script() -> impl IntoResponse {
+    (
+        [
+            (CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        include_str!("login.js"),
     )
 }

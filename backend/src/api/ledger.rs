@@ -1,5 +1,7 @@
 //! The throughput ledger's API: start and cancel benchmarks, the flag sets with
 //! their results, labels and notes, diffs between sets, and export (JSON, CSV).
+//! What leaves here is redacted ([`crate::redact`]): secret flag values, and
+//! known secrets in labels, notes and errors, also in rows stored before.
 
 use std::collections::HashMap;
 
@@ -26,6 +28,12 @@ pub(super) async fn start(
     };
     let request = overrides.to_string();
     let result = m.bench(overrides, caller.who()).await;
+    // A refused body is not kept: what it got wrong may be anything pasted.
+    let request = if result.is_ok() {
+        request
+    } else {
+        String::new()
+    };
     record(
         &state,
         &caller,
@@ -74,6 +82,25 @@ pub(super) struct RunsQuery {
     limit: Option<u32>,
 }
 
+/// A flag set as shown: secret values redacted, known secrets out of its words.
+fn shown_set(mut set: FlagSet) -> FlagSet {
+    let r = crate::redact::global();
+    set.flags = r.flags(&set.flags);
+    set.label = set.label.map(|l| r.known(&l));
+    set.notes = set.notes.map(|n| r.known(&n));
+    set
+}
+
+/// A benchmark run as shown: known secrets out of its error and answer.
+fn shown_run(mut run: BenchRun) -> BenchRun {
+    let r = crate::redact::global();
+    run.error = run.error.map(|e| r.known(&e));
+    if let Some(c) = run.correctness.as_mut() {
+        c.answer = r.known(&c.answer);
+    }
+    run
+}
+
 pub(super) async fn runs(
     State(state): State<AppState>,
     Query(q): Query<RunsQuery>,
@@ -90,7 +117,7 @@ pub(super) async fn runs(
     store(&state)?
         .bench_runs(q.flagset, limit)
         .await
-        .map(Json)
+        .map(|runs| Json(runs.into_iter().map(shown_run).collect()))
         .map_err(internal)
 }
 
@@ -98,11 +125,14 @@ pub(super) async fn run(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<BenchRun>, ApiError> {
-    let id: i64 = id
-        .parse()
-        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, format!("`{id}` is not a run id")))?;
+    let id: i64 = id.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{}` is not a run id", crate::store::cut(&id, 64)),
+        )
+    })?;
     match store(&state)?.bench_run(id).await.map_err(internal)? {
-        Some(r) => Ok(Json(r)),
+        Some(r) => Ok(Json(shown_run(r))),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no benchmark run #{id}"),
@@ -113,7 +143,11 @@ pub(super) async fn run(
 pub(super) async fn flagsets(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<FlagSetResults>>, ApiError> {
-    store(&state)?.ledger().await.map(Json).map_err(internal)
+    let mut ledger = store(&state)?.ledger().await.map_err(internal)?;
+    for row in &mut ledger {
+        row.set = shown_set(row.set.clone());
+    }
+    Ok(Json(ledger))
 }
 
 /// `PATCH /api/flagsets/{id}`: a label (≤ 80 characters) and notes (≤ 4000).
@@ -158,9 +192,14 @@ pub(super) async fn edit(
 ) -> Result<Response, ApiError> {
     let label = clean(e.label, 80, "label", false)?;
     let notes = clean(e.notes, 4000, "notes", true)?;
-    let request = serde_json::json!({ "flagset": id, "label": label, "notes": notes }).to_string();
+    // Audited as shown: a secret pasted into a label is not kept in the log.
+    let r = crate::redact::global();
+    let shown = |t: &Option<String>| t.as_deref().map(|t| r.known(t));
+    let request =
+        serde_json::json!({ "flagset": id, "label": shown(&label), "notes": shown(&notes) })
+            .to_string();
     let found = store(&state)?.edit_flagset(&id, label, notes).await;
-    let missing = format!("no flag set `{id}`");
+    let missing = format!("no flag set `{}`", crate::store::cut(&id, 64));
     record(
         &state,
         &caller,
@@ -195,9 +234,14 @@ pub(super) async fn diff(
         s.flagset(id.clone())
             .await
             .map_err(internal)?
-            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no flag set `{id}`")))
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no flag set `{}`", crate::store::cut(&id, 64)),
+                )
+            })
     };
-    let (a, b): (FlagSet, FlagSet) = (get(q.a).await?, get(q.b).await?);
+    let (a, b): (FlagSet, FlagSet) = (shown_set(get(q.a).await?), shown_set(get(q.b).await?));
     let mut changes: Vec<FlagChange> = diff_flags(&a.flags, &b.flags);
     if a.model != b.model {
         changes.insert(
@@ -215,10 +259,13 @@ pub(super) async fn diff(
 }
 
 pub(super) async fn export_json(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let runs = store(&state)?
+    let runs: Vec<BenchRun> = store(&state)?
         .bench_runs(None, 100_000)
         .await
-        .map_err(internal)?;
+        .map_err(internal)?
+        .into_iter()
+        .map(shown_run)
+        .collect();
     Ok((
         [(
             header::CONTENT_DISPOSITION,
@@ -258,7 +305,7 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
         .await
         .map_err(internal)?
         .into_iter()
-        .filter_map(|r| Some((r.set.id, r.set.label?)))
+        .filter_map(|r| Some((r.set.id.clone(), shown_set(r.set).label?)))
         .collect();
     let mut out = String::from(CSV_HEADER);
     out.push('\n');

@@ -237,7 +237,14 @@ async fn own(reg: &mut Registry, state: &AppState) {
                     &tok,
                     l(&[
                         ("flagset", r.set.id.clone()),
-                        ("label", r.set.label.clone().unwrap_or_default()),
+                        (
+                            "label",
+                            r.set
+                                .label
+                                .as_deref()
+                                .map(|l| crate::redact::global().known(l))
+                                .unwrap_or_default(),
+                        ),
                         ("concurrency", c.to_string()),
                     ]),
                     lv.output_tok_s.median,

@@ -16,12 +16,13 @@ use axum::Json;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tower_http::compression::CompressionLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use shared::restart::OpKind;
 
@@ -84,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/login", post(auth::login))
         .route("/api/logout", post(auth::logout))
         .route("/login", get(auth::login_page))
+        .route("/login.js", get(auth::login_script))
         .route("/metrics", get(metrics::serve))
         .route("/api/{*rest}", any(api_not_found))
         .route("/ws", get(ws::upgrade))
@@ -102,7 +104,23 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(CompressionLayer::new())
+        .layer(always(header::CONTENT_SECURITY_POLICY, CSP))
+        .layer(always(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(always(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(always(header::REFERRER_POLICY, "no-referrer"))
         .with_state(state)
+}
+
+/// What every response tells the browser: run only our own scripts (and the
+/// app's WebAssembly), talk only to us, never be framed (no clickjacking of
+/// the restart button), sniff no content type, send no referrer. Styles may be
+/// inline (the UI sets widths and heights on elements).
+pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+     style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+fn always(name: header::HeaderName, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
+    SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
 }
 
 /// A JSON error body: what is wrong, nothing internal.
@@ -111,6 +129,9 @@ pub struct ApiError {
     #[serde(skip)]
     status: StatusCode,
     error: String,
+    /// What the audit log says instead of `error`, when `error` may quote input.
+    #[serde(skip)]
+    audit: Option<&'static str>,
 }
 
 impl ApiError {
@@ -118,13 +139,25 @@ impl ApiError {
         Self {
             status,
             error: error.into(),
+            audit: None,
         }
+    }
+
+    /// The caller reads `error`; the audit log only `reason`.
+    pub fn audited_as(mut self, reason: &'static str) -> Self {
+        self.audit = Some(reason);
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self)).into_response()
+        let reason = self.audit.map(refusals::AuditReason);
+        let mut res = (self.status, Json(self)).into_response();
+        if let Some(r) = reason {
+            res.extensions_mut().insert(r);
+        }
+        res
     }
 }
 
@@ -133,10 +166,10 @@ struct Health {
     status: &'static str,
     nvml: &'static str,
     last_sample_age_ms: Option<u64>,
-    clients: usize,
 }
 
-/// 200 while samples are fresh; 503 when the sampler has stalled.
+/// 200 while samples are fresh; 503 when the sampler has stalled. Open to
+/// anyone, so it says only that: not who or how many are connected.
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let hub = &state.hub;
     let age = hub
@@ -152,7 +185,6 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
             shared::NvmlStatus::Unavailable { .. } => "unavailable",
         },
         last_sample_age_ms: age,
-        clients: hub.client_count(),
     };
     let code = if fresh {
         StatusCode::OK

@@ -3,9 +3,10 @@
 //! every request it sees, accepted or refused (what is refused before it: see
 //! `refusals`); refusals change nothing.
 
-use axum::extract::rejection::JsonRejection;
+use axum::body::Bytes;
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
@@ -19,35 +20,73 @@ use crate::auth::Caller;
 use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
 use crate::store::{AuditEntry, Store};
 
-/// `Json`, with refusals worded for people: 400 for anything that is not the
-/// expected JSON, 413 for too big, 415 without a JSON content type.
+/// A JSON object body, with refusals worded for people: 415 without a JSON
+/// content type, 413 for too big, 400 for anything that is not the expected
+/// object (an array is not read as one, field by field, as serde would).
 #[derive(Debug)]
 pub(super) struct Body<T>(pub(super) T);
 
+/// Whether `content-type` is JSON: `application/json` or `application/…+json`.
+fn is_json(content_type: Option<&str>) -> bool {
+    let Some(ct) = content_type else { return false };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|s| s.ends_with("+json"))
+}
+
 impl<S, T> FromRequest<S> for Body<T>
 where
-    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    T: serde::de::DeserializeOwned,
     S: Send + Sync,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(rejection) => Err(match &rejection {
-                JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    "send the body as JSON (Content-Type: application/json)",
-                ),
-                r if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
-                }
-                other => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("invalid request: {}", other.body_text()),
-                ),
-            }),
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        if !is_json(content_type) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "send the body as JSON (Content-Type: application/json)",
+            ));
         }
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
+            } else {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+            }
+        })?;
+        // serde's words quote the body (which may hold a token): the caller
+        // reads them, the audit log only the class.
+        let not_json = |e: serde_json::Error| {
+            ApiError::new(StatusCode::BAD_REQUEST, format!("invalid request: {e}"))
+                .audited_as("body is not JSON")
+        };
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(not_json)?;
+        if !value.is_object() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid request: the body must be a JSON object",
+            )
+            .audited_as("body is not the expected JSON"));
+        }
+        serde_json::from_value(value).map(Body).map_err(|e| {
+            ApiError::new(StatusCode::BAD_REQUEST, format!("invalid request: {e}"))
+                .audited_as("body is not the expected JSON")
+        })
     }
 }
 
@@ -101,6 +140,8 @@ pub(super) fn record_as(
         request,
         outcome,
         detail,
+        count: 1,
+        ..Default::default()
     });
 }
 
@@ -222,7 +263,7 @@ pub(super) async fn restart_detail(
     let id: i64 = id.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("`{id}` is not a restart id"),
+            format!("`{}` is not a restart id", crate::store::cut(&id, 64)),
         )
     })?;
     match store(&state)?.detail(id).await.map_err(internal)? {

@@ -6,6 +6,10 @@
 //! - A refused attempt to change something is audited, also when it never reached
 //!   a handler that audits: the gate's 401 and 403, a body that is not the JSON
 //!   expected. Handlers that audit themselves mark their response [`Audited`].
+//!   These refusals are counted per caller (a token's name and address, or the
+//!   address alone) per minute, so that a stranger's flood is one row, and the
+//!   reason recorded is a class ([`AuditReason`]), never the input: a body
+//!   that does not parse may hold a token.
 
 use std::net::SocketAddr;
 
@@ -17,11 +21,16 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::AppState;
-use super::ops::record_as;
+use crate::auth::Caller;
+use crate::store::AuditEntry;
 
 /// On a response whose handler already wrote the audit entry.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Audited;
+
+/// On a refusal whose message may quote the request: the words to audit instead.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AuditReason(pub(super) &'static str);
 
 /// Marks `res` as audited.
 pub(super) fn audited(mut res: Response) -> Response {
@@ -46,10 +55,14 @@ pub(super) async fn layer(
     next: Next,
 ) -> Response {
     let attempt = is_attempt(req.method(), req.uri().path());
-    let action = req.uri().path().trim_start_matches("/api/").to_owned();
+    let action = crate::store::cut(
+        req.uri().path().trim_start_matches("/api/"),
+        crate::store::MAX_AUDIT_TEXT,
+    );
+    // Per caller and address, not per connection: a port is new every time.
     let who = match attempt.then(|| state.auth.identify(req.headers(), peer)) {
-        Some(Ok(Some(c))) => c.who(),
-        _ => peer.to_string(),
+        Some(Ok(Some(Caller { name: Some(n), .. }))) => format!("{n} ({})", peer.ip()),
+        _ => peer.ip().to_string(),
     };
     let res = next.run(req).await;
     let status = res.status();
@@ -88,9 +101,18 @@ pub(super) async fn layer(
         s if s.is_server_error() => "internal error; drainwatch's log says why".to_owned(),
         s => s.canonical_reason().unwrap_or("refused").to_lowercase(),
     });
-    if audit {
-        let detail = format!("{}: {message}", status.as_u16());
-        record_as(&state, who, &action, String::new(), Err(&detail));
+    if audit && let Some(store) = &state.store {
+        let reason = parts
+            .extensions
+            .get::<AuditReason>()
+            .map_or(&*message, |r| r.0);
+        store.refused(AuditEntry {
+            at_ms: crate::telemetry::now_ms(),
+            peer: who,
+            action,
+            detail: format!("{}: {reason}", status.as_u16()),
+            ..Default::default()
+        });
     }
     parts.headers.remove(CONTENT_LENGTH);
     if is_json {

@@ -18,7 +18,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{ApiError, AppState};
 use crate::auth::Caller;
-use crate::hub::Hub;
+use crate::hub::{Full, Hub};
 
 /// The connection's clocks.
 #[derive(Debug, Clone, Copy)]
@@ -51,24 +51,42 @@ const MAX_CLIENT_RATE: u32 = 20;
 /// Open sockets per person (per token name; per address without
 /// authentication): a tab each, with room, but not a flood.
 const MAX_SOCKETS_PER_CLIENT: u32 = 32;
+/// Open sockets in all: without authentication every loopback address
+/// (127.0.0.0/8) is a person of its own.
+pub(super) const MAX_SOCKETS: u32 = 256;
+/// Snapshots a client may ask for (`resync`): one per this long. A snapshot
+/// is the whole state with its history, the largest thing a socket sends.
+const RESYNC_EVERY: Duration = Duration::from_secs(1);
 
 pub(super) async fn upgrade(
     ws: WebSocketUpgrade,
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    let Some(present) = state
-        .hub
-        .join(&caller.presence_key(), caller.role, MAX_SOCKETS_PER_CLIENT)
-    else {
-        return ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!(
-                "too many open sockets for {} (at most {MAX_SOCKETS_PER_CLIENT})",
-                caller.presence_key()
-            ),
-        )
-        .into_response();
+    let present = match state.hub.join(
+        &caller.presence_key(),
+        caller.role,
+        MAX_SOCKETS_PER_CLIENT,
+        MAX_SOCKETS,
+    ) {
+        Ok(p) => p,
+        Err(Full::Client) => {
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many open sockets for {} (at most {MAX_SOCKETS_PER_CLIENT})",
+                    caller.presence_key()
+                ),
+            )
+            .into_response();
+        }
+        Err(Full::Host) => {
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("drainwatch serves {MAX_SOCKETS} sockets at most, and has them"),
+            )
+            .into_response();
+        }
     };
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
@@ -136,6 +154,7 @@ pub(crate) async fn serve<S, R>(
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
         let (mut window, mut in_window) = (Instant::now(), 0u32);
+        let mut last_snapshot = Instant::now();
         loop {
             tokio::select! {
                 got = rx.recv() => match got {
@@ -178,9 +197,18 @@ pub(crate) async fn serve<S, R>(
                     if let Some(reply) = reply {
                         let reply = match reply {
                             Reply::Msg(m) => send(&mut sink, timing.send_timeout, m).await,
-                            Reply::Snapshot => send_snapshot(&hub, &mut sink, timing.send_timeout).await.map(|seq| {
-                                last_seq = last_seq.max(seq);
-                            }),
+                            Reply::Snapshot if last_snapshot.elapsed() < RESYNC_EVERY => {
+                                send(&mut sink, timing.send_timeout, text(&ServerMsg::Error {
+                                    code: ErrorCode::TooSoon,
+                                    message: "one resync a second: the last snapshot is current".into(),
+                                })).await
+                            }
+                            Reply::Snapshot => {
+                                last_snapshot = Instant::now();
+                                send_snapshot(&hub, &mut sink, timing.send_timeout).await.map(|seq| {
+                                    last_seq = last_seq.max(seq);
+                                })
+                            }
                         };
                         if reply.is_err() {
                             break End::SendFailed;

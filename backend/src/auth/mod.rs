@@ -21,16 +21,28 @@ use shared::auth::Role;
 
 pub use file::AuthConfig;
 
-/// The session cookie's name.
+/// The session cookie's name over http.
 pub const COOKIE_NAME: &str = "drainwatch_session";
+/// Its name when the public origin is https: the browser then keeps it only if
+/// it is `Secure`, for this host alone (no `Domain`), at `Path=/`, so no
+/// sibling subdomain or plain-http page can set or shadow it.
+pub const SECURE_COOKIE_NAME: &str = "__Host-drainwatch_session";
 /// The header a browser session's state-changing requests carry.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// Failed logins one address may make per window before it must wait.
 const LOGIN_FAILURES: u32 = 5;
+/// Failed logins from all addresses together per window: an attacker with
+/// many addresses (all of 127.0.0.0/8 is loopback) still guesses slowly.
+const LOGIN_FAILURES_ALL: u32 = 100;
 const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+/// Addresses whose failures are remembered at most.
+const MAX_FAILING_ADDRESSES: usize = 10_000;
 /// Sessions kept at most (oldest dropped first): logins cannot grow memory.
 const MAX_SESSIONS: usize = 10_000;
+/// Sessions one token may hold; a new one ends that token's oldest, never
+/// anyone else's.
+pub const SESSIONS_PER_TOKEN: usize = 32;
 
 /// A new random secret: `dw_` and 64 hex digits (256 bits).
 pub fn new_secret() -> anyhow::Result<String> {
@@ -104,6 +116,8 @@ impl Caller {
 
 #[derive(Debug, Clone)]
 struct Session {
+    /// The SHA-256 of the token the session was made with: whose it is.
+    token: [u8; 32],
     name: String,
     role: Role,
     csrf: String,
@@ -120,7 +134,14 @@ struct Failures {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoginError {
     Invalid,
-    TooMany { retry_after: Duration },
+    /// This address failed too often.
+    TooMany {
+        retry_after: Duration,
+    },
+    /// Every address together failed too often.
+    TooManyAll {
+        retry_after: Duration,
+    },
 }
 
 /// A made session: the cookie's value and the CSRF token.
@@ -137,7 +158,14 @@ pub struct NewSession {
 pub struct Auth {
     cfg: Option<AuthConfig>,
     sessions: Mutex<HashMap<String, Session>>,
-    failures: Mutex<HashMap<IpAddr, Failures>>,
+    failures: Mutex<LoginFailures>,
+}
+
+/// Failed logins in the current window, per address and all together.
+#[derive(Debug, Default)]
+struct LoginFailures {
+    by_ip: HashMap<IpAddr, Failures>,
+    all: Option<Failures>,
 }
 
 impl Auth {
@@ -198,6 +226,15 @@ impl Auth {
             .is_some_and(|o| o.starts_with("https://"))
     }
 
+    /// The session cookie's name: `__Host-` prefixed when it is `Secure`.
+    pub fn cookie_name(&self) -> &'static str {
+        if self.secure_cookies() {
+            SECURE_COOKIE_NAME
+        } else {
+            COOKIE_NAME
+        }
+    }
+
     fn token(&self, secret: &str) -> Option<&file::TokenEntry> {
         let h = sha256(secret.trim());
         // Every entry is compared, so the time does not say which matched.
@@ -240,7 +277,7 @@ impl Auth {
                 peer,
             }));
         }
-        let Some(id) = cookie(headers, COOKIE_NAME) else {
+        let Some(id) = cookie(headers, self.cookie_name()) else {
             return Ok(None);
         };
         let now = Instant::now();
@@ -272,23 +309,41 @@ impl Auth {
         let now = Instant::now();
         {
             let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            f.retain(|_, v| now.duration_since(v.since) < LOGIN_WINDOW);
-            if let Some(v) = f.get(&ip)
+            f.by_ip
+                .retain(|_, v| now.duration_since(v.since) < LOGIN_WINDOW);
+            if f.all
+                .is_some_and(|v| now.duration_since(v.since) >= LOGIN_WINDOW)
+            {
+                f.all = None;
+            }
+            let wait = |v: &Failures| LOGIN_WINDOW.saturating_sub(now.duration_since(v.since));
+            if let Some(v) = f.by_ip.get(&ip)
                 && v.count >= LOGIN_FAILURES
             {
                 return Err(LoginError::TooMany {
-                    retry_after: LOGIN_WINDOW.saturating_sub(now.duration_since(v.since)),
+                    retry_after: wait(v),
+                });
+            }
+            if let Some(v) = &f.all
+                && v.count >= LOGIN_FAILURES_ALL
+            {
+                return Err(LoginError::TooManyAll {
+                    retry_after: wait(v),
                 });
             }
         }
         let Some(t) = self.token(secret) else {
             let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-            f.entry(ip)
-                .or_insert(Failures {
-                    count: 0,
-                    since: now,
-                })
-                .count += 1;
+            let fresh = Failures {
+                count: 0,
+                since: now,
+            };
+            f.all.get_or_insert(fresh).count += 1;
+            // Past the bound, a new address is not remembered: the global count
+            // (already past its own bound by then) holds everyone back.
+            if f.by_ip.len() < MAX_FAILING_ADDRESSES || f.by_ip.contains_key(&ip) {
+                f.by_ip.entry(ip).or_insert(fresh).count += 1;
+            }
             return Err(LoginError::Invalid);
         };
         let (id, csrf) = match (new_secret(), new_secret()) {
@@ -296,6 +351,7 @@ impl Auth {
             _ => return Err(LoginError::Invalid),
         };
         let session = Session {
+            token: t.hash,
             name: t.name.clone(),
             role: t.role,
             csrf: csrf.clone(),
@@ -303,13 +359,25 @@ impl Auth {
         };
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions
+        // A token's holder who logs in again and again ends only their own
+        // oldest session; everyone else's stay.
+        let theirs = sessions.values().filter(|s| s.token == t.hash).count();
+        let oldest = |mine: bool| {
+            sessions
                 .iter()
+                .filter(|(_, s)| !mine || s.token == t.hash)
                 .min_by_key(|(_, s)| s.expires)
                 .map(|(k, _)| k.clone())
-        {
-            sessions.remove(&oldest);
+        };
+        let evict = if theirs >= SESSIONS_PER_TOKEN {
+            oldest(true)
+        } else if sessions.len() >= MAX_SESSIONS {
+            oldest(false)
+        } else {
+            None
+        };
+        if let Some(k) = evict {
+            sessions.remove(&k);
         }
         // Stored by the hash of the cookie: a memory dump shows no live cookie.
         sessions.insert(hex(&sha256(&id)), session);
@@ -472,6 +540,54 @@ mod tests {
     }
 
     #[test]
+    fn failed_logins_are_limited_for_every_address_together() {
+        let (a, op, _) = auth();
+        for i in 0..LOGIN_FAILURES_ALL {
+            let ip = IpAddr::from([127, 0, (i / 250) as u8, (i % 250) as u8 + 1]);
+            assert_eq!(a.login(ip, "dw_wrong").err(), Some(LoginError::Invalid));
+        }
+        let fresh: IpAddr = "127.9.9.9".parse().expect("ip");
+        assert!(matches!(
+            a.login(fresh, &op),
+            Err(LoginError::TooManyAll { .. })
+        ));
+    }
+
+    #[test]
+    fn a_token_ends_only_its_own_oldest_sessions() {
+        let (a, op, view) = auth();
+        let ip = peer().ip();
+        let first_op = a.login(ip, &op).expect("login");
+        let first_view = a.login(ip, &view).expect("login");
+        let mut last = None;
+        for _ in 0..SESSIONS_PER_TOKEN * 3 {
+            last = Some(a.login(ip, &view).expect("login"));
+        }
+        let with = |id: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                COOKIE,
+                HeaderValue::from_str(&format!("{COOKIE_NAME}={id}")).expect("hv"),
+            );
+            a.identify(&h, peer()).expect("ok")
+        };
+        assert!(
+            with(&first_op.id).is_some(),
+            "another token's session stays"
+        );
+        assert!(with(&first_view.id).is_none(), "the token's oldest went");
+        assert!(with(&last.expect("made").id).is_some());
+        let held = a
+            .sessions
+            .lock()
+            .expect("lock")
+            .values()
+            .filter(|s| s.name == "view")
+            .count();
+        assert_eq!(held, SESSIONS_PER_TOKEN);
+    }
+
+    #[test]
     fn origins_and_hosts() {
         let open = Auth::open();
         let mut h = HeaderMap::new();
@@ -496,6 +612,8 @@ mod tests {
         );
         h.insert(ORIGIN, HeaderValue::from_static("https://gpu.example"));
         assert!(with_origin.origin_ok(&h) && with_origin.secure_cookies());
+        assert_eq!(with_origin.cookie_name(), "__Host-drainwatch_session");
+        assert_eq!(open.cookie_name(), "drainwatch_session");
         h.insert(ORIGIN, HeaderValue::from_static("http://gpu.example"));
         assert!(!with_origin.origin_ok(&h));
     }

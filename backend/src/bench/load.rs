@@ -6,6 +6,7 @@
 //! the first event is one token and the rest are spread evenly over the others),
 //! else one token per content event.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -247,7 +248,7 @@ pub struct Counters {
 pub async fn level(
     client: &reqwest::Client,
     target: &Target,
-    prompts: Arc<Vec<String>>,
+    prompts: Prompts,
     c: u32,
     output_len: u32,
     counters: Arc<Counters>,
@@ -260,7 +261,7 @@ pub async fn level(
         let (client, target, prompts, next, counters) = (
             client.clone(),
             target.clone(),
-            Arc::clone(&prompts),
+            prompts,
             Arc::clone(&next),
             Arc::clone(&counters),
         );
@@ -272,8 +273,9 @@ pub async fn level(
                 if i >= prompts.len() || *cancel.borrow() {
                     break;
                 }
+                let prompt = prompts.get(i);
                 let o = tokio::select! {
-                    o = one(&client, &target, &prompts[i], output_len, t0) => o,
+                    o = one(&client, &target, &prompt, output_len, t0) => o,
                     _ = cancel.wait_for(|c| *c) => break,
                 };
                 counters.done.fetch_add(1, Ordering::Relaxed);
@@ -302,23 +304,48 @@ pub async fn level(
     )
 }
 
-/// `n` distinct prompts of `len` token-like words (deterministic per seed).
-pub fn prompts(n: u32, len: u32, seed: u64) -> Vec<String> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            (0..len)
-                .map(|_| {
-                    // xorshift64
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    format!("w{}", x % 50_000)
-                })
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
+/// `n` distinct prompts of `len` token-like words (deterministic per seed),
+/// each made when it is sent: a run holds only the prompts in flight, however
+/// many it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prompts {
+    n: u32,
+    len: u32,
+    seed: u64,
+}
+
+impl Prompts {
+    pub fn new(n: u32, len: u32, seed: u64) -> Self {
+        Self { n, len, seed }
+    }
+
+    pub fn len(&self) -> usize {
+        self.n as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Prompt `i`: words `w0`…`w49999` from a xorshift64 seeded by the run's
+    /// seed and `i` (through splitmix64, so neighbouring prompts differ).
+    pub fn get(&self, i: usize) -> String {
+        let mut z = self.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let mut x = (z ^ (z >> 31)) | 1;
+        let mut out = String::with_capacity(self.len as usize * 7);
+        for k in 0..self.len {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if k > 0 {
+                out.push(' ');
+            }
+            let _ = write!(out, "w{}", x % 50_000);
+        }
+        out
+    }
 }
 
 /// A connection pool sized for `c` concurrent streams.
@@ -385,9 +412,11 @@ mod tests {
 
     #[test]
     fn prompts_are_distinct_and_sized() {
-        let p = prompts(3, 5, 42);
-        assert_eq!(p[0].split(' ').count(), 5);
-        assert_ne!(p[0], p[1]);
-        assert_eq!(p, prompts(3, 5, 42));
+        let p = Prompts::new(3, 5, 42);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.get(0).split(' ').count(), 5);
+        assert_ne!(p.get(0), p.get(1));
+        assert_eq!(p.get(2), Prompts::new(3, 5, 42).get(2));
+        assert_ne!(p.get(0), Prompts::new(3, 5, 43).get(0));
     }
 }

@@ -40,7 +40,12 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let counters = Arc::new(Counters::default());
 
     if let Some(c) = &s.correctness {
-        match check(&client, &ctx.target, &c.prompt, &c.expect).await {
+        let mut cancel = ctx.cancel.clone();
+        let checked = tokio::select! {
+            r = check(&client, &ctx.target, &c.prompt, &c.expect) => r,
+            _ = cancel.wait_for(|c| *c) => return finish(run, &ctx, RunStatus::Cancelled, None),
+        };
+        match checked {
             Ok(result) => run.correctness = Some(result),
             Err(e) => return finish(run, &ctx, RunStatus::Failed, Some(e)),
         }
@@ -48,7 +53,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     for (level, &c) in s.concurrency.iter().enumerate() {
         let seed = run.id as u64 * 1_000 + level as u64;
         if s.warmup > 0 {
-            let warm = Arc::new(load::prompts(s.warmup, s.input_len, seed));
+            let warm = load::Prompts::new(s.warmup, s.input_len, seed);
             load::level(
                 &client,
                 &ctx.target,
@@ -64,11 +69,11 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             if *ctx.cancel.borrow() {
                 return finish(run, &ctx, RunStatus::Cancelled, None);
             }
-            let prompts = Arc::new(load::prompts(
+            let prompts = load::Prompts::new(
                 s.num_prompts,
                 s.input_len,
                 seed * 31 + u64::from(repeat) + 1,
-            ));
+            );
             let before = counters.output_tokens.load(Ordering::Relaxed);
             let started = tokio::time::Instant::now();
             let level_run = load::level(

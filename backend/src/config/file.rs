@@ -1,7 +1,9 @@
 //! The managed server's TOML file: how to launch it (a program and an argument
 //! vector, never a shell string), how to tell it is ready, how long each stage may
-//! take, and which flags a restart may change. Parsed and validated once; every
-//! error names the key and what is wrong with it.
+//! take, which flags a restart may change, and which more names than the usual
+//! ones (`--api-key`, `*_TOKEN`, … see [`crate::redact`]) hold secrets that
+//! drainwatch must never show (`server.redact`). Parsed and validated once;
+//! every error names the key and what is wrong with it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,9 @@ pub struct ServerConfig {
     /// The model as the server is told (path and revision): part of a flag set.
     pub model: String,
     pub bench: BenchConfig,
+    /// More names whose values are secret (`server.redact`, case-insensitive),
+    /// besides those [`crate::redact`] recognises by their words.
+    pub redact: Vec<String>,
 }
 
 /// The serving benchmark's defaults.
@@ -139,6 +144,9 @@ struct RawServer {
     metrics_path: Option<String>,
     #[serde(default)]
     readiness: RawReadiness,
+    /// Extra secret names: `["MY_CREDENTIAL", "--license"]`.
+    #[serde(default)]
+    redact: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -228,6 +236,11 @@ impl ServerConfig {
         if s.args.iter().any(|a| a.contains('\0')) {
             return Err("server.args: arguments cannot contain NUL".to_owned());
         }
+        let redact = s
+            .redact
+            .iter()
+            .map(|n| check_secret_name(n).map_err(|e| format!("server.redact: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
         let base = format!(
             "http://{}",
             std::net::SocketAddr::new(
@@ -307,6 +320,7 @@ impl ServerConfig {
             allow,
             model,
             bench,
+            redact,
         })
     }
 }
@@ -359,6 +373,21 @@ pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("`{name}` is not a valid environment variable name"))
+    }
+}
+
+/// An extra secret name: an option (`--license`) or a variable (`MY_CREDENTIAL`).
+fn check_secret_name(name: &str) -> Result<String, String> {
+    let n = name.trim();
+    let ok = n.chars().any(|c| c.is_ascii_alphabetic())
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(n.to_owned())
+    } else {
+        Err(format!(
+            "`{name}` is not a name (letters, digits, `-` and `_`, e.g. `MY_CREDENTIAL` or `--license`)"
+        ))
     }
 }
 
@@ -471,6 +500,17 @@ mod tests {
         assert_eq!(c.verify.samples, 3);
         assert!(!c.bench.after_restart);
         assert_eq!(c.bench.defaults.repeats, 3);
+        assert!(c.redact.is_empty());
+    }
+
+    #[test]
+    fn extra_secret_names() {
+        let c = ServerConfig::parse(&MINIMAL.replace(
+            "gpus = [0, 1]",
+            "gpus = [0, 1]\nredact = [\"MY_CREDENTIAL\", \" --license \"]",
+        ))
+        .expect("valid");
+        assert_eq!(c.redact, ["MY_CREDENTIAL", "--license"]);
     }
 
     #[test]
@@ -538,6 +578,14 @@ mod tests {
             (
                 format!("{MINIMAL}\n[[flags]]\nname = \"X\"\nkind = \"env\"\ntype = \"enum\""),
                 "values",
+            ),
+            (
+                MINIMAL.replace("gpus = [0, 1]", "gpus = [0, 1]\nredact = [\"A=B\"]"),
+                "server.redact: `A=B` is not a name",
+            ),
+            (
+                MINIMAL.replace("gpus = [0, 1]", "gpus = [0, 1]\nredact = [\"\"]"),
+                "server.redact",
             ),
         ];
         for (text, needle) in cases {

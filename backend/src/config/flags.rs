@@ -144,7 +144,22 @@ impl AllowList {
 }
 
 /// Validates one value against its flag's type; returns it in canonical form.
+/// A refusal never quotes the values of a secret flag (`--api-key`): it is
+/// answered, audited and logged.
 fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
+    let checked = check_value(spec, raw);
+    if crate::redact::secret_by_words(&spec.name) {
+        return checked.map_err(|_| {
+            format!(
+                "`{}` must be a value its allow-list permits (not shown: a secret)",
+                spec.name
+            )
+        });
+    }
+    checked
+}
+
+fn check_value(spec: &FlagSpec, raw: &str) -> Result<String, String> {
     let name = &spec.name;
     let v = raw.trim();
     if v.chars().any(char::is_control) {
@@ -398,6 +413,23 @@ mod tests {
             vec!["SGLANG_OPT_USE_TILELANG_INDEXER".to_owned()]
         );
         assert_eq!(inv.args, args);
+    }
+
+    #[test]
+    fn a_refused_secret_value_is_not_quoted() {
+        let specs = vec![spec(
+            "--api-key",
+            FlagKind::Arg,
+            FlagType::Enum {
+                values: vec!["sk-allowed-1".into()],
+            },
+        )];
+        let a = AllowList::new(specs, &[], &BTreeMap::new()).expect("valid");
+        let err = a
+            .resolve(&Flags::new(), &set(&[("--api-key", Some("sk-typo-2"))]))
+            .expect_err("not allowed");
+        assert!(err.0.contains("`--api-key`"), "{err}");
+        assert!(!err.0.contains("sk-"), "{err}");
     }
 
     #[test]

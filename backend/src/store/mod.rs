@@ -68,8 +68,10 @@ pub struct Recovered {
     pub generation: u64,
 }
 
-/// One audited attempt.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// One audited attempt, or (kind `refusals`) every refusal of one caller in
+/// one minute. Strings are stored cut to [`MAX_AUDIT_TEXT`] bytes
+/// ([`MAX_AUDIT_REQUEST`] for the request).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct AuditEntry {
     pub at_ms: u64,
     pub peer: String,
@@ -77,6 +79,59 @@ pub struct AuditEntry {
     pub request: String,
     pub outcome: String,
     pub detail: String,
+    pub kind: AuditKind,
+    /// Attempts the entry stands for: 1 for an action.
+    pub count: u64,
+    /// When the last of them came (refusals only).
+    pub last_at_ms: Option<u64>,
+}
+
+/// The two parts of the audit log, each with its own retention.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditKind {
+    /// What a caller did or tried, as a handler saw it: kept the newest
+    /// [`writer::MAX_AUDIT`] of.
+    #[default]
+    Action,
+    /// Refused before any handler (no token, a viewer's change, a body that is
+    /// not the expected JSON): one row per caller per minute, with the first
+    /// attempt as the sample; the newest [`writer::MAX_REFUSAL_ROWS`] kept.
+    Refusals,
+}
+
+impl AuditKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Action => "action",
+            Self::Refusals => "refusals",
+        }
+    }
+
+    fn parse(s: &str) -> Self {
+        if s == "refusals" {
+            Self::Refusals
+        } else {
+            Self::Action
+        }
+    }
+}
+
+/// Longest audited string but the request, in bytes.
+pub const MAX_AUDIT_TEXT: usize = 256;
+/// Longest audited request, in bytes (a restart's flags).
+pub const MAX_AUDIT_REQUEST: usize = 512;
+
+/// `s` cut to at most `max` bytes at a character boundary, marked with "…".
+pub fn cut(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 enum Write {
@@ -99,6 +154,7 @@ enum Write {
     },
     Log(i64, Vec<String>),
     Audit(AuditEntry),
+    Refused(AuditEntry),
     Instance(Instance),
     InstanceEnded(u64, u64),
     Containment(i64, String),
@@ -234,8 +290,15 @@ impl Store {
         self.send(Write::Log(id, lines));
     }
 
+    /// Records an action (see [`AuditKind::Action`]).
     pub fn audit(&self, entry: AuditEntry) {
         self.send(Write::Audit(entry));
+    }
+
+    /// Counts a refusal into its caller's row for the minute (see
+    /// [`AuditKind::Refusals`]); `entry.peer` must not carry a port.
+    pub fn refused(&self, entry: AuditEntry) {
+        self.send(Write::Refused(entry));
     }
 
     pub fn instance(&self, i: Instance) {

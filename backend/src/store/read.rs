@@ -10,7 +10,7 @@ use shared::restart::{
     RestartSummary, TimelinePoint, Transition,
 };
 
-use super::{AuditEntry, Instance, Recovered};
+use super::{AuditEntry, AuditKind, Instance, Recovered};
 
 pub(super) fn parse<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
     serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
@@ -82,6 +82,13 @@ pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Re
     })
 }
 
+/// A stored failure as shown: its log tail redacted (also one stored before
+/// drainwatch redacted), and its holders' command lines.
+fn shown(mut f: Failure) -> Failure {
+    crate::redact::global().failure(&mut f);
+    f
+}
+
 const SUMMARY_COLUMNS: &str = "id, kind, requested_by, started_at_ms, finished_at_ms, from_flags, to_flags, outcome, failure, durations";
 
 fn summary(r: &Row<'_>) -> rusqlite::Result<RestartSummary> {
@@ -91,11 +98,12 @@ fn summary(r: &Row<'_>) -> rusqlite::Result<RestartSummary> {
         requested_by: r.get(2)?,
         started_at_ms: r.get::<_, i64>(3)? as u64,
         finished_at_ms: r.get::<_, Option<i64>>(4)?.map(|v| v as u64),
-        from_flags: parse::<Flags>(&r.get::<_, String>(5)?)?,
-        to_flags: parse::<Flags>(&r.get::<_, String>(6)?)?,
+        // Redacted again: a record written before redaction holds raw values.
+        from_flags: crate::redact::global().flags(&parse::<Flags>(&r.get::<_, String>(5)?)?),
+        to_flags: crate::redact::global().flags(&parse::<Flags>(&r.get::<_, String>(6)?)?),
         outcome: named::<Outcome>(&r.get::<_, String>(7)?)?,
         failure: match r.get::<_, Option<String>>(8)? {
-            Some(f) => Some(parse(&f)?),
+            Some(f) => Some(shown(parse(&f)?)),
             None => None,
         },
         durations: parse(&r.get::<_, String>(9)?)?,
@@ -173,6 +181,7 @@ pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<Rest
         .optional()?
         .map(|s| parse(&s))
         .transpose()?
+        .map(|lines: Vec<String>| crate::redact::global().lines(&lines))
         .unwrap_or_default();
     let containment = conn.query_row(
         "SELECT containment FROM restarts WHERE id = ?1",
@@ -191,7 +200,8 @@ pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<Rest
 
 pub(super) fn audit(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<AuditEntry>> {
     let mut q = conn.prepare(
-        "SELECT at_ms, peer, action, request, outcome, detail FROM audit ORDER BY id DESC LIMIT ?1",
+        "SELECT at_ms, peer, action, request, outcome, detail, kind, count, last_at_ms
+         FROM audit ORDER BY id DESC LIMIT ?1",
     )?;
     q.query_map([limit], |r| {
         Ok(AuditEntry {
@@ -201,6 +211,9 @@ pub(super) fn audit(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<Audit
             request: r.get(3)?,
             outcome: r.get(4)?,
             detail: r.get(5)?,
+            kind: AuditKind::parse(&r.get::<_, String>(6)?),
+            count: r.get::<_, i64>(7)?.max(1) as u64,
+            last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
         })
     })?
     .collect()

@@ -101,6 +101,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE instances ADD COLUMN cgroup TEXT;
     ALTER TABLE restarts ADD COLUMN containment TEXT;
     ",
+    // 4: the audit log in two parts with their own retention: what callers
+    // did (`action`), and refusals before any handler (`refusals`), one row
+    // per caller per minute with a count, so no flood pushes out an action.
+    "
+    ALTER TABLE audit ADD COLUMN kind TEXT NOT NULL DEFAULT 'action';
+    ALTER TABLE audit ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE audit ADD COLUMN minute INTEGER;
+    ALTER TABLE audit ADD COLUMN last_at_ms INTEGER;
+    CREATE INDEX audit_by_kind ON audit(kind, id);
+    CREATE UNIQUE INDEX audit_refusals ON audit(peer, minute) WHERE kind = 'refusals';
+    ",
 ];
 
 /// Brings the database up to the newest schema.

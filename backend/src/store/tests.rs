@@ -141,6 +141,8 @@ async fn audit_entries_are_kept_newest_first() {
                 "refused".into()
             },
             detail: String::new(),
+            count: 1,
+            ..Default::default()
         });
     }
     store.flush().await;
@@ -161,6 +163,7 @@ async fn the_audit_log_keeps_only_the_newest_entries() {
             request: String::new(),
             outcome: "refused".into(),
             detail: "401: log in first".into(),
+            ..Default::default()
         });
     }
     store.flush().await;
@@ -168,4 +171,70 @@ async fn the_audit_log_keeps_only_the_newest_entries() {
     assert_eq!(log.len() as i64, super::writer::MAX_AUDIT);
     assert_eq!(log[0].at_ms, 1_999);
     assert_eq!(log.last().map(|a| a.at_ms), Some(500));
+}
+
+#[tokio::test]
+async fn refusals_are_counted_per_caller_per_minute_and_never_push_out_actions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (store, _) = Store::open(dir.path(), 0).expect("open");
+    let action = |at_ms| AuditEntry {
+        at_ms,
+        peer: "olga (10.0.0.5:4000)".into(),
+        action: "restart".into(),
+        outcome: "accepted as #1".into(),
+        ..Default::default()
+    };
+    let refusal = |at_ms, peer: &str| AuditEntry {
+        at_ms,
+        peer: peer.into(),
+        action: "x".repeat(10_000),
+        detail: "401: log in first".into(),
+        ..Default::default()
+    };
+    store.audit(action(1));
+    // One caller, two minutes: two rows, every attempt counted.
+    for i in 0..5_000u64 {
+        store.refused(refusal(60_000 + i * 20, "203.0.113.9"));
+    }
+    // Many callers: only the newest rows are kept, and no action goes.
+    for i in 0..500u64 {
+        store.refused(refusal(200_000, &format!("127.0.{}.{}", i / 250, i % 250)));
+    }
+    store.audit(action(300_000));
+    store.flush().await;
+    let log = store.audit_log(10_000).await.expect("audit");
+    let actions: Vec<_> = log.iter().filter(|a| a.kind == AuditKind::Action).collect();
+    assert_eq!(
+        actions.iter().map(|a| a.at_ms).collect::<Vec<_>>(),
+        [300_000, 1]
+    );
+    let refusals: Vec<_> = log
+        .iter()
+        .filter(|a| a.kind == AuditKind::Refusals)
+        .collect();
+    assert_eq!(refusals.len() as i64, super::writer::MAX_REFUSAL_ROWS);
+    assert!(
+        refusals
+            .iter()
+            .all(|a| a.action.len() <= super::MAX_AUDIT_TEXT)
+    );
+    assert!(refusals.iter().all(|a| a.outcome == "refused"));
+    drop(store);
+    // The one caller's rows went with the oldest; counted, they were all there.
+    let (store, _) = Store::open(dir.path(), 0).expect("reopen");
+    for i in 0..10u64 {
+        store.refused(refusal(400_000 + i, "203.0.113.9"));
+    }
+    store.flush().await;
+    let log = store.audit_log(1).await.expect("audit");
+    assert_eq!((log[0].count, log[0].last_at_ms), (10, Some(400_009)));
+    assert_eq!(log[0].at_ms, 400_000);
+}
+
+#[test]
+fn cut_strings_end_at_a_character() {
+    assert_eq!(super::cut("short", 10), "short");
+    let long = "é".repeat(300);
+    let c = super::cut(&long, 256);
+    assert!(c.len() <= 256 && c.ends_with('…'), "{c}");
 }

@@ -7,13 +7,23 @@ use std::time::Instant;
 
 use rusqlite::{Connection, params};
 
-use super::{BATCH, StoreError, Write, bench, name, text};
+use super::{
+    AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, cut, name, text,
+};
 
-/// Audit entries kept (the newest; a day of a busy team is a few hundred).
+/// Actions kept in the audit log (the newest; a day of a busy team is a few
+/// hundred).
 #[cfg(not(test))]
-const MAX_AUDIT: i64 = 100_000;
+pub(super) const MAX_AUDIT: i64 = 100_000;
 #[cfg(test)]
 pub(super) const MAX_AUDIT: i64 = 1_500;
+/// Rows of refusals kept (one per caller per minute): a stranger rotating
+/// through addresses fills these, never the actions, and at most about
+/// 2,000 × 1 KiB of disk.
+#[cfg(not(test))]
+pub(super) const MAX_REFUSAL_ROWS: i64 = 2_000;
+#[cfg(test)]
+pub(super) const MAX_REFUSAL_ROWS: i64 = 50;
 
 /// The writer thread: applies writes in transactions of at most [`BATCH`].
 pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
@@ -23,7 +33,9 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
         let result = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction()?;
             let mut next = Some(first);
+            let mut audited = false;
             while let Some(w) = next.take() {
+                audited |= matches!(w, Write::Audit(_) | Write::Refused(_));
                 let urgent = matches!(
                     w,
                     Write::Begin { .. }
@@ -38,6 +50,9 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 next = rx.recv_timeout(left).ok();
             }
+            if audited {
+                trim_audit(&tx)?;
+            }
             tx.commit()
         })();
         if let Err(e) = &result {
@@ -47,6 +62,22 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
             r(result.is_ok());
         }
     }
+}
+
+/// Keeps the newest [`MAX_AUDIT`] actions and [`MAX_REFUSAL_ROWS`] refusal
+/// rows; each part's volume never pushes out the other.
+fn trim_audit(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    for (kind, keep) in [
+        (AuditKind::Action, MAX_AUDIT),
+        (AuditKind::Refusals, MAX_REFUSAL_ROWS),
+    ] {
+        tx.execute(
+            "DELETE FROM audit WHERE kind = ?1 AND id <= (
+                 SELECT id FROM audit WHERE kind = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+            params![kind.as_str(), keep],
+        )?;
+    }
+    Ok(())
 }
 
 fn apply(
@@ -110,15 +141,35 @@ fn apply(
         }
         Write::Audit(a) => {
             tx.execute(
-                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![a.at_ms as i64, a.peer, a.action, a.request, a.outcome, a.detail],
+                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1)",
+                params![
+                    a.at_ms as i64,
+                    cut(&a.peer, MAX_AUDIT_TEXT),
+                    cut(&a.action, MAX_AUDIT_TEXT),
+                    cut(&a.request, MAX_AUDIT_REQUEST),
+                    cut(&a.outcome, MAX_AUDIT_TEXT),
+                    cut(&a.detail, MAX_AUDIT_TEXT),
+                    AuditKind::Action.as_str(),
+                ],
             )?;
-            // The newest MAX_AUDIT entries are kept: refusals cost a stranger
-            // nothing to cause, and must not fill the disk.
-            let id = tx.last_insert_rowid();
-            if id % 1_000 == 0 {
-                tx.execute("DELETE FROM audit WHERE id <= ?1", params![id - MAX_AUDIT])?;
-            }
+        }
+        Write::Refused(a) => {
+            // One row per caller per minute: the first attempt is its sample.
+            tx.execute(
+                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count, minute, last_at_ms)
+                 VALUES (?1, ?2, ?3, '', 'refused', ?4, ?5, 1, ?6, ?1)
+                 ON CONFLICT(peer, minute) WHERE kind = 'refusals'
+                 DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms",
+                params![
+                    a.at_ms as i64,
+                    cut(&a.peer, MAX_AUDIT_TEXT),
+                    cut(&a.action, MAX_AUDIT_TEXT),
+                    cut(&a.detail, MAX_AUDIT_TEXT),
+                    AuditKind::Refusals.as_str(),
+                    (a.at_ms / 60_000) as i64,
+                ],
+            )?;
         }
         Write::Instance(i) => {
             tx.execute(

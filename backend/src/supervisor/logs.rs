@@ -2,6 +2,8 @@
 //! without breaking the server's stdout), and drainwatch follows the file for the
 //! newest lines. A file over [`MAX_LOG_BYTES`] is copied aside and truncated (the
 //! server appends, so it carries on at the new end); old launches' files are pruned.
+//! Lines are redacted ([`crate::redact`]) whole, as they come in: the tail never
+//! holds a secret, nor a piece of a line that could start inside one.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -14,8 +16,11 @@ const TAIL_LINES: usize = 200;
 const MAX_LOG_BYTES: u64 = 64 << 20;
 /// Launch logs kept on disk.
 const KEEP_LOGS: usize = 20;
-/// Longest line kept (the rest is cut).
+/// Longest line kept (the rest is cut, after redaction).
 const MAX_LINE: usize = 2_000;
+/// Longest line redacted whole (SGLang's `server_args=ServerArgs(…)` is long);
+/// a longer one is dropped rather than shown from its middle.
+const MAX_PARTIAL: usize = 256 * 1024;
 
 /// The newest lines of one launch's log file.
 #[derive(Debug)]
@@ -23,6 +28,9 @@ pub struct LogTail {
     path: PathBuf,
     offset: u64,
     partial: String,
+    /// What comes up to the next newline is the rest of a line whose start
+    /// was skipped: it is dropped.
+    mid_line: bool,
     lines: VecDeque<String>,
 }
 
@@ -38,6 +46,7 @@ impl LogTail {
             path: path.to_owned(),
             offset,
             partial: String::new(),
+            mid_line: false,
             lines: VecDeque::new(),
         }
     }
@@ -66,26 +75,35 @@ impl LogTail {
         if f.seek(SeekFrom::Start(start)).is_err() {
             return false;
         }
+        if start > self.offset {
+            // Skipped ahead, most likely into the middle of a line.
+            self.partial.clear();
+            self.mid_line = true;
+        }
         let mut buf = Vec::new();
         if f.take(len - start).read_to_end(&mut buf).is_err() {
             return false;
         }
         self.offset = len;
         self.partial.push_str(&String::from_utf8_lossy(&buf));
+        let redactor = crate::redact::global();
         while let Some(i) = self.partial.find('\n') {
-            let line: String = self.partial[..i]
-                .trim_end_matches('\r')
-                .chars()
-                .take(MAX_LINE)
-                .collect();
-            self.partial.drain(..=i);
-            if self.lines.len() == TAIL_LINES {
-                self.lines.pop_front();
+            if !std::mem::take(&mut self.mid_line) {
+                let line: String = redactor
+                    .text(self.partial[..i].trim_end_matches('\r'))
+                    .chars()
+                    .take(MAX_LINE)
+                    .collect();
+                if self.lines.len() == TAIL_LINES {
+                    self.lines.pop_front();
+                }
+                self.lines.push_back(line);
             }
-            self.lines.push_back(line);
+            self.partial.drain(..=i);
         }
-        if self.partial.len() > MAX_LINE {
+        if self.partial.len() > MAX_PARTIAL {
             self.partial.clear();
+            self.mid_line = true;
         }
         if len > MAX_LOG_BYTES {
             rotate(&self.path);
@@ -196,6 +214,44 @@ mod tests {
         writeln!(f, "three").expect("w");
         tail.poll();
         assert_eq!(tail.last(1), vec!["three".to_owned()]);
+    }
+
+    #[test]
+    fn lines_are_redacted_whole() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("launch-1.log");
+        let mut f = File::create(&path).expect("create");
+        let mut tail = LogTail::follow(&path, true);
+        // A long line arriving in pieces is redacted once it is whole.
+        let pad = "x".repeat(3 * MAX_LINE);
+        write!(f, "server_args=ServerArgs(pad='{pad}', api_key='sk-log").expect("w");
+        tail.poll();
+        writeln!(f, "-secret', port=1)").expect("w");
+        writeln!(f, "launch --api-key sk-log-secret --tp 8").expect("w");
+        tail.poll();
+        let lines = tail.last(10);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| !l.contains("secret")), "{lines:?}");
+        assert_eq!(lines[0].chars().count(), MAX_LINE);
+        assert!(
+            lines[1].starts_with("launch --api-key redacted:"),
+            "{lines:?}"
+        );
+    }
+
+    #[test]
+    fn a_line_whose_start_was_skipped_is_dropped() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("launch-1.log");
+        let mut f = File::create(&path).expect("create");
+        let mut tail = LogTail::follow(&path, true);
+        // More than the tail can show arrives at once: reading starts inside
+        // the first line, whose rest is no line to show.
+        let long = "y".repeat(TAIL_LINES * MAX_LINE);
+        writeln!(f, "api_key='sk-skip-secret' {long}").expect("w");
+        writeln!(f, "next").expect("w");
+        tail.poll();
+        assert_eq!(tail.last(10), vec!["next".to_owned()]);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Reads `/proc` for the processes drainwatch shows: identity (PID + start time),
 //! parentage, process group and session, owner, command line, RSS. Also finds who
 //! listens on a TCP port, and a process's children. Names never identify anything.
+//! Command lines are redacted as they are read ([`crate::redact`]): no secret
+//! argument leaves this module for a view.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -26,6 +28,7 @@ pub struct ProcDetails {
     pub sid: i32,
     pub uid: Option<u32>,
     pub user: Option<String>,
+    /// argv with secret values redacted (`--api-key redacted:…`).
     pub cmdline: Vec<String>,
     pub rss_bytes: u64,
     pub started_at_ms: u64,
@@ -93,6 +96,7 @@ impl ProcReader {
                 .and_then(|p| p.cmdline())
                 .ok()
                 .filter(|c| !c.is_empty())
+                .map(|c| crate::redact::global().argv(&c))
                 .unwrap_or_else(|| vec![format!("[{}]", stat.comm)]);
             let user = uid.and_then(|u| self.user(u));
             self.cached.insert(
@@ -319,6 +323,23 @@ mod tests {
         assert!(children(std::process::id(), threads).contains(&child.id()));
         child.kill().expect("kill");
         child.wait().expect("reap");
+    }
+
+    #[test]
+    fn command_lines_are_read_redacted() {
+        // `; :` keeps the shell from exec-ing sleep: its argv stays the one read.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5; :", "sh", "--api-key", "sk-proc-secret"])
+            .spawn()
+            .expect("spawn");
+        let d = ProcReader::new().read(child.id()).expect("child");
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        assert_eq!(
+            d.cmdline[..5],
+            ["sh", "-c", "sleep 5; :", "sh", "--api-key"]
+        );
+        assert!(d.cmdline[5].starts_with("redacted:"), "{:?}", d.cmdline);
     }
 
     #[test]

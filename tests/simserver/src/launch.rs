@@ -59,6 +59,34 @@ pub(crate) struct LaunchArgs {
     _decoy: Vec<String>,
 }
 
+/// What SGLang logs as it starts: its command line and its `server_args`,
+/// API key included (taken from the decoy's `--api-key`), and how clients
+/// authenticate; drainwatch must show none of the key.
+fn print_arguments(args: &LaunchArgs) {
+    let argv: Vec<String> = std::env::args().collect();
+    eprintln!("simserver: argv: {}", argv.join(" "));
+    let mut api_key = None;
+    for (i, a) in args._decoy.iter().enumerate() {
+        if let Some(v) = a.strip_prefix("--api-key=") {
+            api_key = Some(v.to_owned());
+        } else if a == "--api-key" {
+            api_key = args._decoy.get(i + 1).cloned();
+        }
+    }
+    eprintln!(
+        "server_args=ServerArgs(model_path='sim', host='{}', port={}, tp_size={}, api_key={}, max_total_tokens=None)",
+        args.host,
+        args.port,
+        args.tp,
+        api_key
+            .as_deref()
+            .map_or("None".to_owned(), |k| format!("'{k}'"))
+    );
+    if let Some(k) = api_key {
+        eprintln!("simserver: clients must send \"Authorization: Bearer {k}\"");
+    }
+}
+
 pub(crate) fn run(args: LaunchArgs) -> anyhow::Result<()> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -87,6 +115,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         args.tp,
         args.warmup_ms
     );
+    print_arguments(&args);
     let server = Arc::new(Server {
         tp: args.tp as usize,
         ready: AtomicUsize::new(0),

@@ -16,7 +16,9 @@
 //! Misbehaviour for tests and the demo comes from `SIMSERVER_MODE` (see `modes`).
 //!
 //! Arguments after `--` are ignored: they only make the command line look like the
-//! real thing (`python3 -m sglang.launch_server --port 30000 …`).
+//! real thing (`python3 -m sglang.launch_server --port 30000 …`). The launcher
+//! logs its argv and, as SGLang does, its `server_args=ServerArgs(…)` with the
+//! decoy's `--api-key`: a secret for drainwatch's redaction to hide.
 
 mod hist;
 mod launch;

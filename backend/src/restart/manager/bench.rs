@@ -19,13 +19,14 @@ pub(super) struct RunningBench {
 }
 
 impl Manager {
-    /// The flag set the server runs now.
+    /// The flag set the server runs now, as stored and shown: secrets redacted.
     pub(super) fn current_flagset(&self) -> FlagSet {
         let now = now_ms();
+        let redactor = crate::redact::global();
         FlagSet {
-            id: flagset::id(&self.cfg.model, &self.flags),
+            id: flagset::id(redactor, &self.cfg.model, &self.flags),
             model: self.cfg.model.clone(),
-            flags: self.flags.clone(),
+            flags: redactor.flags(&self.flags),
             label: None,
             notes: None,
             first_seen_ms: now,
@@ -48,8 +49,14 @@ impl Manager {
         if let serde_json::Value::Object(b) = &mut base {
             b.extend(changes);
         }
-        serde_json::from_value(base)
-            .map_err(|e| Refusal::BadRequest(format!("invalid settings: {e}")))
+        // serde's message quotes the value; this one is audited, so it does not.
+        serde_json::from_value(base).map_err(|_| {
+            Refusal::BadRequest(
+                "invalid settings: a field is unknown or of the wrong type (the fields: api, \
+                 concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness)"
+                    .to_owned(),
+            )
+        })
     }
 
     /// Why a benchmark cannot start now, if it cannot.

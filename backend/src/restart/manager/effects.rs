@@ -213,6 +213,7 @@ impl Manager {
                     "server launched"
                 );
                 self.flags = flags;
+                crate::redact::global().learn_pairs(&self.flags);
                 self.failure = None;
                 let set = self.current_flagset();
                 if let Some(op) = &self.op {

@@ -283,6 +283,7 @@ impl Manager {
             "re-attached to the recorded server"
         );
         self.flags = inst.flags;
+        crate::redact::global().learn_pairs(&self.flags);
         self.log = inst.log_path.map(|p| LogTail::follow(&p, false));
         // Only a group drainwatch made is ever signalled, and only through its
         // leader's pidfd now that the leader is no longer our child.
@@ -507,8 +508,11 @@ impl Manager {
         }
     }
 
+    /// The status as every viewer sees it: flags and their allowed values with
+    /// secrets redacted (the raw flags stay here, for the next launch).
     pub(super) fn status(&self) -> ServerStatus {
         let scraped = *self.scraped.lock().unwrap_or_else(|p| p.into_inner());
+        let redactor = crate::redact::global();
         ServerStatus {
             name: self.cfg.name.clone(),
             phase: self.machine.phase(),
@@ -516,9 +520,9 @@ impl Manager {
             generation: self.generation,
             root: self.running.as_ref().map(|r| r.root),
             started_at_ms: self.running.as_ref().map(|r| r.started_at_ms),
-            flags: self.flags.clone(),
-            default_flags: self.cfg.allow.defaults().clone(),
-            allowed: self.cfg.allow.specs().to_vec(),
+            flags: redactor.flags(&self.flags),
+            default_flags: redactor.flags(self.cfg.allow.defaults()),
+            allowed: redactor.specs(self.cfg.allow.specs()),
             port: self.cfg.port,
             gpus: self.cfg.gpus.clone(),
             operation: self.op.as_ref().map(|o| o.op.clone()),
@@ -533,7 +537,7 @@ impl Manager {
             flagset: self
                 .running
                 .as_ref()
-                .map(|_| flagset::id(&self.cfg.model, &self.flags)),
+                .map(|_| flagset::id(redactor, &self.cfg.model, &self.flags)),
             passive: scraped.passive,
             has_metrics: scraped.has_metrics,
             containment: Some(self.containment.clone()),

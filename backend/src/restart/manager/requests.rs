@@ -10,6 +10,26 @@ use crate::store::{AuditEntry, Instance};
 use crate::supervisor::{self, cgroup};
 use crate::telemetry::now_ms;
 
+/// A request's flag changes as audited: secret values redacted.
+fn shown_changes(
+    changes: &std::collections::BTreeMap<String, Option<String>>,
+) -> std::collections::BTreeMap<String, Option<String>> {
+    let r = crate::redact::global();
+    changes
+        .iter()
+        .map(|(k, v)| {
+            let v = v.as_deref().map(|v| {
+                if r.is_secret(k) {
+                    r.value(v)
+                } else {
+                    r.known(v)
+                }
+            });
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 impl Manager {
     /// Validates a request against the current state; accepts at most one at a time.
     pub(super) async fn request(&mut self, req: Request) {
@@ -22,7 +42,7 @@ impl Manager {
             at_ms: now_ms(),
             peer: req.peer.clone(),
             action: op_name(req.kind).to_owned(),
-            request: serde_json::to_string(&req.flags).unwrap_or_default(),
+            request: serde_json::to_string(&shown_changes(&req.flags)).unwrap_or_default(),
             outcome: match &result {
                 Ok(a) => format!("accepted as #{}", a.id),
                 Err(_) => "refused".to_owned(),
@@ -31,6 +51,8 @@ impl Manager {
                 Ok(_) => String::new(),
                 Err(r) => r.message().to_owned(),
             },
+            count: 1,
+            ..Default::default()
         });
         let _ = req.reply.send(result);
     }
@@ -96,9 +118,13 @@ impl Manager {
 
     async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
         let now = now_ms();
+        // The record and every view of the operation show the flags redacted;
+        // the machine gets them raw, to launch with.
+        let redactor = crate::redact::global();
+        let (from_shown, to_shown) = (redactor.flags(&self.flags), redactor.flags(&to_flags));
         let id = self
             .store
-            .begin(req.kind, &req.peer, &self.flags, &to_flags, now)
+            .begin(req.kind, &req.peer, &from_shown, &to_shown, now)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "cannot record the operation");
@@ -113,8 +139,8 @@ impl Manager {
                 kind: req.kind,
                 started_at_ms: now,
                 requested_by: req.peer.clone(),
-                from_flags: self.flags.clone(),
-                to_flags: to_flags.clone(),
+                from_flags: from_shown,
+                to_flags: to_shown,
             },
             entered: Vec::new(),
         });
