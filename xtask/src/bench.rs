@@ -22,7 +22,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
 fn bundle_size() -> anyhow::Result<()> {
     let dist = root().join("frontend/dist");
     let mut total = (0, 0);
-    for file in ["frontend_bg.wasm", "frontend.js", "index.html", "style.css"] {
+    for file in [
+        "frontend_bg.wasm",
+        "frontend.js",
+        "boot.js",
+        "index.html",
+        "style.css",
+    ] {
         let body =
             std::fs::read(dist.join(file)).with_context(|| format!("reading dist/{file}"))?;
         let gz = gzip_len(&body)?;

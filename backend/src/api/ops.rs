@@ -83,10 +83,13 @@ where
             )
             .audited_as("body is not the expected JSON"));
         }
-        serde_json::from_value(value).map(Body).map_err(|e| {
-            ApiError::new(StatusCode::BAD_REQUEST, format!("invalid request: {e}"))
-                .audited_as("body is not the expected JSON")
-        })
+        // The error names the field: `generation: invalid type: …`.
+        serde_path_to_error::deserialize(value)
+            .map(Body)
+            .map_err(|e| {
+                ApiError::new(StatusCode::BAD_REQUEST, format!("invalid request: {e}"))
+                    .audited_as("body is not the expected JSON")
+            })
     }
 }
 

@@ -332,7 +332,15 @@ mod tests {
             .args(["-c", "sleep 5; :", "sh", "--api-key", "sk-proc-secret"])
             .spawn()
             .expect("spawn");
-        let d = ProcReader::new().read(child.id()).expect("child");
+        // Until the exec, the child is a copy of this test binary: wait for it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let d = loop {
+            let d = ProcReader::new().read(child.id()).expect("child");
+            if d.cmdline.len() >= 6 || std::time::Instant::now() > deadline {
+                break d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         child.kill().expect("kill");
         child.wait().expect("reap");
         assert_eq!(
