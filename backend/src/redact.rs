@@ -131,7 +131,13 @@ impl Redactor {
 
     /// Remembers a secret value, to replace wherever it occurs in text.
     pub fn learn(&self, value: &str) {
-        if value.chars().count() < MIN_KNOWN || is_redacted(value) {
+        // A boolean or a number is no secret to look for in text: learnt,
+        // every `true` and every `8192` would vanish from views (and ids).
+        if value.chars().count() < MIN_KNOWN
+            || is_redacted(value)
+            || matches!(value, "true" | "false")
+            || value.parse::<f64>().is_ok()
+        {
             return;
         }
         let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
@@ -181,7 +187,9 @@ impl Redactor {
             .enumerate()
             .map(|(i, a)| match slots.iter().find(|(j, _)| *j == i) {
                 Some(&(_, at)) => format!("{}{}", &a[..at], self.value(&a[at..])),
-                None => self.known_in(a).into_owned(),
+                // One element may be a whole command (`sh -c "… --api-key k"`,
+                // a setproctitle line): read like text.
+                None => self.text(a),
             })
             .collect()
     }
@@ -340,7 +348,7 @@ fn secret_words(norm: &str) -> bool {
 }
 
 /// Lowercase, leading dashes gone, `-` as `_`.
-fn normalize(name: &str) -> String {
+pub fn normalize(name: &str) -> String {
     name.trim()
         .trim_start_matches('-')
         .to_ascii_lowercase()
@@ -348,7 +356,7 @@ fn normalize(name: &str) -> String {
 }
 
 /// `redacted:` + 8 lowercase hex digits.
-fn is_redacted(v: &str) -> bool {
+pub fn is_redacted(v: &str) -> bool {
     v.strip_prefix(PREFIX).is_some_and(|h| {
         h.len() == ID_DIGITS
             && h.bytes()
@@ -582,6 +590,26 @@ mod tests {
         assert_eq!(r.value(&a), a, "already redacted stays");
         let other = Redactor::new([8; KEY_LEN], &[]);
         assert_ne!(a, other.value("sk-live-abcdef"), "another key, another id");
+    }
+
+    #[test]
+    fn a_whole_command_in_one_element_and_learnt_booleans() {
+        let r = r();
+        let out = r.argv(&v(&[
+            "sh",
+            "-c",
+            "python3 -m sglang --api-key sk-inline-9 --tp 8",
+        ]));
+        assert!(!out[2].contains("sk-inline-9"), "{out:?}");
+        assert!(out[2].contains("--tp 8"), "{out:?}");
+        // A secret flag's boolean or number is never looked for in text.
+        for v in ["true", "false", "8192", "0.5"] {
+            r.learn(v);
+        }
+        assert_eq!(
+            r.known("--enable-x true --max 8192 0.5"),
+            "--enable-x true --max 8192 0.5"
+        );
     }
 
     #[test]

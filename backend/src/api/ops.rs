@@ -18,7 +18,7 @@ use super::refusals::audited;
 use super::{ApiError, AppState};
 use crate::auth::Caller;
 use crate::restart::manager::{ManagerHandle, Refusal, Request as OpRequest};
-use crate::store::{AuditEntry, Store};
+use crate::store::{AuditEntry, AuditKind, Store};
 
 /// A JSON object body, with refusals worded for people: 415 without a JSON
 /// content type, 413 for too big, 400 for anything that is not the expected
@@ -278,13 +278,22 @@ pub(super) async fn restart_detail(
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQuery {
+    limit: Option<u32>,
+    /// `action` or `refusals`: one part of the log only (a flood of refusal
+    /// rows never hides an action from whoever asks for actions).
+    kind: Option<AuditKind>,
+}
+
 pub(super) async fn audit(
     State(state): State<AppState>,
-    Query(page): Query<Page>,
+    Query(q): Query<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
-    let n = limit(&page)?;
+    let n = limit(&Page { limit: q.limit })?;
     store(&state)?
-        .audit_log(n)
+        .audit_log(n, q.kind)
         .await
         .map(Json)
         .map_err(internal)

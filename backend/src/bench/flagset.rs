@@ -12,7 +12,19 @@ use crate::redact::Redactor;
 
 /// The canonical JSON text: `{"flags":{…sorted…},"model":"…"}`, secrets redacted.
 pub fn canonical(r: &Redactor, model: &str, flags: &Flags) -> String {
-    let shown = r.flags(flags);
+    // Only secret-named values are replaced: what else a redactor has learnt
+    // must not change the id of a set.
+    let shown: Flags = flags
+        .iter()
+        .map(|(k, v)| {
+            let v = if r.is_secret(k) && !matches!(v.as_str(), "true" | "false") {
+                r.value(v)
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect();
     let flags: std::collections::BTreeMap<&str, &str> =
         shown.iter().map(|(k, v)| (k.trim(), v.trim())).collect();
     serde_json::json!({ "flags": flags, "model": model.trim() }).to_string()

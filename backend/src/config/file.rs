@@ -292,7 +292,7 @@ impl ServerConfig {
             .into_iter()
             .map(flag_spec)
             .collect::<Result<Vec<_>, _>>()?;
-        let allow = AllowList::new(specs, &s.args, &s.env)?;
+        let allow = AllowList::new(specs, &s.args, &s.env)?.with_secret_names(&redact);
         let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
         let defaults = raw.bench.defaults.unwrap_or_default();
         defaults

@@ -18,6 +18,8 @@ pub struct FlagError(pub String);
 pub struct AllowList {
     specs: Vec<FlagSpec>,
     defaults: Flags,
+    /// More secret names than the word rule finds (`server.redact`).
+    secret: Vec<String>,
 }
 
 /// What to run: the argument vector, variables to set, variables to remove.
@@ -46,12 +48,43 @@ impl AllowList {
                 FlagKind::Arg => arg_value(base_args, spec),
             };
             if let Some(v) = found {
-                let v = check(spec, &v)
+                let v = check(spec, &v, crate::redact::secret_by_words(&spec.name))
                     .map_err(|e| format!("flags: the base value of {e} (fix server.args/env)"))?;
                 defaults.insert(spec.name.clone(), v);
             }
         }
-        Ok(Self { specs, defaults })
+        Ok(Self {
+            specs,
+            defaults,
+            secret: Vec::new(),
+        })
+    }
+
+    /// Also treats `names` (the config's `redact` list) as secret: a refused
+    /// value of theirs is not quoted back either.
+    pub fn with_secret_names(mut self, names: &[String]) -> Self {
+        self.secret = names.iter().map(|n| crate::redact::normalize(n)).collect();
+        self
+    }
+
+    /// The raw value of `spec` whose redacted form is `shown`: one its
+    /// allow-list offers, its default or its current value.
+    fn unredact(&self, spec: &FlagSpec, current: &Flags, shown: &str) -> Option<String> {
+        let r = crate::redact::global();
+        let offered = match &spec.ty {
+            FlagType::Enum { values } => values.clone(),
+            _ => Vec::new(),
+        };
+        offered
+            .into_iter()
+            .chain(self.defaults.get(&spec.name).cloned())
+            .chain(current.get(&spec.name).cloned())
+            .find(|raw| r.value(raw) == shown)
+    }
+
+    fn is_secret(&self, name: &str) -> bool {
+        crate::redact::secret_by_words(name)
+            || self.secret.contains(&crate::redact::normalize(name))
     }
 
     pub fn specs(&self) -> &[FlagSpec] {
@@ -88,7 +121,14 @@ impl AllowList {
             let spec = self.spec(name)?;
             match value {
                 Some(v) => {
-                    next.insert(name.clone(), check(spec, v).map_err(FlagError)?);
+                    let secret = self.is_secret(name);
+                    // A secret value comes back from a view in its redacted form
+                    // (the dialog, a flag set): the raw value it stands for.
+                    let raw = match secret && crate::redact::is_redacted(v) {
+                        true => self.unredact(spec, current, v).unwrap_or_else(|| v.clone()),
+                        false => v.clone(),
+                    };
+                    next.insert(name.clone(), check(spec, &raw, secret).map_err(FlagError)?);
                 }
                 None => match self.defaults.get(name) {
                     Some(d) => {
@@ -146,9 +186,9 @@ impl AllowList {
 /// Validates one value against its flag's type; returns it in canonical form.
 /// A refusal never quotes the values of a secret flag (`--api-key`): it is
 /// answered, audited and logged.
-fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
+fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, String> {
     let checked = check_value(spec, raw);
-    if crate::redact::secret_by_words(&spec.name) {
+    if secret {
         return checked.map_err(|_| {
             format!(
                 "`{}` must be a value its allow-list permits (not shown: a secret)",
@@ -430,6 +470,39 @@ mod tests {
             .expect_err("not allowed");
         assert!(err.0.contains("`--api-key`"), "{err}");
         assert!(!err.0.contains("sk-"), "{err}");
+    }
+
+    #[test]
+    fn a_redacted_secret_from_a_view_stands_for_its_raw_value() {
+        let specs = vec![
+            spec(
+                "--api-key",
+                FlagKind::Arg,
+                FlagType::Enum {
+                    values: vec!["sk-allowed-1".into(), "sk-allowed-2".into()],
+                },
+            ),
+            spec(
+                "--license",
+                FlagKind::Arg,
+                FlagType::Enum {
+                    values: vec!["L-one".into()],
+                },
+            ),
+        ];
+        let a = AllowList::new(specs, &[], &BTreeMap::new())
+            .expect("valid")
+            .with_secret_names(&["LICENSE".into()]);
+        let shown = crate::redact::global().value("sk-allowed-2");
+        let next = a
+            .resolve(&Flags::new(), &set(&[("--api-key", Some(&shown))]))
+            .expect("the dialog's choice");
+        assert_eq!(next["--api-key"], "sk-allowed-2");
+        // A name on the config's list is not quoted back either.
+        let err = a
+            .resolve(&Flags::new(), &set(&[("--license", Some("L-typo"))]))
+            .expect_err("not allowed");
+        assert!(!err.0.contains("L-"), "{err}");
     }
 
     #[test]

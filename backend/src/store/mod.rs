@@ -87,7 +87,7 @@ pub struct AuditEntry {
 }
 
 /// The two parts of the audit log, each with its own retention.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditKind {
     /// What a caller did or tried, as a handler saw it: kept the newest
@@ -357,8 +357,13 @@ impl Store {
         self.read(move |c| read::detail(c, id)).await
     }
 
-    pub async fn audit_log(&self, limit: u32) -> Result<Vec<AuditEntry>, StoreError> {
-        self.read(move |c| read::audit(c, limit)).await
+    /// The newest `limit` audit entries, of one kind if given.
+    pub async fn audit_log(
+        &self,
+        limit: u32,
+        kind: Option<AuditKind>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.read(move |c| read::audit(c, limit, kind)).await
     }
 
     /// Records that the server runs (or a benchmark measured) `set` now.

@@ -198,24 +198,34 @@ pub(super) fn detail(conn: &Connection, id: i64) -> rusqlite::Result<Option<Rest
     }))
 }
 
-pub(super) fn audit(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<AuditEntry>> {
+/// The newest `limit` entries (of one kind, if given), newest first. Their
+/// text is redacted again: an entry written before redaction holds raw values.
+pub(super) fn audit(
+    conn: &Connection,
+    limit: u32,
+    kind: Option<AuditKind>,
+) -> rusqlite::Result<Vec<AuditEntry>> {
     let mut q = conn.prepare(
         "SELECT at_ms, peer, action, request, outcome, detail, kind, count, last_at_ms
-         FROM audit ORDER BY id DESC LIMIT ?1",
+         FROM audit WHERE ?2 IS NULL OR kind = ?2 ORDER BY id DESC LIMIT ?1",
     )?;
-    q.query_map([limit], |r| {
-        Ok(AuditEntry {
-            at_ms: r.get::<_, i64>(0)? as u64,
-            peer: r.get(1)?,
-            action: r.get(2)?,
-            request: r.get(3)?,
-            outcome: r.get(4)?,
-            detail: r.get(5)?,
-            kind: AuditKind::parse(&r.get::<_, String>(6)?),
-            count: r.get::<_, i64>(7)?.max(1) as u64,
-            last_at_ms: r.get::<_, Option<i64>>(8)?.map(|v| v as u64),
-        })
-    })?
+    let r = crate::redact::global();
+    q.query_map(
+        rusqlite::params![limit, kind.map(AuditKind::as_str)],
+        |row| {
+            Ok(AuditEntry {
+                at_ms: row.get::<_, i64>(0)? as u64,
+                peer: row.get(1)?,
+                action: row.get(2)?,
+                request: r.text(&row.get::<_, String>(3)?),
+                outcome: row.get(4)?,
+                detail: r.text(&row.get::<_, String>(5)?),
+                kind: AuditKind::parse(&row.get::<_, String>(6)?),
+                count: row.get::<_, i64>(7)?.max(1) as u64,
+                last_at_ms: row.get::<_, Option<i64>>(8)?.map(|v| v as u64),
+            })
+        },
+    )?
     .collect()
 }
 

@@ -146,7 +146,7 @@ async fn audit_entries_are_kept_newest_first() {
         });
     }
     store.flush().await;
-    let log = store.audit_log(2).await.expect("audit");
+    let log = store.audit_log(2, None).await.expect("audit");
     assert_eq!(log.len(), 2);
     assert_eq!(log[0].outcome, "accepted");
 }
@@ -167,7 +167,7 @@ async fn the_audit_log_keeps_only_the_newest_entries() {
         });
     }
     store.flush().await;
-    let log = store.audit_log(10_000).await.expect("audit");
+    let log = store.audit_log(10_000, None).await.expect("audit");
     assert_eq!(log.len() as i64, super::writer::MAX_AUDIT);
     assert_eq!(log[0].at_ms, 1_999);
     assert_eq!(log.last().map(|a| a.at_ms), Some(500));
@@ -202,7 +202,7 @@ async fn refusals_are_counted_per_caller_per_minute_and_never_push_out_actions()
     }
     store.audit(action(300_000));
     store.flush().await;
-    let log = store.audit_log(10_000).await.expect("audit");
+    let log = store.audit_log(10_000, None).await.expect("audit");
     let actions: Vec<_> = log.iter().filter(|a| a.kind == AuditKind::Action).collect();
     assert_eq!(
         actions.iter().map(|a| a.at_ms).collect::<Vec<_>>(),
@@ -226,7 +226,7 @@ async fn refusals_are_counted_per_caller_per_minute_and_never_push_out_actions()
         store.refused(refusal(400_000 + i, "203.0.113.9"));
     }
     store.flush().await;
-    let log = store.audit_log(1).await.expect("audit");
+    let log = store.audit_log(1, None).await.expect("audit");
     assert_eq!((log[0].count, log[0].last_at_ms), (10, Some(400_009)));
     assert_eq!(log[0].at_ms, 400_000);
 }

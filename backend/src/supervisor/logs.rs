@@ -34,6 +34,16 @@ pub struct LogTail {
     lines: VecDeque<String>,
 }
 
+/// Whether the byte before `offset` in `path` is a newline.
+fn ends_a_line(path: &Path, offset: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return true;
+    };
+    let mut b = [0u8; 1];
+    f.seek(SeekFrom::Start(offset - 1)).is_ok() && f.read_exact(&mut b).is_ok() && b[0] == b'\n'
+}
+
 impl LogTail {
     /// Follows `path`, starting at its current end (`from_start`: at its beginning).
     pub fn follow(path: &Path, from_start: bool) -> Self {
@@ -42,11 +52,14 @@ impl LogTail {
         } else {
             std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
         };
+        // Starting at the end of a line cut short (block-buffered output), the
+        // rest of that line is not shown: its start may have named a secret.
+        let mid_line = offset > 0 && !ends_a_line(path, offset);
         Self {
             path: path.to_owned(),
             offset,
             partial: String::new(),
-            mid_line: false,
+            mid_line,
             lines: VecDeque::new(),
         }
     }
