@@ -104,7 +104,7 @@ impl Hub {
                 who: who.to_owned(),
                 role,
                 sockets: 0,
-                since_ms: crate::telemetry::now_ms(),
+                since_ms: crate::clock::now_ms(),
             });
             entry.sockets += 1;
             entry.role = entry.role.max(role);
@@ -274,12 +274,13 @@ impl Hub {
     }
 }
 
+/// A host and samples without GPUs, for the tests of the hub and its readers.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use shared::NvmlStatus;
+pub(crate) mod fixtures {
+    use shared::{HostInfo, NvmlStatus, Sample};
 
-    fn host() -> HostInfo {
+    /// A host sampled every 100 ms that keeps `history_ms` of history.
+    pub(crate) fn host(history_ms: u64) -> HostInfo {
         HostInfo {
             hostname: "h".into(),
             version: "0".into(),
@@ -288,12 +289,12 @@ mod tests {
                 reason: "y".into(),
             },
             sample_interval_ms: 100,
-            history_ms: 3000,
+            history_ms,
             server_port: None,
         }
     }
 
-    fn sample(seq: u64, at_ms: u64) -> Sample {
+    pub(crate) fn sample(seq: u64, at_ms: u64) -> Sample {
         Sample {
             seq,
             at_ms,
@@ -304,11 +305,17 @@ mod tests {
             processes_error: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{host, sample};
+    use super::*;
 
     #[test]
     fn history_is_thinned_as_stored_and_bounded_by_duration() {
         // history_ms 3000 at 100 ms sampling: 3 points of one second each.
-        let hub = Hub::new(host(), 4);
+        let hub = Hub::new(host(3000), 4);
         for i in 0..40 {
             hub.publish(sample(i, 10_000 + i * 100));
         }
@@ -322,7 +329,7 @@ mod tests {
 
     #[test]
     fn lagging_subscriber_is_told() {
-        let hub = Hub::new(host(), 2);
+        let hub = Hub::new(host(3000), 2);
         let mut rx = hub.subscribe();
         for i in 0..5 {
             hub.publish(sample(i, i));

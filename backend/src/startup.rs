@@ -19,11 +19,12 @@ use crate::auth::{Auth, AuthConfig};
 use crate::config::Config;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
+use crate::identity::ServerHint;
 use crate::redact::{self, Redactor};
 use crate::restart::manager::{Manager, ManagerHandle, Parts};
 use crate::store::Store;
 use crate::supervisor;
-use crate::telemetry::{ServerHint, Telemetry, sampler};
+use crate::telemetry::{Telemetry, sampler};
 
 /// Per-connection kernel send buffer (the kernel doubles it). Enough for the UI's
 /// files over a slow link; small enough that a client which stops reading backs up
@@ -70,7 +71,7 @@ impl Application {
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| bind_error(config.bind, &e))?;
-        let now = crate::telemetry::now_ms();
+        let now = crate::clock::now_ms();
         let opened = match &server_cfg {
             Some(_) => {
                 std::fs::create_dir_all(&config.data_dir).with_context(|| {

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::restart::Flags;
+use crate::flags::Flags;
+pub use crate::flags::{FlagChange, diff as diff_flags};
 
 /// What the server ran with, in canonical form: its identity is the hash of this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,53 +23,6 @@ pub struct FlagSet {
     pub notes: Option<String>,
     pub first_seen_ms: u64,
     pub last_seen_ms: u64,
-}
-
-/// One flag's change between two sets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "change", rename_all = "snake_case")]
-pub enum FlagChange {
-    Added {
-        name: String,
-        value: String,
-    },
-    Removed {
-        name: String,
-        value: String,
-    },
-    Changed {
-        name: String,
-        from: String,
-        to: String,
-    },
-}
-
-/// The flags of `b` compared with `a`, by name.
-pub fn diff_flags(a: &Flags, b: &Flags) -> Vec<FlagChange> {
-    let mut out = Vec::new();
-    for (name, va) in a {
-        match b.get(name) {
-            None => out.push(FlagChange::Removed {
-                name: name.clone(),
-                value: va.clone(),
-            }),
-            Some(vb) if vb != va => out.push(FlagChange::Changed {
-                name: name.clone(),
-                from: va.clone(),
-                to: vb.clone(),
-            }),
-            Some(_) => {}
-        }
-    }
-    for (name, vb) in b {
-        if !a.contains_key(name) {
-            out.push(FlagChange::Added {
-                name: name.clone(),
-                value: vb.clone(),
-            });
-        }
-    }
-    out
 }
 
 /// Which OpenAI-compatible endpoint to load.
@@ -358,38 +312,6 @@ pub struct FlagSetResults {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn f(pairs: &[(&str, &str)]) -> Flags {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn diffs_name_every_change() {
-        let a = f(&[("--tp", "8"), ("--ep-size", "1"), ("X", "0")]);
-        let b = f(&[("--tp", "4"), ("X", "0"), ("Y", "1")]);
-        assert_eq!(
-            diff_flags(&a, &b),
-            vec![
-                FlagChange::Removed {
-                    name: "--ep-size".into(),
-                    value: "1".into()
-                },
-                FlagChange::Changed {
-                    name: "--tp".into(),
-                    from: "8".into(),
-                    to: "4".into()
-                },
-                FlagChange::Added {
-                    name: "Y".into(),
-                    value: "1".into()
-                },
-            ]
-        );
-        assert!(diff_flags(&a, &a).is_empty());
-    }
 
     #[test]
     fn spread_and_settings() {

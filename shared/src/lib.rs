@@ -5,6 +5,7 @@
 //! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
 //! - [`auth`]: roles, the caller's session, who is connected.
 //! - [`bench`]: flag sets, serving benchmarks and their results.
+//! - [`flags`]: the allow-list's entries, the one check of a value, applying changes, diffs.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
 //! - [`restart`]: the managed server, its flags, guarded restarts and their history.
@@ -20,6 +21,7 @@
 
 pub mod auth;
 pub mod bench;
+pub mod flags;
 pub mod gpu;
 pub mod holders;
 pub mod process;

@@ -9,10 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ProcId;
 
-/// Flag name (an environment variable such as `SGLANG_OPT_USE_TILELANG_INDEXER`,
-/// or an argument such as `--tp`) → its value as text. Booleans are `"true"` /
-/// `"false"`. A flag that is not set does not appear.
-pub type Flags = BTreeMap<String, String>;
+pub use crate::flags::{FlagKind, FlagSpec, FlagType, Flags};
 
 /// Where the managed server is. Ready → Draining → Killing → Verifying →
 /// Launching → WarmingUp → Ready is a restart; Failed and Crashed say why in
@@ -86,45 +83,6 @@ impl OpKind {
             Self::Adopt => "adopt",
         }
     }
-}
-
-/// Whether a flag is passed in the environment or on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FlagKind {
-    Env,
-    Arg,
-}
-
-/// The values a flag may take.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum FlagType {
-    /// `"true"` / `"false"`; for an argument, present or absent.
-    Bool,
-    Int {
-        min: i64,
-        max: i64,
-    },
-    Float {
-        min: f64,
-        max: f64,
-    },
-    Enum {
-        values: Vec<String>,
-    },
-}
-
-/// One entry of the allow-list: a restart may change this flag, within these values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FlagSpec {
-    pub name: String,
-    pub kind: FlagKind,
-    #[serde(flatten)]
-    pub ty: FlagType,
-    /// What it does, for the restart dialog.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub help: Option<String>,
 }
 
 /// An operation in flight (or the last one).

@@ -21,8 +21,9 @@ use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use shared::auth::SessionInfo;
 
-use super::ops::Body;
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::extract::Body;
+use super::state::AppState;
 use crate::auth::{Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
 
 /// What a path is, for the gate.

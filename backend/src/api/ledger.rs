@@ -12,17 +12,19 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, diff_flags};
 
-use super::ops::{Body, internal, manager, record, refused, store};
-use super::refusals::audited;
-use super::{ApiError, AppState};
+use super::audit::{audited, record};
+use super::error::{ApiError, internal, refused};
+use super::extract::{Body, limit, path_id};
+use super::state::AppState;
 use crate::auth::Caller;
+use crate::restart::manager::Refusal;
 
 pub(super) async fn start(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Body(overrides): Body<serde_json::Value>,
 ) -> Response {
-    let m = match manager(&state) {
+    let m = match state.manager() {
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
@@ -34,39 +36,46 @@ pub(super) async fn start(
     } else {
         String::new()
     };
-    record(
-        &state,
-        &caller,
-        "benchmark",
-        request,
-        result
-            .as_ref()
-            .map(|id| format!("accepted as run #{id}"))
-            .map_err(|r| r.message()),
-    );
-    audited(match result {
-        Ok(id) => (StatusCode::ACCEPTED, Json(serde_json::json!({ "id": id }))).into_response(),
-        Err(r) => refused(r),
-    })
+    answer(&state, &caller, "benchmark", request, result, "accepted as")
 }
 
 pub(super) async fn cancel(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    let m = match manager(&state) {
+    let m = match state.manager() {
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
     let result = m.cancel_bench().await;
-    record(
+    answer(
         &state,
         &caller,
         "cancel benchmark",
         String::new(),
+        result,
+        "cancelled",
+    )
+}
+
+/// Audits what the manager said to a benchmark's start or cancel, and answers
+/// it: 202 with the run's id (audited as `done` run #id), or the refusal.
+fn answer(
+    state: &AppState,
+    caller: &Caller,
+    action: &str,
+    request: String,
+    result: Result<i64, Refusal>,
+    done: &str,
+) -> Response {
+    record(
+        state,
+        caller,
+        action,
+        request,
         result
             .as_ref()
-            .map(|id| format!("cancelled run #{id}"))
+            .map(|id| format!("{done} run #{id}"))
             .map_err(|r| r.message()),
     );
     audited(match result {
@@ -105,17 +114,10 @@ pub(super) async fn runs(
     State(state): State<AppState>,
     Query(q): Query<RunsQuery>,
 ) -> Result<Json<Vec<BenchRun>>, ApiError> {
-    let limit = match q.limit.unwrap_or(100) {
-        n @ 1..=1000 => n,
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "limit must be from 1 to 1000",
-            ));
-        }
-    };
-    store(&state)?
-        .bench_runs(q.flagset, limit)
+    let n = limit(q.limit, 100)?;
+    state
+        .store()?
+        .bench_runs(q.flagset, n)
         .await
         .map(|runs| Json(runs.into_iter().map(shown_run).collect()))
         .map_err(internal)
@@ -125,13 +127,8 @@ pub(super) async fn run(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<BenchRun>, ApiError> {
-    let id: i64 = id.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("`{}` is not a run id", crate::store::cut(&id, 64)),
-        )
-    })?;
-    match store(&state)?.bench_run(id).await.map_err(internal)? {
+    let id = path_id(&id, "run")?;
+    match state.store()?.bench_run(id).await.map_err(internal)? {
         Some(r) => Ok(Json(shown_run(r))),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -143,7 +140,7 @@ pub(super) async fn run(
 pub(super) async fn flagsets(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<FlagSetResults>>, ApiError> {
-    let mut ledger = store(&state)?.ledger().await.map_err(internal)?;
+    let mut ledger = state.store()?.ledger().await.map_err(internal)?;
     for row in &mut ledger {
         row.set = shown_set(row.set.clone());
     }
@@ -198,7 +195,7 @@ pub(super) async fn edit(
     let request =
         serde_json::json!({ "flagset": id, "label": shown(&label), "notes": shown(&notes) })
             .to_string();
-    let found = store(&state)?.edit_flagset(&id, label, notes).await;
+    let found = state.store()?.edit_flagset(&id, label, notes).await;
     let missing = format!("no flag set `{}`", crate::store::cut(&id, 64));
     record(
         &state,
@@ -229,7 +226,7 @@ pub(super) async fn diff(
     State(state): State<AppState>,
     Query(q): Query<DiffQuery>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let s = store(&state)?;
+    let s = state.store()?;
     let get = |id: String| async move {
         s.flagset(id.clone())
             .await
@@ -259,7 +256,8 @@ pub(super) async fn diff(
 }
 
 pub(super) async fn export_json(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let runs: Vec<BenchRun> = store(&state)?
+    let runs: Vec<BenchRun> = state
+        .store()?
         .bench_runs(None, 100_000)
         .await
         .map_err(internal)?
@@ -298,7 +296,7 @@ fn field(s: &str) -> String {
 }
 
 pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let s = store(&state)?;
+    let s = state.store()?;
     let runs = s.bench_runs(None, 100_000).await.map_err(internal)?;
     let labels: HashMap<String, String> = s
         .ledger()

@@ -18,7 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use shared::restart::Phase;
 
-use super::AppState;
+use super::state::AppState;
 use crate::store::name;
 
 type Labels = Vec<(String, String)>;

@@ -1,15 +1,21 @@
 //! HTTP surface: `/healthz`, `/api/state`, `/ws` and the UI's files. Handlers read
-//! the [`Hub`]; nothing here touches NVML or `/proc`.
+//! the [`Hub`](crate::hub::Hub); nothing here touches NVML or `/proc`. This file
+//! is the router: the handlers' modules share [`AppState`] (`state.rs`),
+//! [`ApiError`] (`error.rs`), the body reader (`extract.rs`) and the audit
+//! log's writers (`audit.rs`), and none of them reads from here.
 
 mod assets;
+mod audit;
 mod auth;
+mod error;
+mod extract;
 mod ledger;
 mod metrics;
 mod ops;
 mod refusals;
+mod state;
 mod ws;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -17,33 +23,16 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::{any, get, post};
 use serde::Serialize;
-use tokio::sync::{mpsc, watch};
 use tower_http::compression::CompressionLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use shared::restart::OpKind;
+use shared::restart::{ConfirmRequest, OpKind, RestartRequest};
 
-use crate::hub::Hub;
-use crate::restart::manager::ManagerHandle;
-use crate::store::Store;
-
-/// What every handler shares.
-#[derive(Debug, Clone)]
-pub struct AppState {
-    pub hub: Arc<Hub>,
-    /// Flips to true when the server is shutting down; sockets close on it.
-    pub shutdown: watch::Receiver<bool>,
-    /// Each open socket holds a clone; shutdown waits until all are dropped.
-    pub sockets: mpsc::Sender<()>,
-    /// The restart manager, when drainwatch manages a server (`--config`).
-    pub manager: Option<ManagerHandle>,
-    pub store: Option<Store>,
-    /// Who may do what (open without `--auth`).
-    pub auth: Arc<crate::auth::Auth>,
-}
+pub use error::ApiError;
+pub use state::AppState;
 
 /// Largest request body accepted; restart requests are a few hundred bytes.
 const MAX_BODY: usize = 64 * 1024;
@@ -55,19 +44,19 @@ pub fn router(state: AppState) -> Router {
         .route("/api/state", get(api_state))
         .route(
             "/api/restart",
-            post(|s, c, b| ops::with_flags(OpKind::Restart, s, c, b)),
+            post(|s, c, b| ops::operation::<RestartRequest>(OpKind::Restart, s, c, b)),
         )
         .route(
             "/api/start",
-            post(|s, c, b| ops::with_flags(OpKind::Start, s, c, b)),
+            post(|s, c, b| ops::operation::<RestartRequest>(OpKind::Start, s, c, b)),
         )
         .route(
             "/api/stop",
-            post(|s, c, b| ops::confirmed(OpKind::Stop, s, c, b)),
+            post(|s, c, b| ops::operation::<ConfirmRequest>(OpKind::Stop, s, c, b)),
         )
         .route(
             "/api/adopt",
-            post(|s, c, b| ops::confirmed(OpKind::Adopt, s, c, b)),
+            post(|s, c, b| ops::operation::<ConfirmRequest>(OpKind::Adopt, s, c, b)),
         )
         .route("/api/restarts", get(ops::restarts))
         .route("/api/restarts/{id}", get(ops::restart_detail))
@@ -123,44 +112,6 @@ fn always(name: header::HeaderName, value: &'static str) -> SetResponseHeaderLay
     SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
 }
 
-/// A JSON error body: what is wrong, nothing internal.
-#[derive(Debug, Serialize)]
-pub struct ApiError {
-    #[serde(skip)]
-    status: StatusCode,
-    error: String,
-    /// What the audit log says instead of `error`, when `error` may quote input.
-    #[serde(skip)]
-    audit: Option<&'static str>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, error: impl Into<String>) -> Self {
-        Self {
-            status,
-            error: error.into(),
-            audit: None,
-        }
-    }
-
-    /// The caller reads `error`; the audit log only `reason`.
-    pub fn audited_as(mut self, reason: &'static str) -> Self {
-        self.audit = Some(reason);
-        self
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let reason = self.audit.map(refusals::AuditReason);
-        let mut res = (self.status, Json(self)).into_response();
-        if let Some(r) = reason {
-            res.extensions_mut().insert(r);
-        }
-        res
-    }
-}
-
 #[derive(Debug, Serialize)]
 struct Health {
     status: &'static str,
@@ -174,7 +125,7 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     let hub = &state.hub;
     let age = hub
         .latest()
-        .map(|p| crate::telemetry::now_ms().saturating_sub(p.sample.at_ms));
+        .map(|p| crate::clock::now_ms().saturating_sub(p.sample.at_ms));
     let interval = hub.host().sample_interval_ms;
     let stale_after = Duration::from_millis(interval * 10 + 1_000).as_millis() as u64;
     let fresh = age.is_some_and(|a| a <= stale_after);

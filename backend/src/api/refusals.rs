@@ -20,23 +20,10 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::AppState;
+use super::audit::{Audited, record_refusal};
+use super::error::AuditReason;
+use super::state::AppState;
 use crate::auth::Caller;
-use crate::store::AuditEntry;
-
-/// On a response whose handler already wrote the audit entry.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Audited;
-
-/// On a refusal whose message may quote the request: the words to audit instead.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct AuditReason(pub(super) &'static str);
-
-/// Marks `res` as audited.
-pub(super) fn audited(mut res: Response) -> Response {
-    res.extensions_mut().insert(Audited);
-    res
-}
 
 /// Error bodies are a line or two; anything longer is not read.
 const MAX_ERROR_BODY: usize = 16 * 1024;
@@ -101,18 +88,17 @@ pub(super) async fn layer(
         s if s.is_server_error() => "internal error; drainwatch's log says why".to_owned(),
         s => s.canonical_reason().unwrap_or("refused").to_lowercase(),
     });
-    if audit && let Some(store) = &state.store {
+    if audit {
         let reason = parts
             .extensions
             .get::<AuditReason>()
             .map_or(&*message, |r| r.0);
-        store.refused(AuditEntry {
-            at_ms: crate::telemetry::now_ms(),
-            peer: who,
+        record_refusal(
+            &state,
+            who,
             action,
-            detail: format!("{}: {reason}", status.as_u16()),
-            ..Default::default()
-        });
+            format!("{}: {reason}", status.as_u16()),
+        );
     }
     parts.headers.remove(CONTENT_LENGTH);
     if is_json {

@@ -16,7 +16,8 @@ use shared::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::{ApiError, AppState};
+use super::error::ApiError;
+use super::state::AppState;
 use crate::auth::Caller;
 use crate::hub::{Full, Hub};
 
@@ -326,36 +327,13 @@ mod tests {
     use std::future::pending;
 
     use futures_util::{sink, stream};
-    use shared::{HostInfo, NvmlStatus, Sample};
     use tokio::sync::mpsc;
 
     use super::*;
+    use crate::hub::fixtures::{host, sample};
 
     fn hub(client_buffer: usize) -> Arc<Hub> {
-        let host = HostInfo {
-            hostname: "h".into(),
-            version: "0".into(),
-            nvml: NvmlStatus::Unavailable {
-                library: "x".into(),
-                reason: "y".into(),
-            },
-            sample_interval_ms: 100,
-            history_ms: 10_000,
-            server_port: None,
-        };
-        Arc::new(Hub::new(host, client_buffer))
-    }
-
-    fn sample(seq: u64) -> Sample {
-        Sample {
-            seq,
-            at_ms: seq * 100,
-            took_us: 1,
-            gpus: Vec::new(),
-            processes: Vec::new(),
-            server: None,
-            processes_error: None,
-        }
+        Arc::new(Hub::new(host(10_000), client_buffer))
     }
 
     fn fast() -> Timing {
@@ -450,7 +428,7 @@ mod tests {
         ));
         // While the client reads nothing, ten samples are published into a buffer of two.
         for seq in 1..=10 {
-            hub.publish(sample(seq));
+            hub.publish(sample(seq, seq * 100));
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let mut last = 0;

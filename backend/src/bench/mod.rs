@@ -16,9 +16,9 @@ use shared::bench::{
 };
 use tokio::sync::watch;
 
+use crate::clock::now_ms;
 use crate::hub::Hub;
 use crate::store::Store;
-use crate::telemetry::now_ms;
 
 use load::{Counters, Target};
 

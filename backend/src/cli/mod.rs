@@ -221,13 +221,6 @@ fn parse_flag(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Now, in Unix milliseconds.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// One line of JSON on stdout.
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {
     let line = serde_json::to_string(value)

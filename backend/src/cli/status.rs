@@ -3,7 +3,8 @@
 use shared::Snapshot;
 
 use super::client::{self, Client};
-use super::{CliError, Exit, StatusArgs, now_ms, render};
+use super::{CliError, Exit, StatusArgs, render};
+use crate::clock::now_ms;
 
 pub async fn status(args: StatusArgs) -> Result<Exit, CliError> {
     let client = Client::new(&args.remote)?;

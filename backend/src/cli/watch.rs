@@ -13,7 +13,8 @@ use shared::restart::Outcome;
 use shared::units::{fmt_secs, fmt_tok_s};
 
 use super::client::Client;
-use super::{CliError, Exit, Interrupt, WatchArgs, now_ms, render};
+use super::{CliError, Exit, Interrupt, WatchArgs, render};
+use crate::clock::now_ms;
 
 /// How the stream is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

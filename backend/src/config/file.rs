@@ -5,16 +5,20 @@
 //! drainwatch must never show (`server.redact`). Parsed and validated once;
 //! every error names the key and what is wrong with it.
 
+mod specs;
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use shared::bench::BenchSettings;
-use shared::restart::{FlagKind, FlagSpec, FlagType};
 
 use super::flags::AllowList;
 use super::parse_duration;
+use specs::{RawFlag, flag_spec};
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -172,19 +176,6 @@ struct RawVerify {
     tolerance_mib: Option<u64>,
     baseline_mib: Option<u64>,
     samples: Option<u32>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFlag {
-    name: String,
-    kind: FlagKind,
-    #[serde(rename = "type")]
-    ty: String,
-    min: Option<toml::Value>,
-    max: Option<toml::Value>,
-    values: Option<Vec<String>>,
-    help: Option<String>,
 }
 
 impl ServerConfig {
@@ -388,217 +379,5 @@ fn check_secret_name(name: &str) -> Result<String, String> {
         Err(format!(
             "`{name}` is not a name (letters, digits, `-` and `_`, e.g. `MY_CREDENTIAL` or `--license`)"
         ))
-    }
-}
-
-fn number(v: &Option<toml::Value>, key: &str) -> Result<Option<f64>, String> {
-    match v {
-        None => Ok(None),
-        Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
-        Some(toml::Value::Float(f)) => Ok(Some(*f)),
-        Some(other) => Err(format!("flag {key} must be a number, got {other}")),
-    }
-}
-
-fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
-    let name = f.name.trim().to_owned();
-    match f.kind {
-        FlagKind::Env => check_env_name(&name).map_err(|e| format!("flags: {e}"))?,
-        FlagKind::Arg => {
-            if !name.starts_with("--") || name.len() < 3 || name.contains(['=', ' ', '\0']) {
-                return Err(format!(
-                    "flags: argument `{name}` must look like `--name` (no `=` or spaces)"
-                ));
-            }
-        }
-    }
-    let min = number(&f.min, &format!("`{name}`.min"))?;
-    let max = number(&f.max, &format!("`{name}`.max"))?;
-    let ty = match f.ty.as_str() {
-        "bool" => FlagType::Bool,
-        "int" => {
-            let (min, max) = (
-                min.unwrap_or(i64::MIN as f64),
-                max.unwrap_or(i64::MAX as f64),
-            );
-            if min.fract() != 0.0 || max.fract() != 0.0 {
-                return Err(format!(
-                    "flags: `{name}`: an int flag needs whole-number min and max"
-                ));
-            }
-            FlagType::Int {
-                min: min as i64,
-                max: max as i64,
-            }
-        }
-        "float" => FlagType::Float {
-            min: min.unwrap_or(f64::MIN),
-            max: max.unwrap_or(f64::MAX),
-        },
-        "enum" => match f.values {
-            Some(values) if !values.is_empty() => FlagType::Enum { values },
-            _ => {
-                return Err(format!(
-                    "flags: `{name}`: an enum flag needs `values = [...]`"
-                ));
-            }
-        },
-        other => {
-            return Err(format!(
-                "flags: `{name}`: unknown type `{other}` (use bool, int, float or enum)"
-            ));
-        }
-    };
-    if let FlagType::Int { min, max } = ty
-        && min > max
-    {
-        return Err(format!("flags: `{name}`: min is above max"));
-    }
-    if let FlagType::Float { min, max } = ty
-        && (min > max || min.is_nan() || max.is_nan())
-    {
-        return Err(format!("flags: `{name}`: min is above max"));
-    }
-    Ok(FlagSpec {
-        name,
-        kind: f.kind,
-        ty,
-        help: f.help,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = r#"
-        [server]
-        name = "demo"
-        program = "/bin/true"
-        port = 30000
-        gpus = [0, 1]
-    "#;
-
-    #[test]
-    fn minimal_file_gets_defaults() {
-        let c = ServerConfig::parse(MINIMAL).expect("valid");
-        assert_eq!(c.name, "demo");
-        assert_eq!(c.health_url, "http://127.0.0.1:30000/health");
-        let on =
-            ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"::1\""))
-                .expect("valid");
-        assert_eq!(on.base_url, "http://[::1]:30000");
-        assert_eq!(on.readiness.url, "http://[::1]:30000/v1/completions");
-        let err = ServerConfig::parse(
-            &MINIMAL.replace("port = 30000", "port = 30000\nhost = \"gpu-07\""),
-        )
-        .expect_err("a name");
-        assert!(err.contains("host"), "{err}");
-        assert_eq!(c.readiness.url, "http://127.0.0.1:30000/v1/completions");
-        assert_eq!(c.timeouts.drain, Duration::from_secs(60));
-        assert_eq!(c.verify.tolerance_bytes, 64 << 20);
-        assert_eq!(c.verify.samples, 3);
-        assert!(!c.bench.after_restart);
-        assert_eq!(c.bench.defaults.repeats, 3);
-        assert!(c.redact.is_empty());
-    }
-
-    #[test]
-    fn extra_secret_names() {
-        let c = ServerConfig::parse(&MINIMAL.replace(
-            "gpus = [0, 1]",
-            "gpus = [0, 1]\nredact = [\"MY_CREDENTIAL\", \" --license \"]",
-        ))
-        .expect("valid");
-        assert_eq!(c.redact, ["MY_CREDENTIAL", "--license"]);
-    }
-
-    #[test]
-    fn the_model_comes_from_the_command_line() {
-        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            model_of(&a(&[
-                "-m",
-                "sglang.launch_server",
-                "--model-path",
-                "x/y",
-                "--tp",
-                "8"
-            ])),
-            "x/y"
-        );
-        assert_eq!(model_of(&a(&["serve", "Qwen/Q", "--tp", "8"])), "Qwen/Q");
-        assert_eq!(model_of(&a(&["--model=z"])), "z");
-        assert_eq!(
-            model_of(&a(&["--revision", "abc123", "--model-path", "m/x"])),
-            "m/x@abc123"
-        );
-        assert_eq!(
-            model_of(&a(&["serve", "Qwen/Q", "--revision=v2"])),
-            "Qwen/Q@v2"
-        );
-        assert_eq!(model_of(&a(&["--tp", "8"])), "");
-    }
-
-    #[test]
-    fn errors_name_the_key() {
-        let cases = [
-            (MINIMAL.replace("port = 30000", "port = 0"), "server.port"),
-            (MINIMAL.replace("gpus = [0, 1]", "gpus = []"), "server.gpus"),
-            (
-                format!("{MINIMAL}\n[timeouts]\ndrain = \"soon\""),
-                "timeouts.drain",
-            ),
-            (
-                format!("{MINIMAL}\n[timeouts]\nwarmup = \"0s\""),
-                "timeouts.warmup",
-            ),
-            (
-                format!("{MINIMAL}\n[verify]\nsamples = 0"),
-                "verify.samples",
-            ),
-            (
-                MINIMAL.replace("port = 30000", "port = 30000\nshell = \"bash -c\""),
-                "shell",
-            ),
-            (
-                format!(
-                    "{MINIMAL}\n[[flags]]\nname = \"--tp\"\nkind = \"arg\"\ntype = \"integer\""
-                ),
-                "unknown type",
-            ),
-            (
-                format!("{MINIMAL}\n[[flags]]\nname = \"tp\"\nkind = \"arg\"\ntype = \"int\""),
-                "--name",
-            ),
-            (
-                format!("{MINIMAL}\n[[flags]]\nname = \"A-B\"\nkind = \"env\"\ntype = \"bool\""),
-                "environment variable name",
-            ),
-            (
-                format!("{MINIMAL}\n[[flags]]\nname = \"X\"\nkind = \"env\"\ntype = \"enum\""),
-                "values",
-            ),
-            (
-                MINIMAL.replace("gpus = [0, 1]", "gpus = [0, 1]\nredact = [\"A=B\"]"),
-                "server.redact: `A=B` is not a name",
-            ),
-            (
-                MINIMAL.replace("gpus = [0, 1]", "gpus = [0, 1]\nredact = [\"\"]"),
-                "server.redact",
-            ),
-        ];
-        for (text, needle) in cases {
-            let err = ServerConfig::parse(&text).expect_err(needle);
-            assert!(err.contains(needle), "{needle}: {err}");
-        }
-    }
-
-    #[test]
-    fn shipped_examples_are_valid() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-        for name in ["sglang.toml", "vllm.toml", "demo.toml"] {
-            ServerConfig::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        }
     }
 }

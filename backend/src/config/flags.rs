@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use shared::restart::{FlagKind, FlagSpec, FlagType, Flags};
+use shared::flags::{self, FlagKind, FlagSpec, FlagType, Flags};
 
 /// A refused flag change, worded for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,31 +116,20 @@ impl AllowList {
         current: &Flags,
         changes: &BTreeMap<String, Option<String>>,
     ) -> Result<Flags, FlagError> {
-        let mut next = current.clone();
-        for (name, value) in changes {
+        flags::apply(current, &self.defaults, changes, |name, v| {
             let spec = self.spec(name)?;
-            match value {
-                Some(v) => {
-                    let secret = self.is_secret(name);
-                    // A secret value comes back from a view in its redacted form
-                    // (the dialog, a flag set): the raw value it stands for.
-                    let raw = match secret && crate::redact::is_redacted(v) {
-                        true => self.unredact(spec, current, v).unwrap_or_else(|| v.clone()),
-                        false => v.clone(),
-                    };
-                    next.insert(name.clone(), check(spec, &raw, secret).map_err(FlagError)?);
-                }
-                None => match self.defaults.get(name) {
-                    Some(d) => {
-                        next.insert(name.clone(), d.clone());
-                    }
-                    None => {
-                        next.remove(name);
-                    }
-                },
-            }
-        }
-        Ok(next)
+            let Some(v) = v else { return Ok(None) };
+            let secret = self.is_secret(name);
+            // A secret value comes back from a view in its redacted form (the
+            // dialog, a flag set): the raw value it stands for.
+            let raw = match secret && crate::redact::is_redacted(v) {
+                true => self
+                    .unredact(spec, current, v)
+                    .unwrap_or_else(|| v.to_owned()),
+                false => v.to_owned(),
+            };
+            check(spec, &raw, secret).map(Some).map_err(FlagError)
+        })
     }
 
     /// The command line and environment that run the server with `flags`.
@@ -187,7 +176,7 @@ impl AllowList {
 /// A refusal never quotes the values of a secret flag (`--api-key`): it is
 /// answered, audited and logged.
 fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, String> {
-    let checked = check_value(spec, raw);
+    let checked = flags::check(spec, raw).map_err(|r| r.message(spec, raw));
     if secret {
         return checked.map_err(|_| {
             format!(
@@ -197,44 +186,6 @@ fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, String> {
         });
     }
     checked
-}
-
-fn check_value(spec: &FlagSpec, raw: &str) -> Result<String, String> {
-    let name = &spec.name;
-    let v = raw.trim();
-    if v.chars().any(char::is_control) {
-        return Err(format!(
-            "`{name}`: values cannot contain control characters"
-        ));
-    }
-    match &spec.ty {
-        FlagType::Bool => match v {
-            "true" | "false" => Ok(v.to_owned()),
-            _ => Err(format!("`{name}` must be true or false, got `{raw}`")),
-        },
-        FlagType::Int { min, max } => match v.parse::<i64>() {
-            Ok(n) if (*min..=*max).contains(&n) => Ok(n.to_string()),
-            _ => Err(format!(
-                "`{name}` must be an integer from {min} to {max}, got `{raw}`"
-            )),
-        },
-        FlagType::Float { min, max } => match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && *min <= x && x <= *max => Ok(x.to_string()),
-            _ => Err(format!(
-                "`{name}` must be a number from {min} to {max}, got `{raw}`"
-            )),
-        },
-        FlagType::Enum { values } => {
-            if values.iter().any(|a| a == v) {
-                Ok(v.to_owned())
-            } else {
-                Err(format!(
-                    "`{name}` must be one of {}, got `{raw}`",
-                    values.join(", ")
-                ))
-            }
-        }
-    }
 }
 
 /// The flag's value in an argument vector (`--x v`, `--x=v`, or a bare boolean `--x`).

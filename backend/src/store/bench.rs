@@ -5,15 +5,14 @@ use std::collections::BTreeMap;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, LevelSummary, RunMetrics, RunStatus};
 
-use super::name;
-use super::read::{named, parse};
+use super::codec::{name, named, parse, text};
 
 /// Records a flag set as seen now (inserting it the first time).
 pub(super) fn seen(tx: &Connection, set: &FlagSet) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO flagsets (id, model, flags, first_seen_ms, last_seen_ms) VALUES (?1, ?2, ?3, ?4, ?4)
          ON CONFLICT(id) DO UPDATE SET last_seen_ms = MAX(last_seen_ms, excluded.last_seen_ms)",
-        params![set.id, set.model, super::text(&set.flags), set.last_seen_ms as i64],
+        params![set.id, set.model, text(&set.flags), set.last_seen_ms as i64],
     )?;
     Ok(())
 }
@@ -151,7 +150,7 @@ pub(super) fn begin(tx: &Connection, run: &BenchRun) -> rusqlite::Result<i64> {
     tx.execute(
         "INSERT INTO bench_runs (flagset, restart_id, requested_by, settings, status, started_at_ms)
          VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
-        params![run.flagset, run.restart_id, run.requested_by, super::text(&run.settings), run.started_at_ms as i64],
+        params![run.flagset, run.restart_id, run.requested_by, text(&run.settings), run.started_at_ms as i64],
     )?;
     Ok(tx.last_insert_rowid())
 }
@@ -159,7 +158,7 @@ pub(super) fn begin(tx: &Connection, run: &BenchRun) -> rusqlite::Result<i64> {
 pub(super) fn repeat(tx: &Connection, run_id: i64, m: &RunMetrics) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO bench_repeats (run_id, concurrency, repeat, metrics) VALUES (?1, ?2, ?3, ?4)",
-        params![run_id, m.concurrency, m.repeat, super::text(m)],
+        params![run_id, m.concurrency, m.repeat, text(m)],
     )?;
     Ok(())
 }
@@ -172,7 +171,7 @@ pub(super) fn finish(tx: &Connection, run: &BenchRun) -> rusqlite::Result<()> {
             name(&run.status),
             run.finished_at_ms.map(|v| v as i64),
             run.error,
-            run.correctness.as_ref().map(super::text)
+            run.correctness.as_ref().map(text)
         ],
     )?;
     Ok(())

@@ -8,7 +8,9 @@
 //! drainwatch is marked interrupted.
 
 mod bench;
+mod codec;
 mod read;
+mod recover;
 mod schema;
 mod writer;
 
@@ -25,6 +27,8 @@ use shared::restart::{
     TimelinePoint, Transition,
 };
 use tokio::sync::oneshot;
+
+pub(crate) use codec::name;
 
 /// Longest time between a write and its commit.
 pub const BATCH: Duration = Duration::from_millis(250);
@@ -188,18 +192,6 @@ impl std::fmt::Debug for Write {
     }
 }
 
-fn text<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
-}
-
-/// An enum's snake_case name, as serde writes it.
-pub(crate) fn name<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
-}
-
 impl Store {
     /// Opens (creating if needed) `dir/drainwatch.sqlite3`, migrates it, recovers
     /// what a previous run left, and starts the writer thread.
@@ -215,7 +207,7 @@ impl Store {
         };
         let mut conn = open(&path)?;
         schema::migrate(&mut conn)?;
-        let recovered = read::recover(&mut conn, now_ms)?;
+        let recovered = recover::run(&mut conn, now_ms)?;
         let reader = open(&path)?;
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()

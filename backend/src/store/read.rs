@@ -1,86 +1,16 @@
-//! Queries, and the recovery that runs when the store opens.
+//! The queries of the history: restarts, their records and durations, and the
+//! audit log, redacted as they are read.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
-use shared::ProcId;
+use rusqlite::{Connection, OptionalExtension, Row};
 use shared::restart::{
-    Durations, Failure, Flags, Marker, OpKind, Origin, Outcome, Phase, RestartDetail,
-    RestartSummary, TimelinePoint, Transition,
+    Durations, Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary,
+    TimelinePoint, Transition,
 };
 
-use super::{AuditEntry, AuditKind, Instance, Recovered};
-
-pub(super) fn parse<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
-    serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-}
-
-/// An enum stored by its snake_case name.
-pub(super) fn named<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
-    parse(&serde_json::Value::String(s.to_owned()).to_string())
-}
-
-/// Marks restarts a previous run left running as interrupted, and finds the last
-/// instance not recorded as ended.
-pub(super) fn recover(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Recovered> {
-    let tx = conn.transaction()?;
-    let interrupted: Vec<i64> = {
-        let mut q = tx.prepare("SELECT id FROM restarts WHERE outcome = 'running'")?;
-        q.query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?
-    };
-    for id in &interrupted {
-        tx.execute(
-            "UPDATE restarts SET outcome = 'interrupted', finished_at_ms = ?2, failure = ?3 WHERE id = ?1",
-            params![id, now_ms as i64, super::text(&Failure::Interrupted)],
-        )?;
-        tx.execute(
-            "INSERT INTO transitions (restart_id, at_ms, phase, note, marker) VALUES (?1, ?2, 'failed', ?3, 'failed')",
-            params![id, now_ms as i64, Failure::Interrupted.summary()],
-        )?;
-    }
-    super::bench::interrupt(&tx, now_ms)?;
-    let generation: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(generation), 0) FROM instances",
-        [],
-        |r| r.get(0),
-    )?;
-    let instance = tx
-        .query_row(
-            "SELECT generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path,
-                    origin, cgroup
-             FROM instances WHERE ended_at_ms IS NULL ORDER BY generation DESC LIMIT 1",
-            [],
-            |r| {
-                Ok(Instance {
-                    generation: r.get::<_, i64>(0)? as u64,
-                    root: ProcId {
-                        pid: r.get(1)?,
-                        start_ticks: r.get::<_, i64>(2)? as u64,
-                    },
-                    pgid: r.get(3)?,
-                    flags: parse(&r.get::<_, String>(4)?)?,
-                    started_at_ms: r.get::<_, i64>(5)? as u64,
-                    log_path: r.get::<_, Option<String>>(6)?.map(PathBuf::from),
-                    // No origin recorded: never assume the group is ours.
-                    origin: r
-                        .get::<_, Option<String>>(7)?
-                        .map(|s| parse(&s))
-                        .transpose()?
-                        .unwrap_or(Origin::Adopted),
-                    cgroup: r.get(8)?,
-                })
-            },
-        )
-        .optional()?;
-    tx.commit()?;
-    Ok(Recovered {
-        interrupted,
-        instance,
-        generation: generation.max(0) as u64,
-    })
-}
+use super::codec::{named, parse};
+use super::{AuditEntry, AuditKind};
 
 /// A stored failure as shown: its log tail redacted (also one stored before
 /// drainwatch redacted), and its holders' command lines.

@@ -7,9 +7,8 @@ use std::time::Instant;
 
 use rusqlite::{Connection, params};
 
-use super::{
-    AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, cut, name, text,
-};
+use super::codec::{name, text};
+use super::{AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, cut};
 
 /// Actions kept in the audit log (the newest; a day of a busy team is a few
 /// hundred).

@@ -1,6 +1,7 @@
 //! The server's processes as tracked by identity: each one taken with a pidfd
 //! when first identified, signalled only through it, and published to
-//! telemetry (the [`ServerHint`]) so samples mark them as the server's.
+//! telemetry (the [`ServerHint`]) so samples mark them as the server's. The one
+//! owner of the member set and of the hint it publishes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -8,8 +9,7 @@ use std::sync::Arc;
 use shared::ProcId;
 
 use super::pidfd::{OpenError, Pidfd, Sent};
-use crate::telemetry::procfs;
-use crate::telemetry::{Hint, ServerHint};
+use crate::identity::{self, Hint, ServerHint};
 
 /// At most this many pidfds are held: a server that forks without bound gets
 /// no more descriptors out of drainwatch (its further processes are signalled
@@ -33,7 +33,10 @@ enum Handle {
 #[derive(Debug)]
 pub struct Members {
     hint: Arc<ServerHint>,
-    ids: HashMap<ProcId, Handle>,
+    /// What the hint says now: the root, every member's identity (the keys of
+    /// `handles`) and whether drainwatch's own children count.
+    published: Hint,
+    handles: HashMap<ProcId, Handle>,
     /// Whether this kernel gives pidfds.
     pidfd: bool,
     /// Pidfds held now.
@@ -44,7 +47,8 @@ impl Members {
     pub fn new(hint: Arc<ServerHint>, pidfd: bool) -> Self {
         Self {
             hint,
-            ids: HashMap::new(),
+            published: Hint::default(),
+            handles: HashMap::new(),
             pidfd,
             held: 0,
         }
@@ -54,32 +58,36 @@ impl Members {
     /// `own_children`: drainwatch launched it, so orphans re-parented to
     /// drainwatch are the server's too.
     pub fn reset(&mut self, root: Option<ProcId>, own_children: bool, ids: Vec<ProcId>) {
-        self.ids.clear();
+        self.handles.clear();
         self.held = 0;
+        self.published = Hint {
+            root,
+            members: Arc::default(),
+            own_children,
+        };
         for id in root.into_iter().chain(ids) {
             self.add(id, &|_| true);
         }
-        self.hint.set(Hint {
-            root,
-            members: self.ids(),
-            own_children,
-        });
+        self.publish();
     }
 
     /// The server is gone: no root, but what it left is still marked as ours.
     pub fn root_gone(&mut self) {
         self.release_exited();
-        self.hint.set(Hint {
-            root: None,
-            members: self.ids(),
-            own_children: true,
-        });
+        self.published.root = None;
+        self.published.own_children = true;
+        self.publish();
+    }
+
+    /// Tells telemetry what is tracked now (the set is shared, not copied).
+    fn publish(&self) {
+        self.hint.set(self.published.clone());
     }
 
     /// Takes `id` as a member if `verify` still holds once its pidfd is open
     /// (the pidfd pins the process, so what `verify` sees is that process).
     fn add(&mut self, id: ProcId, verify: &dyn Fn(ProcId) -> bool) -> bool {
-        if self.ids.contains_key(&id) {
+        if self.handles.contains_key(&id) {
             return false;
         }
         let handle = if self.pidfd && self.held < MAX_PIDFDS {
@@ -105,7 +113,8 @@ impl Members {
             }
             return false;
         }
-        self.ids.insert(id, handle);
+        self.handles.insert(id, handle);
+        Arc::make_mut(&mut self.published.members).insert(id);
         true
     }
 
@@ -125,9 +134,7 @@ impl Members {
             grew |= self.add(id, verify);
         }
         if grew {
-            let mut h = self.hint.get();
-            h.members = self.ids();
-            self.hint.set(h);
+            self.publish();
         }
     }
 
@@ -137,24 +144,25 @@ impl Members {
     pub fn extend_pids(&mut self, pids: &[u32], verify: &dyn Fn(ProcId) -> bool) {
         let fresh: Vec<ProcId> = pids
             .iter()
-            .filter_map(|p| procfs::identity(*p))
-            .filter(|i| !i.exited() && !self.ids.contains_key(&i.id))
+            .filter_map(|p| identity::of(*p))
+            .filter(|i| !i.exited() && !self.handles.contains_key(&i.id))
             .map(|i| i.id)
             .collect();
         self.extend_verified(fresh, verify);
     }
 
-    pub fn ids(&self) -> HashSet<ProcId> {
-        self.ids.keys().copied().collect()
+    /// Every member's identity.
+    pub fn ids(&self) -> &HashSet<ProcId> {
+        &self.published.members
     }
 
     /// How many are alive now.
     pub fn alive(&self) -> usize {
-        self.ids
+        self.handles
             .iter()
             .filter(|(id, h)| match h {
                 Handle::Pidfd(fd) => !fd.exited(),
-                Handle::Pid => procfs::alive(**id),
+                Handle::Pid => identity::alive(**id),
                 Handle::Gone => false,
             })
             .count()
@@ -162,7 +170,7 @@ impl Members {
 
     /// Lets go of the pidfds of members that have exited (their identities stay).
     pub fn release_exited(&mut self) {
-        for h in self.ids.values_mut() {
+        for h in self.handles.values_mut() {
             if matches!(h, Handle::Pidfd(fd) if fd.exited()) {
                 *h = Handle::Gone;
                 self.held -= 1;
@@ -178,9 +186,9 @@ impl Members {
     #[allow(unsafe_code)]
     pub fn signal(&self, sig: i32, signalled: Option<i32>) -> usize {
         let mut n = 0;
-        for (id, h) in &self.ids {
+        for (id, h) in &self.handles {
             let in_group = signalled.is_some_and(|pgid| {
-                procfs::identity(id.pid).is_some_and(|now| now.id == *id && now.pgid == pgid)
+                identity::of(id.pid).is_some_and(|now| now.id == *id && now.pgid == pgid)
             });
             if in_group {
                 continue;
@@ -194,7 +202,7 @@ impl Members {
                     Ok(fd) => fd.signal(sig) == Sent::Delivered,
                     Err(OpenError::Gone) => false,
                     Err(OpenError::NoFds | OpenError::Unsupported(_))
-                        if id.pid > 1 && procfs::alive(*id) =>
+                        if id.pid > 1 && identity::alive(*id) =>
                     {
                         // SAFETY: kill(2) on a PID whose start time was just checked.
                         unsafe { libc::kill(id.pid as i32, sig) == 0 }
@@ -217,7 +225,7 @@ mod tests {
             .arg("30")
             .spawn()
             .expect("spawn");
-        let id = procfs::identity(c.id()).expect("stat").id;
+        let id = identity::of(c.id()).expect("stat").id;
         (c, id)
     }
 
@@ -235,11 +243,11 @@ mod tests {
                 start_ticks: b_id.start_ticks + 1,
             };
             m.reset(Some(a_id), true, vec![stale]);
-            assert_eq!(hint.get().members, HashSet::from([a_id, stale]));
+            assert_eq!(*hint.get().members, HashSet::from([a_id, stale]));
             assert_eq!(m.alive(), 1, "pidfd {pidfd}");
             assert_eq!(m.signal(libc::SIGKILL, None), 1, "pidfd {pidfd}");
             a.wait().expect("reap");
-            assert!(procfs::alive(b_id), "the stranger was signalled");
+            assert!(identity::alive(b_id), "the stranger was signalled");
             assert_eq!(m.alive(), 0);
             // Members not accepted by the check are not taken.
             m.extend_verified([b_id], &|_| false);

@@ -31,8 +31,6 @@ pub use logs::{LogTail, looks_like_oom, looks_like_port_in_use, prune};
 pub use members::Members;
 pub use pidfd::Pidfd;
 
-pub use crate::telemetry::procfs::{alive, descendants};
-
 /// A server process drainwatch started.
 #[derive(Debug)]
 pub struct Launched {
@@ -217,7 +215,7 @@ pub fn launch(
     // The child is reaped by `reap`, not through this handle.
     drop(child);
     // Not reaped yet (only `reap` does that), so this PID is our child's.
-    let root = crate::telemetry::procfs::identity(pid)
+    let root = crate::identity::of(pid)
         .map(|i| i.id)
         .ok_or_else(|| LaunchCause::SpawnError {
             message: "the server exited before it could be identified".to_owned(),
@@ -258,15 +256,4 @@ pub fn reap() -> Vec<Exit> {
             signal,
         });
     }
-}
-
-/// Who listens on `port` (TCP, v4 or v6), if anyone: `Some(None)` when the socket
-/// exists but its owner cannot be seen.
-pub fn port_holder(port: u16) -> Option<Option<u32>> {
-    let listening = procfs::net::tcp()
-        .into_iter()
-        .chain(procfs::net::tcp6())
-        .flatten()
-        .any(|e| e.local_address.port() == port && e.state == procfs::net::TcpState::Listen);
-    listening.then(|| crate::telemetry::procfs::listeners(port).first().copied())
 }

@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use shared::ProcId;
 
-use crate::telemetry::procfs;
+use crate::identity;
 
 /// `PIDFD_SIGNAL_PROCESS_GROUP` from `<linux/pidfd.h>`.
 const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 1 << 2;
@@ -66,7 +66,7 @@ impl Pidfd {
         let me = Self { fd, id };
         // The pidfd names whoever had the PID when it was opened. If that is `id`
         // and it is still running after the stat was read, the stat was its own.
-        if procfs::alive(id) && !me.exited() {
+        if identity::alive(id) && !me.exited() {
             Ok(me)
         } else {
             Err(OpenError::Gone)
@@ -131,7 +131,7 @@ impl Pidfd {
 
 /// Whether this kernel hands out pidfds, and why not if it does not.
 pub fn probe() -> Result<(), String> {
-    let me = procfs::identity(std::process::id())
+    let me = identity::of(std::process::id())
         .map(|i| i.id)
         .ok_or("cannot read this process's own /proc entry")?;
     match Pidfd::open(me) {
@@ -147,7 +147,7 @@ mod tests {
     use super::*;
 
     fn id_of(child: &std::process::Child) -> ProcId {
-        procfs::identity(child.id()).expect("child's stat").id
+        identity::of(child.id()).expect("child's stat").id
     }
 
     #[test]

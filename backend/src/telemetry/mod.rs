@@ -16,7 +16,8 @@ use shared::{GpuMemUse, GpuSample, NvmlStatus, ProcId, ProcessInfo, ProcessRole,
 
 use self::nvml::NvmlReader;
 use self::procfs::{ProcDetails, ProcReader};
-pub use self::server::{Hint, ServerHint};
+use crate::clock::now_ms;
+use crate::identity::ServerHint;
 
 /// Reads the whole host; owned by the sampler thread.
 #[derive(Debug)]
@@ -128,7 +129,8 @@ fn process_info(
 ) -> ProcessInfo {
     match details {
         Ok(d) => ProcessInfo {
-            proc_error: matches!(d.state, 'Z' | 'X')
+            proc_error: d
+                .exited()
                 .then(|| "exited (zombie: its parent has not reaped it yet)".to_owned()),
             pid,
             start_ticks: Some(d.id.start_ticks),
@@ -184,14 +186,6 @@ fn lowest(known: Option<u64>, now: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! Reads `/proc` for the processes drainwatch shows: identity (PID + start time),
-//! parentage, process group and session, owner, command line, RSS. Also finds who
-//! listens on a TCP port, and a process's children. Names never identify anything.
+//! Reads `/proc` for the processes drainwatch shows: on top of identity and
+//! parentage ([`crate::identity`], whose stat read it uses), process group and
+//! session, owner, command line, RSS. Names never identify anything.
 //! Command lines are redacted as they are read ([`crate::redact`]): no secret
 //! argument leaves this module for a view.
 
@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use std::os::unix::fs::MetadataExt;
 
-use procfs::FromRead;
-use procfs::process::{FDTarget, Process, Stat};
+use procfs::process::Process;
 use shared::ProcId;
+
+use crate::identity::{self, Identity};
 
 /// How long a command line and owner are trusted before they are read again.
 const CMDLINE_TTL: Duration = Duration::from_secs(5);
@@ -33,6 +34,25 @@ pub struct ProcDetails {
     pub rss_bytes: u64,
     pub started_at_ms: u64,
     pub threads: i64,
+}
+
+impl ProcDetails {
+    /// Exited (a zombie, or dead) even if not reaped yet.
+    pub fn exited(&self) -> bool {
+        identity::exited(self.state)
+    }
+}
+
+impl identity::Node for ProcDetails {
+    fn identity(&self) -> Identity {
+        Identity {
+            id: self.id,
+            state: self.state,
+            ppid: self.ppid,
+            pgid: self.pgid,
+            threads: self.threads,
+        }
+    }
 }
 
 /// Reads `/proc`, caching what rarely changes.
@@ -76,14 +96,12 @@ impl ProcReader {
     }
 
     /// One process; `Err` says why it could not be read (usually: it has exited).
-    /// One read of `/proc/<pid>/stat` per call; owner and command line are read
+    /// One stat read ([`identity::stat`]) per call; owner and command line are read
     /// once per identity and refreshed every [`CMDLINE_TTL`].
     pub fn read(&mut self, pid: u32) -> Result<ProcDetails, String> {
-        let stat = Stat::from_file(format!("/proc/{pid}/stat")).map_err(|e| reason(&e))?;
-        let id = ProcId {
-            pid,
-            start_ticks: stat.starttime,
-        };
+        let stat = identity::stat(pid).map_err(|e| reason(&e))?;
+        let ident = Identity::from_stat(pid, &stat);
+        let id = ident.id;
         let fresh = self
             .cached
             .get(&id)
@@ -112,16 +130,16 @@ impl ProcReader {
         let c = self.cached.get(&id).ok_or("cache")?;
         Ok(ProcDetails {
             id,
-            state: stat.state,
-            ppid: stat.ppid.max(0) as u32,
-            pgid: stat.pgrp,
+            state: ident.state,
+            ppid: ident.ppid,
+            pgid: ident.pgid,
             sid: stat.session,
             uid: c.uid,
             user: c.user.clone(),
             cmdline: c.cmdline.clone(),
             rss_bytes: stat.rss.saturating_mul(self.page_size),
             started_at_ms: self.boot_ms + stat.starttime * 1000 / self.ticks_per_second,
-            threads: stat.num_threads,
+            threads: ident.threads,
         })
     }
 
@@ -138,118 +156,6 @@ impl ProcReader {
         }
         self.users.get(&uid).cloned()
     }
-}
-
-/// What signalling needs of one process: who it is now, whether it has exited,
-/// and its process group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Identity {
-    pub id: ProcId,
-    /// `Z` (zombie) or `X` (dead) once it has exited, even before it is reaped.
-    pub state: char,
-    pub ppid: u32,
-    pub pgid: i32,
-}
-
-impl Identity {
-    pub fn exited(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
-    }
-}
-
-/// One read of `/proc/<pid>/stat`: the process that has `pid` now, if any.
-pub fn identity(pid: u32) -> Option<Identity> {
-    let stat = Stat::from_file(format!("/proc/{pid}/stat")).ok()?;
-    Some(Identity {
-        id: ProcId {
-            pid,
-            start_ticks: stat.starttime,
-        },
-        state: stat.state,
-        ppid: stat.ppid.max(0) as u32,
-        pgid: stat.pgrp,
-    })
-}
-
-/// True while `id` is alive: same PID, same start time, not exited.
-pub fn alive(id: ProcId) -> bool {
-    identity(id.pid).is_some_and(|now| now.id == id && !now.exited())
-}
-
-/// `root` and every descendant it has now, by identity (children are listed per
-/// thread in `/proc/<pid>/task/*/children`; a listed child whose PID was reused
-/// before its stat was read is not taken: its parent must be the one listing it).
-pub fn descendants(root: ProcId) -> Vec<ProcId> {
-    let mut out = Vec::new();
-    if !alive(root) {
-        return out;
-    }
-    let mut queue = vec![root];
-    while let Some(parent) = queue.pop() {
-        out.push(parent);
-        for pid in children(parent.pid, 0) {
-            if let Some(child) = identity(pid).filter(|i| i.ppid == parent.pid).map(|i| i.id)
-                && child.start_ticks >= parent.start_ticks
-                && !out.contains(&child)
-                && !queue.contains(&child)
-            {
-                queue.push(child);
-            }
-        }
-    }
-    out
-}
-
-/// A process's children across all its threads (`/proc/<pid>/task/*/children`);
-/// `threads` (from its stat) spares listing the tasks of a single-threaded process.
-pub fn children(pid: u32, threads: i64) -> Vec<u32> {
-    let files: Vec<std::path::PathBuf> = if threads == 1 {
-        vec![format!("/proc/{pid}/task/{pid}/children").into()]
-    } else {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            return Vec::new();
-        };
-        tasks.flatten().map(|t| t.path().join("children")).collect()
-    };
-    let mut out: Vec<u32> = files
-        .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
-        .flat_map(|s| {
-            s.split_ascii_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// PIDs holding a listening TCP socket (v4 or v6) on `port`. Scans every
-/// process's descriptors: call it rarely.
-pub fn listeners(port: u16) -> Vec<u32> {
-    let inodes: Vec<u64> = procfs::net::tcp()
-        .into_iter()
-        .chain(procfs::net::tcp6())
-        .flatten()
-        .filter(|e| e.local_address.port() == port && e.state == procfs::net::TcpState::Listen)
-        .map(|e| e.inode)
-        .collect();
-    if inodes.is_empty() {
-        return Vec::new();
-    }
-    let Ok(all) = procfs::process::all_processes() else {
-        return Vec::new();
-    };
-    all.flatten()
-        .filter(|p| {
-            p.fd().is_ok_and(|fds| {
-                fds.flatten()
-                    .any(|fd| matches!(fd.target, FDTarget::Socket(i) if inodes.contains(&i)))
-            })
-        })
-        .map(|p| p.pid as u32)
-        .collect()
 }
 
 fn reason(e: &procfs::ProcError) -> String {
@@ -305,24 +211,6 @@ mod tests {
             .expect("clock")
             .as_millis() as u64;
         assert!(me.started_at_ms <= now && me.started_at_ms + 600_000 > now);
-    }
-
-    #[test]
-    fn finds_children_and_listeners() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        assert!(listeners(port).contains(&std::process::id()));
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .expect("spawn");
-        let threads = ProcReader::new()
-            .read(std::process::id())
-            .expect("self")
-            .threads;
-        assert!(children(std::process::id(), threads).contains(&child.id()));
-        child.kill().expect("kill");
-        child.wait().expect("reap");
     }
 
     #[test]

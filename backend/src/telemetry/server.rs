@@ -1,46 +1,22 @@
-//! Which processes are "the server". With a supervisor, the [`ServerHint`] names the
-//! root it launched (or adopted) and every member it has tracked; without one, the
-//! root is whoever holds the listener on the server's port. Either way the tree is
-//! the root's descendants now, plus (for a server we launched) drainwatch's own
+//! Which processes are "the server". With a managed server, the [`ServerHint`]
+//! (written by the restart manager's tracked members) names the root it launched
+//! (or adopted) and every member it has tracked; without one, the root is
+//! whoever holds the listener on the server's port. Either way the tree is the
+//! root's descendants now, plus (for a server we launched) drainwatch's own
 //! children — orphans re-parented to it as subreaper — plus tracked members that
 //! left the tree but still live.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shared::{ProcId, ServerIdentity};
 
-use super::procfs::{self, ProcDetails, ProcReader};
+use super::procfs::{ProcDetails, ProcReader};
+use crate::identity::{self, ServerHint};
 
 /// How often to look for the server's listener while none is known. The lookup
 /// scans every process's descriptors, so it is rate-limited.
 const LOOKUP_EVERY: Duration = Duration::from_secs(2);
-
-/// What the supervisor tells telemetry about the server it manages.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Hint {
-    /// The root drainwatch launched or adopted; `None`: find it by the port.
-    pub root: Option<ProcId>,
-    /// Every process of the server seen since the root was set.
-    pub members: HashSet<ProcId>,
-    /// drainwatch launched the root, so its own children are server orphans.
-    pub own_children: bool,
-}
-
-/// Shared between the supervisor (writer) and the sampler (reader).
-#[derive(Debug, Default)]
-pub struct ServerHint(Mutex<Hint>);
-
-impl ServerHint {
-    pub fn get(&self) -> Hint {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub fn set(&self, hint: Hint) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = hint;
-    }
-}
 
 /// Finds the server's processes, sample after sample.
 #[derive(Debug)]
@@ -73,31 +49,28 @@ impl Finder {
             None => self.by_port(procs),
         };
         let mut starts: Vec<ProcDetails> = root.iter().cloned().collect();
-        if hint.own_children {
-            let me = std::process::id();
-            let threads = procs.read(me).map_or(0, |d| d.threads);
-            for pid in procfs::children(me, threads) {
-                if let Ok(d) = procs.read(pid)
-                    && d.ppid == me
-                    && !starts.iter().any(|s| s.id == d.id)
-                {
-                    starts.push(d);
-                }
-            }
+        // drainwatch itself is where the walk to its orphans starts; it is not
+        // part of the server.
+        let me = std::process::id();
+        if hint.own_children
+            && let Ok(d) = procs.read(me)
+        {
+            starts.push(d);
         }
-        let mut tree = descendants(procs, starts);
-        for id in &hint.members {
+        let mut tree = identity::walk(starts, |pid| procs.read(pid).ok());
+        tree.retain(|d| d.id.pid != me);
+        for id in hint.members.iter() {
             if !tree.iter().any(|d| d.id.pid == id.pid)
                 && let Some(d) = live(procs, *id)
             {
                 tree.push(d);
             }
         }
-        let identity = match (root, self.port) {
+        let server = match (root, self.port) {
             (Some(r), Some(port)) => Some(ServerIdentity { root: r.id, port }),
             _ => None,
         };
-        (identity, tree)
+        (server, tree)
     }
 
     /// The holder of the listener on the port, looked up at most every
@@ -118,7 +91,7 @@ impl Finder {
             return None;
         }
         self.last_lookup = Some(Instant::now());
-        let holders: Vec<ProcDetails> = procfs::listeners(port)
+        let holders: Vec<ProcDetails> = identity::listeners(port)
             .into_iter()
             .filter_map(|pid| procs.read(pid).ok())
             .collect();
@@ -139,39 +112,5 @@ fn live(procs: &mut ProcReader, id: ProcId) -> Option<ProcDetails> {
     procs
         .read(id.pid)
         .ok()
-        .filter(|d| d.id == id && !matches!(d.state, 'Z' | 'X'))
-}
-
-/// The given processes and all their descendants, as they are now.
-fn descendants(procs: &mut ProcReader, starts: Vec<ProcDetails>) -> Vec<ProcDetails> {
-    let mut seen: HashSet<u32> = starts.iter().map(|d| d.id.pid).collect();
-    let mut queue: Vec<(u32, ProcId)> = starts
-        .iter()
-        .flat_map(|d| {
-            procfs::children(d.id.pid, d.threads)
-                .into_iter()
-                .map(move |c| (c, d.id))
-        })
-        .collect();
-    let mut out = starts;
-    while let Some((pid, parent)) = queue.pop() {
-        if !seen.insert(pid) {
-            continue;
-        }
-        // The child may have exited and its PID been reused between the two reads:
-        // only a process that is still the parent's child, and younger than it,
-        // belongs to the tree.
-        match procs.read(pid) {
-            Ok(d) if d.ppid == parent.pid && d.id.start_ticks >= parent.start_ticks => {
-                queue.extend(
-                    procfs::children(pid, d.threads)
-                        .into_iter()
-                        .map(|c| (c, d.id)),
-                );
-                out.push(d);
-            }
-            _ => {}
-        }
-    }
-    out
+        .filter(|d| d.id == id && !d.exited())
 }

@@ -7,7 +7,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{Manager, Refusal};
 use crate::bench::{self, RunContext, flagset, load::Target};
-use crate::telemetry::now_ms;
+use crate::clock::now_ms;
 
 /// The benchmark in flight.
 #[derive(Debug)]
@@ -16,6 +16,32 @@ pub(super) struct RunningBench {
     pub(super) repeats: u32,
     pub(super) requested_by: String,
     pub(super) cancel: watch::Sender<bool>,
+}
+
+/// The manager's benchmarks: at most one at a time, and never beside an
+/// operation.
+#[derive(Debug)]
+pub(super) struct Benches {
+    /// The benchmark in flight.
+    pub(super) current: Option<RunningBench>,
+    /// Where a finished (or cancelled) run comes back to the manager's loop.
+    tx: mpsc::Sender<BenchRun>,
+    pub(super) rx: mpsc::Receiver<BenchRun>,
+    /// An operation just succeeded: benchmark it, if configured to, once the
+    /// manager is back at an await point.
+    pub(super) pending: Option<(OpKind, i64)>,
+}
+
+impl Benches {
+    pub(super) fn new() -> Self {
+        let (tx, rx) = mpsc::channel(2);
+        Self {
+            current: None,
+            tx,
+            rx,
+            pending: None,
+        }
+    }
 }
 
 impl Manager {
@@ -61,7 +87,7 @@ impl Manager {
 
     /// Why a benchmark cannot start now, if it cannot.
     pub(super) fn bench_blocked(&self) -> Option<String> {
-        if let Some(b) = &self.bench {
+        if let Some(b) = &self.bench.current {
             return Some(format!("benchmark #{} is already running", b.id));
         }
         if let Some(kind) = self.machine.busy() {
@@ -85,7 +111,6 @@ impl Manager {
         settings: BenchSettings,
         peer: String,
         restart_id: Option<i64>,
-        done: mpsc::Sender<BenchRun>,
     ) -> Result<i64, Refusal> {
         settings.validate().map_err(Refusal::BadRequest)?;
         if let Some(why) = self.bench_blocked() {
@@ -129,6 +154,7 @@ impl Manager {
             cancel: cancelled,
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
+        let done = self.bench.tx.clone();
         self.hub.publish_bench(BenchProgress {
             run_id: id,
             status: RunStatus::Running,
@@ -144,7 +170,7 @@ impl Manager {
             let finished = bench::run(run, ctx).await;
             let _ = done.send(finished).await;
         });
-        self.bench = Some(RunningBench {
+        self.bench.current = Some(RunningBench {
             id,
             repeats,
             requested_by,
@@ -156,7 +182,7 @@ impl Manager {
 
     /// Asks the running benchmark to stop; returns its id.
     pub(super) fn cancel_bench(&mut self) -> Result<i64, Refusal> {
-        match &self.bench {
+        match &self.bench.current {
             Some(b) => {
                 let _ = b.cancel.send(true);
                 Ok(b.id)
@@ -171,7 +197,7 @@ impl Manager {
     /// A benchmark finished (or was cancelled).
     pub(super) fn bench_done(&mut self, run: BenchRun) {
         tracing::info!(run = run.id, status = ?run.status, "benchmark finished");
-        self.bench = None;
+        self.bench.current = None;
         let (store, hub) = (self.store.clone(), std::sync::Arc::clone(&self.hub));
         tokio::spawn(async move {
             store.flush().await;
@@ -181,18 +207,13 @@ impl Manager {
     }
 
     /// After a successful restart or start: benchmark it, if configured to.
-    pub(super) async fn bench_after(
-        &mut self,
-        kind: OpKind,
-        restart_id: i64,
-        done: mpsc::Sender<BenchRun>,
-    ) {
+    pub(super) async fn bench_after(&mut self, kind: OpKind, restart_id: i64) {
         if !self.cfg.bench.after_restart || !matches!(kind, OpKind::Restart | OpKind::Start) {
             return;
         }
         let settings = self.cfg.bench.defaults.clone();
         if let Err(e) = self
-            .start_bench(settings, "after restart".to_owned(), Some(restart_id), done)
+            .start_bench(settings, "after restart".to_owned(), Some(restart_id))
             .await
         {
             tracing::warn!(?e, "no benchmark after the restart");

@@ -2,17 +2,16 @@
 //! operation (its record, durations and announcement).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use shared::restart::{Failure, Flags, Origin, Outcome, Phase, RestartSummary, Transition};
 
 use super::{Manager, Running};
+use crate::clock::now_ms;
+use crate::identity;
 use crate::restart::machine::{Effect, Input};
 use crate::restart::observe::durations;
-use crate::restart::probe;
 use crate::store::Instance;
 use crate::supervisor::{self, GroupSignal, LogTail};
-use crate::telemetry::now_ms;
 
 impl Manager {
     /// Steps the machine and carries out what it asks.
@@ -64,35 +63,13 @@ impl Manager {
             Effect::Sigterm => self.signal_all(libc::SIGTERM),
             Effect::KillAll => self.signal_all(libc::SIGKILL),
             Effect::Launch(flags) => self.launch(flags),
-            Effect::Probe => {
-                if let Some(p) = self.probe.take() {
-                    p.abort();
-                }
-                self.probe = Some(tokio::spawn(probe::warmup(
-                    self.client.clone(),
-                    self.generation,
-                    self.cfg.health_url.clone(),
-                    self.cfg.readiness.clone(),
-                    self.probe_tx.clone(),
-                )));
-            }
-            Effect::FastSampling(on) => {
-                self.fast.store(on, Ordering::Relaxed);
-                if on {
-                    // No stale count from before the operation: scrape afresh.
-                    self.scraped
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .passive
-                        .running = None;
-                    self.scrape_now.notify_one();
-                }
-            }
+            Effect::Probe => self.probes.start(self.generation, &self.cfg),
+            Effect::FastSampling(on) => self.scrape.fast(on),
             Effect::Finished { outcome, failure } => self.finished(outcome, failure, now),
             Effect::Crashed(failure) => {
                 let failure = self.with_log(failure);
                 tracing::warn!(failure = %failure.summary(), "server crashed");
-                self.failure = Some(failure);
+                self.shown.failure = Some(failure);
                 self.ended(now);
             }
         }
@@ -172,12 +149,10 @@ impl Manager {
     }
 
     fn launch(&mut self, flags: Flags) {
-        if let Some(p) = self.probe.take() {
-            p.abort();
-        }
+        self.probes.stop();
         // The last launch's log is not this one's, whatever happens next.
         self.log = None;
-        if let Some(holder_pid) = supervisor::port_holder(self.cfg.port) {
+        if let Some(holder_pid) = identity::port_holder(self.cfg.port) {
             self.feed(Input::SpawnFailed(
                 shared::restart::LaunchCause::PortInUse { holder_pid },
             ));
@@ -214,7 +189,7 @@ impl Manager {
                 );
                 self.flags = flags;
                 crate::redact::global().learn_pairs(&self.flags);
-                self.failure = None;
+                self.shown.failure = None;
                 let set = self.current_flagset();
                 if let Some(op) = &self.op {
                     self.store.restart_flagset(op.op.id, set.id.clone());
@@ -283,9 +258,7 @@ impl Manager {
         if self.running.take().is_some() {
             self.store.instance_ended(self.generation, now);
         }
-        if let Some(p) = self.probe.take() {
-            p.abort();
-        }
+        self.probes.stop();
         self.members.root_gone();
     }
 
@@ -297,7 +270,7 @@ impl Manager {
         if matches!(phase, Phase::Stopped | Phase::Failed) {
             self.ended(now);
         }
-        self.failure = failure.clone();
+        self.shown.failure = failure.clone();
         let Some(op) = self.op.take() else { return };
         let d = durations(&op.entered, op.op.started_at_ms, now);
         if let Some(l) = self.log.as_mut() {
@@ -307,7 +280,7 @@ impl Manager {
         self.store
             .finish(op.op.id, now, outcome, failure.clone(), d.clone());
         if outcome == Outcome::Succeeded && phase == Phase::Ready {
-            self.bench_pending = Some((op.op.kind, op.op.id));
+            self.bench.pending = Some((op.op.kind, op.op.id));
         }
         let summary = RestartSummary {
             id: op.op.id,
@@ -324,7 +297,7 @@ impl Manager {
         // Announce the finished record only once it is committed, so a client
         // that fetches it on the announcement reads it whole.
         let (store, hub) = (self.store.clone(), Arc::clone(&self.hub));
-        let typical = Arc::clone(&self.typical);
+        let typical = Arc::clone(&self.shown.typical);
         tokio::spawn(async move {
             store.flush().await;
             hub.publish_restart(summary);

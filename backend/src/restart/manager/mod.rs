@@ -3,129 +3,34 @@
 //! feeds it observations from every sample, the server's exit and probe results,
 //! and carries out its effects through the supervisor, the store and the hub.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::ProcId;
-use shared::restart::{
-    Accepted, Containment, Failure, Flags, OpKind, Operation, Origin, Phase, ServerStatus,
-    TimelinePoint,
-};
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
-
-use shared::bench::{BenchProgress, BenchRun, RunStatus};
+use shared::restart::{Containment, Flags, Operation, Origin, Phase, TimelinePoint};
+use tokio::sync::{mpsc, watch};
 
 use super::machine::{Input, Machine};
 use super::observe::observe;
-use super::probe::{self, ProbeEvent};
-use crate::bench::flagset;
+use super::probe::ProbeEvent;
+use crate::clock::now_ms;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
+use crate::identity::{self, ServerHint};
 use crate::store::{Instance, Store};
 use crate::supervisor::cgroup::{self, Cgroups};
 use crate::supervisor::{self, Group, LogTail, Members};
-use crate::telemetry::{ServerHint, now_ms};
 
-/// A request the manager refused, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Refusal {
-    /// The request itself is wrong (unknown flag, bad value, wrong confirmation).
-    BadRequest(String),
-    /// Something is already running, or the server is not in a state for this.
-    Conflict {
-        message: String,
-        operation: Option<Operation>,
-    },
-    /// The client's view is out of date.
-    Stale(String),
-}
+mod bench;
+mod effects;
+mod handle;
+mod inputs;
+mod requests;
+mod status;
 
-impl Refusal {
-    /// What the refused caller is told.
-    pub fn message(&self) -> &str {
-        match self {
-            Refusal::BadRequest(m) | Refusal::Stale(m) => m,
-            Refusal::Conflict { message, .. } => message,
-        }
-    }
-}
-
-/// An operator's request, validated here against the current state.
-#[derive(Debug)]
-pub struct Request {
-    pub kind: OpKind,
-    pub generation: u64,
-    pub confirm: String,
-    pub flags: BTreeMap<String, Option<String>>,
-    /// With an adoption: move the server into a cgroup leaf of drainwatch's.
-    pub contain: bool,
-    /// Who asked (the client's address).
-    pub peer: String,
-    pub reply: oneshot::Sender<Result<Accepted, Refusal>>,
-}
-
-/// Everything the API asks of the manager.
-#[derive(Debug)]
-pub enum Command {
-    Op(Request),
-    Bench {
-        /// Settings to change from the config's defaults (a JSON object).
-        overrides: serde_json::Value,
-        peer: String,
-        reply: oneshot::Sender<Result<i64, Refusal>>,
-    },
-    CancelBench {
-        reply: oneshot::Sender<Result<i64, Refusal>>,
-    },
-}
-
-/// The API's way to the manager.
-#[derive(Debug, Clone)]
-pub struct ManagerHandle {
-    tx: mpsc::Sender<Command>,
-}
-
-fn gone() -> Refusal {
-    Refusal::Conflict {
-        message: "drainwatch is shutting down".to_owned(),
-        operation: None,
-    }
-}
-
-impl ManagerHandle {
-    pub async fn submit(&self, mut req: Request) -> Result<Accepted, Refusal> {
-        let (reply, rx) = oneshot::channel();
-        req.reply = reply;
-        self.tx.send(Command::Op(req)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-
-    /// Starts a benchmark; returns its run id.
-    pub async fn bench(&self, overrides: serde_json::Value, peer: String) -> Result<i64, Refusal> {
-        let (reply, rx) = oneshot::channel();
-        let cmd = Command::Bench {
-            overrides,
-            peer,
-            reply,
-        };
-        self.tx.send(cmd).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-
-    /// Cancels the running benchmark; returns its run id.
-    pub async fn cancel_bench(&self) -> Result<i64, Refusal> {
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(Command::CancelBench { reply })
-            .await
-            .map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-}
+pub use handle::{Command, ManagerHandle, Refusal, Request};
 
 /// A server instance drainwatch is responsible for.
 #[derive(Debug)]
@@ -142,10 +47,6 @@ struct Running {
     started_at_ms: u64,
 }
 
-mod bench;
-mod effects;
-mod requests;
-
 /// The operation in flight, as recorded.
 #[derive(Debug, Clone)]
 struct OpRecord {
@@ -159,9 +60,10 @@ pub struct Manager {
     cfg: Arc<ServerConfig>,
     hub: Arc<Hub>,
     store: Store,
-    fast: Arc<AtomicBool>,
     machine: Machine,
+    /// Bumped by every launch and adoption: a request names the one it saw.
     generation: u64,
+    /// The flags the server runs with, raw (secrets too), to relaunch with.
     flags: Flags,
     running: Option<Running>,
     /// The server's processes, each with its pidfd; publishes them to telemetry.
@@ -169,30 +71,20 @@ pub struct Manager {
     /// drainwatch's cgroup subtree, where cgroup containment is in force.
     cgroups: Option<Cgroups>,
     containment: Containment,
+    /// The launch log of the running server (none for an adopted one).
     log: Option<LogTail>,
     log_dir: PathBuf,
     op: Option<OpRecord>,
     /// Timeline points not yet pushed over the socket (sent with each tick).
     unsent: Vec<TimelinePoint>,
-    failure: Option<Failure>,
-    adoptable: Option<ProcId>,
-    /// Median time per phase over recent successful restarts, re-read from the
-    /// store after each one is committed.
-    typical: Arc<Mutex<BTreeMap<Phase, u64>>>,
-    client: reqwest::Client,
-    probe: Option<JoinHandle<()>>,
-    probe_tx: mpsc::Sender<(u64, ProbeEvent)>,
-    probe_rx: mpsc::Receiver<(u64, ProbeEvent)>,
-    scraped: Arc<Mutex<probe::Scraped>>,
-    /// The benchmark in flight, and where finished runs come back.
-    bench: Option<bench::RunningBench>,
-    bench_tx: mpsc::Sender<BenchRun>,
-    bench_rx: mpsc::Receiver<BenchRun>,
-    /// An operation just succeeded: benchmark it if configured to.
-    bench_pending: Option<(OpKind, i64)>,
-    /// Wakes the metrics scrape when an operation starts.
-    scrape_now: Arc<tokio::sync::Notify>,
-    last_status: Option<ServerStatus>,
+    /// The warm-up probe: the machine's `Healthy` and `Ready` inputs.
+    probes: inputs::Probes,
+    /// The server's metrics, for the status and the timeline.
+    scrape: inputs::Scrape,
+    /// What only the status shows.
+    shown: status::Shown,
+    /// The benchmarks, here so that a benchmark and an operation exclude each other.
+    bench: bench::Benches,
 }
 
 /// What [`Manager::new`] needs.
@@ -214,21 +106,8 @@ impl Manager {
     pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Command>) {
         let now = now_ms();
         let (tx, rx) = mpsc::channel(16);
-        let (probe_tx, probe_rx) = mpsc::channel(8);
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .unwrap_or_default();
-        let scraped = Arc::new(Mutex::new(probe::Scraped::default()));
-        let scrape_now = Arc::new(tokio::sync::Notify::new());
-        let (bench_tx, bench_rx) = mpsc::channel(2);
-        tokio::spawn(probe::scrape(
-            client.clone(),
-            p.cfg.metrics_url.clone(),
-            Arc::clone(&p.fast),
-            Arc::clone(&scrape_now),
-            Arc::clone(&scraped),
-        ));
+        let client = inputs::client();
+        let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
         let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
@@ -239,7 +118,6 @@ impl Manager {
             cfg: p.cfg,
             hub: p.hub,
             store: p.store,
-            fast: p.fast,
             running: None,
             members,
             cgroups,
@@ -248,20 +126,13 @@ impl Manager {
             log_dir: p.log_dir,
             op: None,
             unsent: Vec::new(),
-            failure: None,
-            adoptable: None,
-            typical: Arc::new(Mutex::new(typical)),
-            client,
-            probe: None,
-            probe_tx,
-            probe_rx,
-            scraped,
-            bench: None,
-            bench_tx,
-            bench_rx,
-            bench_pending: None,
-            scrape_now,
-            last_status: None,
+            probes: inputs::Probes::new(client),
+            scrape,
+            shown: status::Shown {
+                typical: Arc::new(Mutex::new(typical)),
+                ..Default::default()
+            },
+            bench: bench::Benches::new(),
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst);
@@ -272,7 +143,7 @@ impl Manager {
 
     /// Picks up the server a previous drainwatch ran, if it still lives.
     fn reattach(&mut self, inst: Instance) {
-        if !supervisor::alive(inst.root) {
+        if !identity::alive(inst.root) {
             tracing::info!(pid = inst.root.pid, "the recorded server is gone");
             self.store.instance_ended(inst.generation, now_ms());
             return;
@@ -310,8 +181,8 @@ impl Manager {
 
     fn set_running(&mut self, r: Running, own_children: bool) {
         self.members
-            .reset(Some(r.root), own_children, supervisor::descendants(r.root));
-        self.adoptable = None;
+            .reset(Some(r.root), own_children, identity::descendants(r.root));
+        self.shown.adoptable = None;
         self.running = Some(r);
         self.track_contained();
     }
@@ -330,17 +201,16 @@ impl Manager {
 
     async fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Op(req) => self.request(req).await,
+            Command::Op { request, reply } => {
+                let _ = reply.send(self.request(request).await);
+            }
             Command::Bench {
                 overrides,
                 peer,
                 reply,
             } => {
                 let r = match self.bench_settings(overrides) {
-                    Ok(settings) => {
-                        let done = self.bench_tx.clone();
-                        self.start_bench(settings, peer, None, done).await
-                    }
+                    Ok(settings) => self.start_bench(settings, peer, None).await,
                     Err(e) => Err(e),
                 };
                 let _ = reply.send(r);
@@ -354,9 +224,8 @@ impl Manager {
 
     /// Work that must wait for an await point: the benchmark after a restart.
     async fn after_events(&mut self) {
-        if let Some((kind, id)) = self.bench_pending.take() {
-            let done = self.bench_tx.clone();
-            self.bench_after(kind, id, done).await;
+        if let Some((kind, id)) = self.bench.pending.take() {
+            self.bench_after(kind, id).await;
         }
     }
 
@@ -366,7 +235,7 @@ impl Manager {
         let Some(root) = self.running.as_ref().map(|r| r.root) else {
             return;
         };
-        self.members.extend(supervisor::descendants(root));
+        self.members.extend(identity::descendants(root));
     }
 
     /// Serves until `shutdown` flips.
@@ -388,7 +257,7 @@ impl Manager {
         loop {
             tokio::select! {
                 Some(cmd) = requests.recv() => self.command(cmd).await,
-                Some(run) = self.bench_rx.recv() => self.bench_done(run),
+                Some(run) = self.bench.rx.recv() => self.bench_done(run),
                 changed = samples.changed() => {
                     if changed.is_err() { break; }
                     let latest = samples.borrow_and_update().clone();
@@ -397,7 +266,7 @@ impl Manager {
                 _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                     self.on_exits();
                 }
-                Some((generation, event)) = self.probe_rx.recv() => {
+                Some((generation, event)) = self.probes.rx.recv() => {
                     if generation == self.generation {
                         self.feed(match event { ProbeEvent::Healthy => Input::Healthy, ProbeEvent::Ready => Input::Ready });
                     }
@@ -480,23 +349,18 @@ impl Manager {
                     .filter_map(shared::ProcessInfo::id),
             );
         } else if self.running.is_none() {
-            self.adoptable = sample.server.map(|s| s.root);
+            self.shown.adoptable = sample.server.map(|s| s.root);
         }
         // Nothing of ours is alive only when no tracked member lives and the
         // server's cgroup is empty.
         let contained = self.track_contained();
         let ours_alive = self.members.alive().max(contained);
-        let obs = observe(sample, &self.members.ids(), ours_alive, &self.cfg);
+        let obs = observe(sample, self.members.ids(), ours_alive, &self.cfg);
         self.feed(Input::Observe(obs));
         if let Some(op) = &self.op
             && self.machine.phase().is_busy()
         {
-            let running = self
-                .scraped
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .passive
-                .running;
+            let running = self.scrape.read().passive.running;
             let point = TimelinePoint {
                 at_ms: sample.at_ms,
                 phase: self.machine.phase(),
@@ -505,64 +369,6 @@ impl Manager {
             };
             self.unsent.push(point.clone());
             self.store.point(op.op.id, point);
-        }
-    }
-
-    /// The status as every viewer sees it: flags and their allowed values with
-    /// secrets redacted (the raw flags stay here, for the next launch).
-    pub(super) fn status(&self) -> ServerStatus {
-        let scraped = *self.scraped.lock().unwrap_or_else(|p| p.into_inner());
-        let redactor = crate::redact::global();
-        ServerStatus {
-            name: self.cfg.name.clone(),
-            phase: self.machine.phase(),
-            phase_since_ms: self.machine.since_ms(),
-            generation: self.generation,
-            root: self.running.as_ref().map(|r| r.root),
-            started_at_ms: self.running.as_ref().map(|r| r.started_at_ms),
-            flags: redactor.flags(&self.flags),
-            default_flags: redactor.flags(self.cfg.allow.defaults()),
-            allowed: redactor.specs(self.cfg.allow.specs()),
-            port: self.cfg.port,
-            gpus: self.cfg.gpus.clone(),
-            operation: self.op.as_ref().map(|o| o.op.clone()),
-            failure: self.failure.clone(),
-            adoptable: self.adoptable,
-            typical_ms: self
-                .typical
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-            log_tail: self.log.as_ref().map(|l| l.last(50)).unwrap_or_default(),
-            flagset: self
-                .running
-                .as_ref()
-                .map(|_| flagset::id(redactor, &self.cfg.model, &self.flags)),
-            passive: scraped.passive,
-            has_metrics: scraped.has_metrics,
-            containment: Some(self.containment.clone()),
-            origin: self.running.as_ref().map(|r| r.origin),
-            server_cgroup: self.running.as_ref().and_then(|r| r.cgroup.clone()),
-            server_contained: self.running.as_ref().is_some_and(|r| r.contained),
-            bench: self.bench.as_ref().map(|b| BenchProgress {
-                run_id: b.id,
-                status: RunStatus::Running,
-                concurrency: 0,
-                repeat: 0,
-                repeats: b.repeats,
-                done: 0,
-                total: 0,
-                output_tok_s: 0.0,
-                requested_by: b.requested_by.clone(),
-            }),
-        }
-    }
-
-    fn publish_status(&mut self, force: bool) {
-        let status = self.status();
-        if force || self.last_status.as_ref() != Some(&status) {
-            self.hub.publish_server(status.clone());
-            self.last_status = Some(status);
         }
     }
 }

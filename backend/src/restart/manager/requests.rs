@@ -5,10 +5,11 @@ use shared::ProcId;
 use shared::restart::{Accepted, Flags, OpKind, Operation, Origin, Outcome};
 
 use super::{Manager, OpRecord, Refusal, Request, Running};
+use crate::clock::now_ms;
+use crate::identity;
 use crate::restart::machine::{Input, op_name};
 use crate::store::{AuditEntry, Instance};
 use crate::supervisor::{self, cgroup};
-use crate::telemetry::now_ms;
 
 /// A request's flag changes as audited: secret values redacted.
 fn shown_changes(
@@ -31,8 +32,9 @@ fn shown_changes(
 }
 
 impl Manager {
-    /// Validates a request against the current state; accepts at most one at a time.
-    pub(super) async fn request(&mut self, req: Request) {
+    /// Validates a request against the current state; accepts at most one at a
+    /// time. The answer is audited before it is returned.
+    pub(super) async fn request(&mut self, req: Request) -> Result<Accepted, Refusal> {
         let outcome = self.check(&req);
         let result = match outcome {
             Err(refusal) => Err(refusal),
@@ -54,11 +56,11 @@ impl Manager {
             count: 1,
             ..Default::default()
         });
-        let _ = req.reply.send(result);
+        result
     }
 
     fn check(&self, req: &Request) -> Result<Flags, Refusal> {
-        if let Some(b) = &self.bench {
+        if let Some(b) = &self.bench.current {
             return Err(Refusal::Conflict {
                 message: format!("benchmark #{} is running; cancel it or wait", b.id),
                 operation: None,
@@ -95,7 +97,7 @@ impl Manager {
             if self.op.is_some() || self.running.is_some() {
                 return Err(conflict("drainwatch already manages a server".to_owned()));
             }
-            if self.adoptable.is_none() {
+            if self.shown.adoptable.is_none() {
                 return Err(conflict(format!(
                     "no server is listening on port {}",
                     self.cfg.port
@@ -160,8 +162,10 @@ impl Manager {
     }
 
     fn adopt(&mut self, now: u64, contain: bool) {
-        let Some(root) = self.adoptable else { return };
-        let pgid = crate::telemetry::procfs::identity(root.pid).map_or(0, |i| i.pgid);
+        let Some(root) = self.shown.adoptable else {
+            return;
+        };
+        let pgid = identity::of(root.pid).map_or(0, |i| i.pgid);
         self.generation += 1;
         let mut cgroup = cgroup::of_process(root.pid);
         let mut contained = false;
@@ -172,7 +176,7 @@ impl Manager {
                 Ok(leaf) => {
                     // Each by its pidfd: the PID written is that process's only
                     // if it is still alive after the write.
-                    let moved: Vec<ProcId> = supervisor::descendants(root)
+                    let moved: Vec<ProcId> = identity::descendants(root)
                         .into_iter()
                         .filter(|p| {
                             supervisor::Pidfd::open(*p)

@@ -1,0 +1,115 @@
+//! What the manager reads from the managed server over HTTP, beside the
+//! samples: the warm-up probe, whose findings are the machine's `Healthy` and
+//! `Ready` inputs, and the metrics scrape, which the status and the timeline show.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::config::file::ServerConfig;
+use crate::restart::probe::{self, ProbeEvent};
+use crate::scrape::{self, Scraped};
+
+/// The warm-up probe of the latest launch and where its findings come back,
+/// each tagged with the generation it is about.
+#[derive(Debug)]
+pub(super) struct Probes {
+    client: reqwest::Client,
+    task: Option<JoinHandle<()>>,
+    tx: mpsc::Sender<(u64, ProbeEvent)>,
+    pub(super) rx: mpsc::Receiver<(u64, ProbeEvent)>,
+}
+
+impl Probes {
+    pub(super) fn new(client: reqwest::Client) -> Self {
+        let (tx, rx) = mpsc::channel(8);
+        Self {
+            client,
+            task: None,
+            tx,
+            rx,
+        }
+    }
+
+    /// Probes the server of `generation` until it is ready, in place of any
+    /// probe still running.
+    pub(super) fn start(&mut self, generation: u64, cfg: &ServerConfig) {
+        self.stop();
+        self.task = Some(tokio::spawn(probe::warmup(
+            self.client.clone(),
+            generation,
+            cfg.health_url.clone(),
+            cfg.readiness.clone(),
+            self.tx.clone(),
+        )));
+    }
+
+    /// Stops the running probe, if any.
+    pub(super) fn stop(&mut self) {
+        if let Some(p) = self.task.take() {
+            p.abort();
+        }
+    }
+}
+
+/// The server's metrics as the background scrape last read them, and its pace.
+#[derive(Debug)]
+pub(super) struct Scrape {
+    /// Set while an operation runs: the sampler then samples at ≥ 20 Hz, and the
+    /// scrape reads often too.
+    fast: Arc<AtomicBool>,
+    scraped: Arc<Mutex<Scraped>>,
+    /// Wakes the scrape when an operation starts.
+    now: Arc<Notify>,
+}
+
+impl Scrape {
+    /// Starts the background scrape of `cfg`'s metrics.
+    pub(super) fn spawn(
+        client: reqwest::Client,
+        cfg: &ServerConfig,
+        fast: Arc<AtomicBool>,
+    ) -> Self {
+        let scraped = Arc::new(Mutex::new(Scraped::default()));
+        let now = Arc::new(Notify::new());
+        tokio::spawn(scrape::run(
+            client,
+            cfg.metrics_url.clone(),
+            Arc::clone(&fast),
+            Arc::clone(&now),
+            Arc::clone(&scraped),
+        ));
+        Self { fast, scraped, now }
+    }
+
+    /// What the scrape read last.
+    pub(super) fn read(&self) -> Scraped {
+        *self.scraped.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Samples and scrapes fast (while an operation runs) or not. Going fast
+    /// drops the running-request count from before the operation and scrapes
+    /// afresh.
+    pub(super) fn fast(&self, on: bool) {
+        self.fast.store(on, Ordering::Relaxed);
+        if on {
+            self.scraped
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .passive
+                .running = None;
+            self.now.notify_one();
+        }
+    }
+}
+
+/// The HTTP client the probes and the scrape share.
+pub(super) fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_default()
+}
