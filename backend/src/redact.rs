@@ -33,7 +33,8 @@ use std::collections::BTreeMap;
 use std::sync::{OnceLock, PoisonError, RwLock};
 
 use hmac::{Hmac, Mac};
-use shared::restart::{Failure, FlagSpec, FlagType, Flags};
+use shared::flags::{FlagSpec, FlagType, Flags};
+use shared::restart::Failure;
 
 pub use key::{KEY_FILE, RedactError, load_key};
 

@@ -1,20 +1,23 @@
-//! The REST calls: submitting an operation, reading one restart's record, and
-//! the throughput ledger (flag sets, labels, diffs, benchmarks). Same-origin
-//! relative URLs. A refusal's `error` text is returned verbatim: the
-//! backend words it for the operator.
-
-use std::collections::BTreeMap;
+//! The REST calls: the session (and [`check_session`], which acts on it),
+//! submitting an operation, reading one restart's record, and the throughput
+//! ledger (flag sets, labels, diffs, benchmarks). Same-origin relative URLs. A
+//! refusal's `error` text is returned verbatim: the backend words it for the
+//! operator.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use gloo_net::http::{Request, RequestBuilder, Response};
+use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
-use shared::bench::{FlagChange, FlagSet, FlagSetResults};
+use shared::bench::{FlagSet, FlagSetResults};
+use shared::flags::FlagChange;
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
+use crate::ledger::form::BenchRequest;
 use crate::ops;
-use crate::throughput::BenchRequest;
+use crate::state::AppState;
 
 /// The body of every refusal: `{"error": "...", "running"?: ...}`.
 #[derive(Debug, Deserialize)]
@@ -62,6 +65,26 @@ pub(crate) async fn session() -> Result<Option<SessionInfo>, String> {
     let info: SessionInfo = parse(&body)?;
     CSRF.with(|c| *c.borrow_mut() = info.csrf.clone());
     Ok(Some(info))
+}
+
+/// Asks who this page is logged in as; a page without a session goes to
+/// the login page.
+pub(crate) fn check_session(state: AppState) {
+    leptos::task::spawn_local(async move {
+        match session().await {
+            Ok(Some(s)) => {
+                state.session.try_set(Some(s));
+            }
+            Ok(None) => {
+                let _ = window().location().replace("/login");
+            }
+            Err(e) => {
+                state
+                    .notice
+                    .try_set(Some(format!("could not read this page's session: {e}")));
+            }
+        }
+    });
 }
 
 /// `POST /api/logout`; the page then goes to `/login`.

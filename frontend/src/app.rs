@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use leptos_use::use_interval_fn;
 use shared::restart::OpKind;
 
+use crate::api;
 use crate::components::gpu_grid::GpuGrid;
 use crate::components::header::Header;
 use crate::components::history_table::HistoryTable;
@@ -47,38 +48,12 @@ fn deep_links(state: AppState) {
             state.dialog.with(|d| d.as_ref().map(|d| d.kind)),
         );
         if prev.is_some_and(|p| p != now) {
-            let location = window().location();
-            let search = location.search().unwrap_or_default();
-            let search =
-                deeplink::with_param(&search, "detail", now.0.map(|id| id.to_string()).as_deref());
-            let search = deeplink::with_param(&search, "dialog", now.1.map(OpKind::as_str));
-            let url = format!("{}{search}", location.pathname().unwrap_or_default());
-            if let Ok(history) = window().history() {
-                let _ =
-                    history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
-            }
+            deeplink::replace_query(&[
+                ("detail", now.0.map(|id| id.to_string())),
+                ("dialog", now.1.map(|k| k.as_str().to_owned())),
+            ]);
         }
         now
-    });
-}
-
-/// Asks who this page is logged in as; a page without a session goes to
-/// the login page.
-pub(crate) fn check_session(state: AppState) {
-    leptos::task::spawn_local(async move {
-        match crate::api::session().await {
-            Ok(Some(s)) => {
-                state.session.try_set(Some(s));
-            }
-            Ok(None) => {
-                let _ = window().location().replace("/login");
-            }
-            Err(e) => {
-                state
-                    .notice
-                    .try_set(Some(format!("could not read this page's session: {e}")));
-            }
-        }
     });
 }
 
@@ -86,7 +61,7 @@ pub(crate) fn check_session(state: AppState) {
 #[component]
 pub(crate) fn App() -> impl IntoView {
     let state = AppState::provide(localtime::now_ms());
-    check_session(state);
+    api::check_session(state);
     ws::connect(state);
     use_interval_fn(move || state.now_ms.set(localtime::now_ms()), CLOCK_TICK_MS);
     deep_links(state);

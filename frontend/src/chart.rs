@@ -1,14 +1,16 @@
 //! The drain chart, pure so host tests pin it down: the fixed drawing box, the
-//! time and memory scales, "nice" ticks, one polyline per GPU, the
-//! running-requests step line, rows for marker labels that would collide, and
-//! the SVG markup that draws it all. The markup is built here as text (set as
+//! time and memory scales, one polyline per GPU, the running-requests step
+//! line, rows for marker labels that would collide, and the SVG markup that
+//! draws it all (ticks, grid and colours are [`crate::axis`]'s). The markup is built here as text (set as
 //! the `<svg>`'s content) rather than as a tree of components: it is redrawn
 //! whole when the record changes, and text keeps the UI's bundle small. Every
 //! piece of text in it is a number or a fixed label, so nothing needs escaping.
 
 use std::fmt::Write as _;
 
-use shared::restart::{Marker, MarkerKind, RestartDetail, TimelinePoint};
+use shared::restart::{Marker, MarkerKind, Outcome, RestartDetail, RestartSummary, TimelinePoint};
+
+use crate::axis::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -120,87 +122,6 @@ pub(crate) fn y_max(totals: &[Option<u64>], timeline: &[TimelinePoint]) -> u64 {
         .max(1)
 }
 
-/// A 1, 2 or 5 × 10ⁿ step that cuts `0..=max` into at most `max_ticks` parts.
-pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
-    if !(max.is_finite() && max > 0.0) {
-        return 1.0;
-    }
-    let rough = max / max_ticks.max(1) as f64;
-    // The power of ten at or below `rough` (by steps: `powf` costs the bundle).
-    let mut mag = 1.0;
-    while mag * 10.0 <= rough {
-        mag *= 10.0;
-    }
-    while mag > rough {
-        mag /= 10.0;
-    }
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= rough * (1.0 - 1e-9))
-        .unwrap_or(10.0 * mag)
-}
-
-/// A chart's horizontal grid from 0 to `max` (at most `n` steps), each line
-/// from `left` to `right` at `y_of(value)`, labelled in `unit` left of it.
-pub(crate) fn y_grid(
-    out: &mut String,
-    (left, right): (f64, f64),
-    max: f64,
-    n: usize,
-    unit: &str,
-    y_of: impl Fn(f64) -> f64,
-) {
-    let step = nice_step(max, n);
-    for v in ticks(max, n) {
-        let y = y_of(v);
-        let _ = write!(
-            out,
-            r#"<line class="grid" x1="{left}" x2="{right}" y1="{y:.1}" y2="{y:.1}"/><text class="axis" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            left - 6.0,
-            y + 4.0,
-            tick_label(v, step, unit)
-        );
-    }
-}
-
-/// A chart's message where there is nothing to draw, centred at `(x, y)`.
-pub(crate) fn empty_note(out: &mut String, x: f64, y: f64, text: &str) {
-    let _ = write!(
-        out,
-        r#"<text class="chart-empty" x="{x}" y="{y}" text-anchor="middle">{text}</text>"#
-    );
-}
-
-/// 0, step, 2·step, … up to `max`.
-pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
-    let step = nice_step(max, max_ticks);
-    let mut out = Vec::new();
-    let mut i = 0u32;
-    loop {
-        let v = f64::from(i) * step;
-        if v > max * (1.0 + 1e-9) || out.len() > max_ticks + 1 {
-            break;
-        }
-        out.push(v);
-        i += 1;
-    }
-    out
-}
-
-/// A tick's text with its unit: "0 s", "2.5 s", "96 GiB"; as many decimals as
-/// the step needs.
-pub(crate) fn tick_label(v: f64, step: f64, unit: &str) -> String {
-    // One decimal per power of ten the step is below 1.
-    let mut decimals = 0;
-    let mut place = 1.0;
-    while step < place * (1.0 - 1e-9) && decimals < 6 {
-        place /= 10.0;
-        decimals += 1;
-    }
-    format!("{v:.decimals$} {unit}")
-}
-
 /// Each GPU's memory over time: `(position in the point's list, "x,y x,y …")`,
 /// for a `<polyline>`. A missing reading is skipped; a GPU without any reading
 /// gets an empty list.
@@ -301,14 +222,6 @@ pub(crate) fn marker_label(kind: MarkerKind) -> &'static str {
     }
 }
 
-/// A line colour per GPU position, distinct for eight GPUs and repeating after.
-pub(crate) fn gpu_colour(position: usize) -> &'static str {
-    const PALETTE: [&str; 8] = [
-        "#4f9dff", "#3fb950", "#e0a526", "#f4645c", "#b26cff", "#2ec4c4", "#ff8fd0", "#c7cdd8",
-    ];
-    PALETTE[position % PALETTE.len()]
-}
-
 /// Ticks on each axis, at most.
 const X_TICKS: usize = 8;
 const Y_TICKS: usize = 5;
@@ -347,9 +260,24 @@ pub(crate) fn svg_markup(
         return out;
     };
 
-    // Grid and axes.
+    axes(&mut out, &frame);
+    for (pos, points) in gpu_lines(&detail.timeline, &frame) {
+        let index = indices.get(pos).copied().unwrap_or(pos as u32);
+        let _ = write!(
+            out,
+            r#"<polyline class="gpu-line" data-testid="gpu-line" data-gpu="{index}" stroke="{}" points="{points}"/>"#,
+            gpu_colour(pos)
+        );
+    }
+    requests_track(&mut out, requests_path(&detail.timeline, &frame));
+    markers(&mut out, &detail.markers, &frame);
+    out
+}
+
+/// Grid and axis labels: GiB up the plot, seconds from the start across.
+fn axes(out: &mut String, frame: &Frame) {
     y_grid(
-        &mut out,
+        out,
         (PLOT_LEFT, PLOT_RIGHT),
         frame.y_max_gib(),
         Y_TICKS,
@@ -365,20 +293,13 @@ pub(crate) fn svg_markup(
             tick_label(t, x_step, "s")
         );
     }
+}
 
-    // One line per GPU.
-    for (pos, points) in gpu_lines(&detail.timeline, &frame) {
-        let index = indices.get(pos).copied().unwrap_or(pos as u32);
-        let _ = write!(
-            out,
-            r#"<polyline class="gpu-line" data-testid="gpu-line" data-gpu="{index}" stroke="{}" points="{points}"/>"#,
-            gpu_colour(pos)
-        );
-    }
-
-    // Running requests.
+/// The running-requests track: the step line and its scale, or a note that
+/// the server does not report them.
+fn requests_track(out: &mut String, path: Option<(String, u32)>) {
     let label_x = PLOT_LEFT - 6.0;
-    match requests_path(&detail.timeline, &frame) {
+    match path {
         Some((d, max)) => {
             let _ = write!(
                 out,
@@ -398,10 +319,12 @@ pub(crate) fn svg_markup(
             );
         }
     }
+}
 
-    // Markers, labelled above the plot; a label near the right edge reads
-    // leftwards so it stays inside.
-    let mut markers = detail.markers.clone();
+/// One group per marker, in time order, labelled above the plot; a label
+/// near the right edge reads leftwards so it stays inside.
+fn markers(out: &mut String, markers: &[Marker], frame: &Frame) {
+    let mut markers = markers.to_vec();
     markers.sort_by_key(|m| m.at_ms);
     let xs: Vec<f64> = markers.iter().map(|m| frame.x(m.at_ms)).collect();
     for ((m, x), row) in markers.iter().zip(&xs).zip(label_rows(&xs)) {
@@ -420,7 +343,6 @@ pub(crate) fn svg_markup(
             marker_label(m.kind)
         );
     }
-    out
 }
 
 /// The legend under the chart, as HTML: a swatch and "GPU n" per line.
@@ -437,10 +359,34 @@ pub(crate) fn legend_markup(gpus: usize, indices: &[u32]) -> String {
     out
 }
 
+/// A record with nothing in it yet: what the chart of restart `id` draws
+/// from until its record is loaded.
+pub(crate) fn empty_detail(id: i64) -> RestartDetail {
+    RestartDetail {
+        summary: RestartSummary {
+            id,
+            kind: shared::restart::OpKind::Restart,
+            requested_by: String::new(),
+            started_at_ms: 0,
+            finished_at_ms: None,
+            from_flags: Default::default(),
+            to_flags: Default::default(),
+            outcome: Outcome::Running,
+            failure: None,
+            durations: Default::default(),
+        },
+        transitions: Vec::new(),
+        markers: Vec::new(),
+        timeline: Vec::new(),
+        log_tail: Vec::new(),
+        containment: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::restart::{Outcome, Phase, RestartSummary};
+    use shared::restart::Phase;
 
     const G: u64 = 1 << 30;
 
@@ -506,20 +452,6 @@ mod tests {
     }
 
     #[test]
-    fn nice_ticks() {
-        assert_eq!(nice_step(96.0, 5), 20.0);
-        assert_eq!(ticks(96.0, 5), [0.0, 20.0, 40.0, 60.0, 80.0]);
-        assert_eq!(nice_step(8.0, 8), 1.0);
-        assert_eq!(nice_step(8.1, 8), 2.0);
-        assert_eq!(nice_step(1.0, 6), 0.2);
-        assert_eq!(nice_step(0.0, 6), 1.0);
-        assert_eq!(ticks(10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        assert_eq!(tick_label(2.0, 2.0, "s"), "2 s");
-        assert_eq!(tick_label(0.4, 0.2, "s"), "0.4 s");
-        assert_eq!(tick_label(80.0, 20.0, "GiB"), "80 GiB");
-    }
-
-    #[test]
     fn one_polyline_per_gpu_skipping_missing_readings() {
         let tl = [
             point(0, &[Some(0), Some(G)], None),
@@ -563,24 +495,12 @@ mod tests {
     }
 
     fn detail(timeline: Vec<TimelinePoint>, markers: Vec<Marker>) -> RestartDetail {
+        let mut d = empty_detail(1);
+        d.summary.started_at_ms = 10_000;
         RestartDetail {
-            summary: RestartSummary {
-                id: 1,
-                kind: shared::restart::OpKind::Restart,
-                requested_by: String::new(),
-                started_at_ms: 10_000,
-                finished_at_ms: None,
-                from_flags: Default::default(),
-                to_flags: Default::default(),
-                outcome: Outcome::Running,
-                failure: None,
-                durations: Default::default(),
-            },
-            transitions: Vec::new(),
             markers,
             timeline,
-            log_tail: Vec::new(),
-            containment: None,
+            ..d
         }
     }
 
@@ -625,7 +545,5 @@ mod tests {
     fn marker_names() {
         assert_eq!(marker_kind(MarkerKind::Sigkill), "sigkill");
         assert_eq!(marker_label(MarkerKind::Sigterm), "SIGTERM");
-        assert_ne!(gpu_colour(0), gpu_colour(7));
-        assert_eq!(gpu_colour(8), gpu_colour(0));
     }
 }

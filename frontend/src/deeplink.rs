@@ -1,7 +1,10 @@
 //! Deep links: `?detail=ID` opens a restart's detail and `?dialog=KIND`
 //! (restart, stop, start, adopt) opens the operation dialog once the server's
-//! status is known. The page keeps the query in step as they open and close,
-//! so a reload shows the same thing.
+//! status is known; the throughput view keeps its choices there too. The page
+//! keeps the query in step as they change ([`replace_query`], the only writer
+//! of the page's URL), so a reload shows the same thing.
+
+use leptos::prelude::window;
 
 /// The value of `key` in a query string (`?a=1&b=2`, with or without the `?`).
 pub(crate) fn param(search: &str, key: &str) -> Option<String> {
@@ -34,6 +37,24 @@ pub(crate) fn with_param(search: &str, key: &str, value: Option<&str>) -> String
     }
 }
 
+/// `search` with each of `pairs` set (or removed when `None`), in order.
+pub(crate) fn with_params(search: &str, pairs: &[(&str, Option<String>)]) -> String {
+    pairs.iter().fold(search.to_owned(), |s, (key, value)| {
+        with_param(&s, key, value.as_deref())
+    })
+}
+
+/// Writes `pairs` into the page's query, keeping its other parameters,
+/// without a new history entry.
+pub(crate) fn replace_query(pairs: &[(&str, Option<String>)]) {
+    let location = window().location();
+    let search = with_params(&location.search().unwrap_or_default(), pairs);
+    let url = format!("{}{search}", location.pathname().unwrap_or_default());
+    if let Ok(history) = window().history() {
+        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +83,12 @@ mod tests {
         );
         assert_eq!(with_param("?detail=2", "detail", None), "");
         assert_eq!(with_param("?detail=2&a=1", "detail", None), "?a=1");
+        assert_eq!(
+            with_params(
+                "?a=1&detail=2",
+                &[("detail", None), ("dialog", Some("stop".to_owned()))]
+            ),
+            "?a=1&dialog=stop"
+        );
     }
 }

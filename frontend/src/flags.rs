@@ -7,76 +7,23 @@
 //! dialog can show the change before it is sent.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
-use shared::restart::{FlagSpec, FlagType, Flags};
+use shared::flags::{self as rules, FlagSpec, FlagType, Flags};
 
-/// One difference between two flag sets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum FlagChange {
-    /// Set on both sides, to different values.
-    Changed {
-        name: String,
-        from: String,
-        to: String,
-    },
-    /// Only on the new side.
-    Added { name: String, value: String },
-    /// Only on the old side.
-    Removed { name: String },
-}
+pub(crate) use shared::flags::FlagChange;
 
-impl FlagChange {
-    /// The flag's name.
-    pub(crate) fn name(&self) -> &str {
-        match self {
-            Self::Changed { name, .. } | Self::Added { name, .. } | Self::Removed { name } => name,
-        }
-    }
-
-    /// `changed`, `added` or `removed`, for styling.
-    pub(crate) fn class(&self) -> &'static str {
-        match self {
-            Self::Changed { .. } => "changed",
-            Self::Added { .. } => "added",
-            Self::Removed { .. } => "removed",
-        }
-    }
-}
-
-/// "--tp: 8 → 4", "+ SGLANG_X=1", "− --enable-torch-compile".
-impl fmt::Display for FlagChange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Changed { name, from, to } => write!(f, "{name}: {from} → {to}"),
-            Self::Added { name, value } => write!(f, "+ {name}={value}"),
-            Self::Removed { name } => write!(f, "− {name}"),
-        }
+/// `changed`, `added` or `removed`, for styling.
+pub(crate) fn class(change: &FlagChange) -> &'static str {
+    match change {
+        FlagChange::Changed { .. } => "changed",
+        FlagChange::Added { .. } => "added",
+        FlagChange::Removed { .. } => "removed",
     }
 }
 
 /// What changes from `from` to `to`, in name order.
 pub(crate) fn diff(from: &Flags, to: &Flags) -> Vec<FlagChange> {
-    let mut out = Vec::new();
-    for (name, old) in from {
-        match to.get(name) {
-            Some(new) if new != old => out.push(FlagChange::Changed {
-                name: name.clone(),
-                from: old.clone(),
-                to: new.clone(),
-            }),
-            Some(_) => {}
-            None => out.push(FlagChange::Removed { name: name.clone() }),
-        }
-    }
-    for (name, value) in to {
-        if !from.contains_key(name) {
-            out.push(FlagChange::Added {
-                name: name.clone(),
-                value: value.clone(),
-            });
-        }
-    }
+    let mut out = rules::diff(from, to);
     out.sort_by(|a, b| a.name().cmp(b.name()));
     out
 }
@@ -96,51 +43,15 @@ pub(crate) fn compact(from: &Flags, to: &Flags) -> String {
 }
 
 /// The value as the backend stores it (trimmed; numbers re-printed, so "04"
-/// reads "4" and "0.90" reads "0.9"), or why it would refuse it. The wording of
-/// a refusal is the UI's own; the backend's is what the dialog shows after a send.
+/// reads "4" and "0.90" reads "0.9"), or why it would refuse it, in a few words
+/// (the backend's whole sentence is what the dialog shows after a send).
 pub(crate) fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
-    let v = raw.trim();
-    if v.chars().any(char::is_control) {
-        return Err("no control characters".to_owned());
-    }
-    match &spec.ty {
-        FlagType::Bool => match v {
-            "true" | "false" => Ok(v.to_owned()),
-            _ => Err("true or false".to_owned()),
-        },
-        FlagType::Int { min, max } => match v.parse::<i64>() {
-            Ok(n) if (*min..=*max).contains(&n) => Ok(n.to_string()),
-            Ok(_) => Err(format!(
-                "out of range {}",
-                range_text(spec).unwrap_or_default()
-            )),
-            Err(_) => Err("not an integer".to_owned()),
-        },
-        FlagType::Float { min, max } => match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && *min <= x && x <= *max => Ok(x.to_string()),
-            Ok(_) => Err(format!(
-                "out of range {}",
-                range_text(spec).unwrap_or_default()
-            )),
-            Err(_) => Err("not a number".to_owned()),
-        },
-        FlagType::Enum { values } => {
-            if values.iter().any(|a| a == v) {
-                Ok(v.to_owned())
-            } else {
-                Err(format!("one of {}", values.join(", ")))
-            }
-        }
-    }
+    rules::check(spec, raw).map_err(|r| r.hint(spec))
 }
 
 /// "1–8" for a number flag, `None` for the others.
 pub(crate) fn range_text(spec: &FlagSpec) -> Option<String> {
-    match &spec.ty {
-        FlagType::Int { min, max } => Some(format!("{min}–{max}")),
-        FlagType::Float { min, max } => Some(format!("{min}–{max}")),
-        FlagType::Bool | FlagType::Enum { .. } => None,
-    }
+    spec.range_text()
 }
 
 /// The `step` of a number input: 1 for integers, fine enough for the range's
@@ -161,28 +72,19 @@ pub(crate) fn resolve(
     defaults: &Flags,
     edits: &BTreeMap<String, Option<String>>,
 ) -> Flags {
-    let mut next = current.clone();
-    for (name, value) in edits {
-        match value {
-            Some(v) => {
-                let v = specs
-                    .iter()
-                    .find(|s| &s.name == name)
-                    .and_then(|s| check(s, v).ok())
-                    .unwrap_or_else(|| v.trim().to_owned());
-                next.insert(name.clone(), v);
-            }
-            None => match defaults.get(name) {
-                Some(d) => {
-                    next.insert(name.clone(), d.clone());
-                }
-                None => {
-                    next.remove(name);
-                }
-            },
-        }
+    let value = |name: &str, v: Option<&str>| {
+        Ok::<_, std::convert::Infallible>(v.map(|v| {
+            specs
+                .iter()
+                .find(|s| s.name == name)
+                .and_then(|s| check(s, v).ok())
+                .unwrap_or_else(|| v.trim().to_owned())
+        }))
+    };
+    match rules::apply(current, defaults, edits, value) {
+        Ok(next) => next,
+        Err(never) => match never {},
     }
-    next
 }
 
 /// What a request carries, from the editor's rows: `rows` maps each allowed
@@ -228,7 +130,7 @@ pub(crate) fn of_pairs(pairs: &[(&str, &str)]) -> Flags {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::restart::FlagKind;
+    use shared::flags::FlagKind;
 
     use super::of_pairs as flags;
 

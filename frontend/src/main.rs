@@ -6,17 +6,19 @@
 mod api;
 #[allow(unreachable_pub)]
 mod app;
+mod axis;
 mod chart;
 #[allow(unreachable_pub)]
 mod components;
 mod deeplink;
+mod fetch;
 mod flags;
+mod ledger;
 mod localtime;
 mod markup;
 mod ops;
 mod series;
 mod state;
-mod throughput;
 mod wire;
 mod ws;
 

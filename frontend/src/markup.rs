@@ -11,10 +11,11 @@
 
 use std::fmt::Write as _;
 
-use shared::restart::{Failure, Flags, RestartDetail, RestartSummary};
+use shared::flags::Flags;
+use shared::restart::{Failure, RestartDetail, RestartSummary};
 use shared::units::fmt_bytes;
 
-use crate::flags::{FlagChange, compact, diff};
+use crate::flags::{self, FlagChange, compact, diff};
 use crate::ops::{
     self, MISSING, failure_holders, failure_key, failure_log, fmt_offset, fmt_secs, last_lines,
     outcome_key, phase_key, truncate,
@@ -43,7 +44,7 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
-/// A phase pill, as [`crate::components::phase_badge::PhaseBadge`] draws it.
+/// A phase pill, as the `PhaseBadge` component draws it.
 fn phase_pill(out: &mut String, phase: shared::restart::Phase) {
     let _ = write!(
         out,
@@ -155,7 +156,7 @@ pub(crate) fn diff_lines(changes: &[FlagChange], none: &str) -> String {
         let _ = write!(
             out,
             r#"<span class="diff-line diff-{}" data-testid="flag-change" data-flag="{}">{}</span>"#,
-            c.class(),
+            flags::class(c),
             escape(c.name()),
             escape(&c.to_string())
         );

@@ -72,7 +72,7 @@ pub(crate) fn connect(state: AppState) {
         })
         .on_close(move |_| {
             // A session that ended closes the socket too: log in again.
-            crate::app::check_session(state);
+            crate::api::check_session(state);
             let attempt = failures.get_value().saturating_add(1);
             failures.set_value(attempt);
             let delay_ms = backoff_ms(attempt);

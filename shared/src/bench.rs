@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::flags::Flags;
-pub use crate::flags::{FlagChange, diff as diff_flags};
 
 /// What the server ran with, in canonical form: its identity is the hash of this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

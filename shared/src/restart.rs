@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ProcId;
 
-pub use crate::flags::{FlagKind, FlagSpec, FlagType, Flags};
+use crate::flags::{FlagSpec, Flags};
 
 /// Where the managed server is. Ready → Draining → Killing → Verifying →
 /// Launching → WarmingUp → Ready is a restart; Failed and Crashed say why in

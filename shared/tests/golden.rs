@@ -105,14 +105,15 @@ fn snapshot() -> Snapshot {
     }
 }
 
-fn flags(tp: &str) -> restart::Flags {
-    restart::Flags::from([
+fn flags(tp: &str) -> flags::Flags {
+    flags::Flags::from([
         ("--tp".to_owned(), tp.to_owned()),
         ("SGLANG_OPT_USE_TILELANG_INDEXER".to_owned(), "1".to_owned()),
     ])
 }
 
 fn server_status() -> restart::ServerStatus {
+    use flags::{FlagKind, FlagSpec, FlagType};
     use restart::*;
     ServerStatus {
         name: "dsv3".into(),

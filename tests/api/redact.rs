@@ -257,7 +257,7 @@ async fn secrets_are_shown_nowhere_but_in_their_redacted_form() -> anyhow::Resul
     assert!(tail.contains(&format!("--api-key {r2}")), "{tail}");
     assert!(tail.contains(&format!("Bearer {r2}")), "{tail}");
     assert!(server.allowed.iter().any(|f| f.name == "--api-key"
-        && matches!(&f.ty, shared::restart::FlagType::Enum { values } if values.contains(&r1) && values.contains(&r2))));
+        && matches!(&f.ty, shared::flags::FlagType::Enum { values } if values.contains(&r1) && values.contains(&r2))));
 
     let ws = ws_until_snapshot(&app).await?;
     assert_hidden("the first /ws messages", &ws);

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use shared::ProcId;
-use shared::restart::{Flags, Phase};
+use shared::flags::Flags;
+use shared::restart::Phase;
 use tests::{TestApp, bearer_client};
 
 use super::auth::managed_with_auth;

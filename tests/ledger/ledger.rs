@@ -538,7 +538,21 @@ async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_t
         ..spec()
     };
     let (_host, app) = ready(&spec).await?;
-    // The start was benchmarked too; let that finish first.
+    // The start was benchmarked too; let that finish first. It begins just
+    // after the start is announced as ready, so wait for its recorded end, then
+    // for the status to say so.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let first = app.get_json("/api/bench/runs").await?[0].clone();
+        if first["restart_id"] == 1 && first["status"] != "running" {
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no benchmark after the start"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     app.wait_for_state("the start's benchmark", Duration::from_secs(60), |s| {
         s.server.as_ref().is_some_and(|v| v.bench.is_none())
     })

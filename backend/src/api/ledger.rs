@@ -10,7 +10,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use shared::bench::{BenchRun, FlagChange, FlagSet, FlagSetResults, diff_flags};
+use shared::bench::{BenchRun, FlagSet, FlagSetResults};
+use shared::flags::{self, FlagChange};
 
 use super::audit::{audited, record};
 use super::error::{ApiError, internal, refused};
@@ -239,7 +240,7 @@ pub(super) async fn diff(
             })
     };
     let (a, b): (FlagSet, FlagSet) = (shown_set(get(q.a).await?), shown_set(get(q.b).await?));
-    let mut changes: Vec<FlagChange> = diff_flags(&a.flags, &b.flags);
+    let mut changes: Vec<FlagChange> = flags::diff(&a.flags, &b.flags);
     if a.model != b.model {
         changes.insert(
             0,

@@ -6,7 +6,7 @@
 //! set without secrets keeps the id it always had.
 
 use sha2::{Digest, Sha256};
-use shared::restart::Flags;
+use shared::flags::Flags;
 
 use crate::redact::Redactor;
 

@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::time::Instant;
 
-use shared::bench::{FlagChange, diff_flags};
+use shared::flags::Flags;
+use shared::flags::{FlagChange, diff};
 use shared::protocol::ServerMsg;
 use shared::restart::{
-    Accepted, Failure, Flags, LaunchCause, Outcome, Phase, RestartDetail, RestartRequest,
-    RestartSummary, ServerStatus,
+    Accepted, Failure, LaunchCause, Outcome, Phase, RestartDetail, RestartRequest, RestartSummary,
+    ServerStatus,
 };
 use shared::units::{MISSING, fmt_secs};
 use shared::{ProcessRole, Snapshot};
@@ -147,7 +148,7 @@ fn plan(state: &Snapshot, server: &ServerStatus, to: &Flags) -> String {
             &ours,
         ));
     }
-    let diff = diff_flags(&server.flags, to);
+    let diff = diff(&server.flags, to);
     if diff.is_empty() {
         out.push_str("flags: unchanged\n");
     } else {

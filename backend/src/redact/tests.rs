@@ -207,7 +207,7 @@ fn flags_and_specs() {
     assert_eq!(out["--tp"], "8");
     let spec = FlagSpec {
         name: "--api-key".to_owned(),
-        kind: shared::restart::FlagKind::Arg,
+        kind: shared::flags::FlagKind::Arg,
         ty: FlagType::Enum {
             values: v(&["K1", "K2"]),
         },

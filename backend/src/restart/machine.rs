@@ -8,7 +8,8 @@
 //! samples) → Launching → WarmingUp (health, then a real completion) → Ready.
 //! Stop ends after Verifying; Start begins at Verifying.
 
-use shared::restart::{Failure, Flags, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
+use shared::flags::Flags;
+use shared::restart::{Failure, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
 
 use crate::config::file::Timeouts;
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use shared::restart::{Failure, Flags, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
+use shared::flags::Flags;
+use shared::restart::{Failure, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
 
 use super::*;
 

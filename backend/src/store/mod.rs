@@ -22,8 +22,9 @@ use std::time::Duration;
 use rusqlite::Connection;
 use shared::ProcId;
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
+use shared::flags::Flags;
 use shared::restart::{
-    Durations, Failure, Flags, MarkerKind, OpKind, Origin, Outcome, RestartDetail, RestartSummary,
+    Durations, Failure, MarkerKind, OpKind, Origin, Outcome, RestartDetail, RestartSummary,
     TimelinePoint, Transition,
 };
 use tokio::sync::oneshot;

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, Row};
+use shared::flags::Flags;
 use shared::restart::{
-    Durations, Failure, Flags, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary,
+    Durations, Failure, Marker, OpKind, Outcome, Phase, RestartDetail, RestartSummary,
     TimelinePoint, Transition,
 };
 

@@ -1,7 +1,8 @@
 //! The store against a real SQLite file in a temp dir.
 
+use shared::flags::Flags;
 use shared::restart::{
-    Durations, Failure, Flags, MarkerKind, OpKind, Outcome, Phase, TimelinePoint, Transition,
+    Durations, Failure, MarkerKind, OpKind, Outcome, Phase, TimelinePoint, Transition,
 };
 
 use super::*;

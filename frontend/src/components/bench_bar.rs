@@ -8,9 +8,11 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::api;
+use crate::components::close_button::close_button;
+use crate::ledger::form::{BenchForm, bench_request};
+use crate::ledger::live::{live_text, progress_text, run_text, running_set_text};
 use crate::ops::can_bench;
 use crate::state::AppState;
-use crate::throughput::{self, BenchForm, bench_request, live_text, progress_text, run_text};
 
 /// The throughput line and the benchmark form.
 #[component]
@@ -33,11 +35,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
             .with(|s| s.as_ref().and_then(|s| s.flagset.clone()))
     });
     let flagset_text = Memo::new(move |_| {
-        flagset.with(|id| {
-            state
-                .ledger
-                .with(|l| throughput::running_set_text(id.as_deref(), l))
-        })
+        flagset.with(|id| state.ledger.with(|l| running_set_text(id.as_deref(), l)))
     });
     let enabled = Memo::new(move |_| state.server.with(|s| s.as_ref().is_some_and(can_bench)));
 
@@ -125,7 +123,33 @@ pub(crate) fn BenchBar() -> impl IntoView {
     }
 }
 
-/// One labelled field of the form, bound to a part of it.
+/// A part of the form: how to read it, how to write it.
+type Part = (fn(&BenchForm) -> &String, fn(&mut BenchForm, String));
+
+/// A text input bound to a part of the form; `numeric` asks for a number
+/// keypad and no autocomplete.
+fn input(
+    form: RwSignal<BenchForm>,
+    testid: &'static str,
+    placeholder: &'static str,
+    numeric: bool,
+    (get, set): Part,
+) -> impl IntoView {
+    view! {
+        <input
+            class="flag-control"
+            type="text"
+            inputmode=numeric.then_some("numeric")
+            autocomplete=numeric.then_some("off")
+            data-testid=testid
+            placeholder=placeholder
+            prop:value=move || form.with(|f| get(f).clone())
+            on:input=move |ev| form.update(|f| set(f, event_target_value(&ev)))
+        />
+    }
+}
+
+/// One labelled number field of the form.
 fn field(
     form: RwSignal<BenchForm>,
     label: &'static str,
@@ -137,16 +161,7 @@ fn field(
     view! {
         <label class="bench-field">
             <span class="dlg-label">{label}</span>
-            <input
-                class="flag-control"
-                type="text"
-                inputmode="numeric"
-                autocomplete="off"
-                data-testid=testid
-                placeholder=placeholder
-                prop:value=move || form.with(|f| get(f).clone())
-                on:input=move |ev| form.update(|f| set(f, event_target_value(&ev)))
-            />
+            {input(form, testid, placeholder, true, (get, set))}
         </label>
     }
 }
@@ -207,9 +222,7 @@ fn bench_dialog(
                 }>
                     <header class="modal-head">
                         <h2 class="modal-title">{format!("Benchmark {name}")}</h2>
-                        <button type="button" class="modal-x" aria-label="close" on:click=move |_| close()>
-                            "×"
-                        </button>
+                        {close_button(close, None)}
                     </header>
                     <p class="dlg-explain">
                         "Loads the running server with streaming requests at each concurrency, a few repeats each, and records throughput and latency for its flag set. Empty fields keep the server's configured defaults."
@@ -238,22 +251,8 @@ fn bench_dialog(
                     <section class="dlg-section">
                         <h3 class="dlg-h">"correctness check (optional)"</h3>
                         <div class="bench-correct">
-                            <input
-                                class="flag-control"
-                                type="text"
-                                data-testid="bench-correct-prompt"
-                                placeholder="prompt, e.g. What is 2+2? Answer with a number."
-                                prop:value=move || form.with(|f| f.prompt.clone())
-                                on:input=move |ev| form.update(|f| f.prompt = event_target_value(&ev))
-                            />
-                            <input
-                                class="flag-control"
-                                type="text"
-                                data-testid="bench-correct-expect"
-                                placeholder="the answer contains, e.g. 4"
-                                prop:value=move || form.with(|f| f.expect.clone())
-                                on:input=move |ev| form.update(|f| f.expect = event_target_value(&ev))
-                            />
+                            {input(form, "bench-correct-prompt", "prompt, e.g. What is 2+2? Answer with a number.", false, (|f| &f.prompt, |f, v| f.prompt = v))}
+                            {input(form, "bench-correct-expect", "the answer contains, e.g. 4", false, (|f| &f.expect, |f, v| f.expect = v))}
                         </div>
                     </section>
                     <div class="dialog-error-slot">

@@ -3,7 +3,7 @@
 //! default, and whether the value as typed would be accepted.
 
 use leptos::prelude::*;
-use shared::restart::{FlagKind, FlagSpec, FlagType};
+use shared::flags::{FlagKind, FlagSpec, FlagType};
 
 use crate::flags::{check, range_text, step};
 use crate::markup::escape;

@@ -55,6 +55,104 @@ fn foreign_title(h: &MemHolders) -> String {
     text
 }
 
+/// Where a reading is shown: the span's class and `data-testid`, the
+/// attribute that carries the raw number, the field NVML reports it as (for
+/// the reason it is missing), and the text before the value.
+struct Slot {
+    class: &'static str,
+    testid: &'static str,
+    data: &'static str,
+    field: &'static str,
+    lead: &'static str,
+}
+
+/// A slot without lead text.
+const fn slot(
+    class: &'static str,
+    testid: &'static str,
+    data: &'static str,
+    field: &'static str,
+) -> Slot {
+    Slot {
+        class,
+        testid,
+        data,
+        field,
+        lead: "",
+    }
+}
+
+const MEM_USED: Slot = slot(
+    "num mem-used",
+    "gpu-mem-used",
+    "data-bytes",
+    "mem_used_bytes",
+);
+const MEM_TOTAL: Slot = slot(
+    "num mem-total",
+    "gpu-mem-total",
+    "data-bytes",
+    "mem_total_bytes",
+);
+const UTIL: Slot = slot(
+    "num stat-value",
+    "gpu-util",
+    "data-percent",
+    "util_gpu_percent",
+);
+const POWER: Slot = slot("num stat-value", "gpu-power", "data-mw", "power_mw");
+const POWER_LIMIT: Slot = Slot {
+    lead: "/ ",
+    ..slot(
+        "num stat-sub",
+        "gpu-power-limit",
+        "data-mw",
+        "power_limit_mw",
+    )
+};
+const TEMP: Slot = slot("num stat-value", "gpu-temp", "data-celsius", "temp_c");
+
+/// A reading as text, or [`MISSING`] (tracked).
+fn text_of(
+    gpu: Memo<Option<GpuSample>>,
+    get: fn(&GpuSample) -> Option<String>,
+) -> impl Fn() -> String + Copy {
+    move || gpu.with(|g| shown(g.as_ref().and_then(get), |s| s))
+}
+
+/// A reading's raw number, for its data attribute (tracked).
+fn raw_of(
+    gpu: Memo<Option<GpuSample>>,
+    get: fn(&GpuSample) -> Option<u64>,
+) -> impl Fn() -> Option<String> + Copy {
+    move || gpu.with(|g| g.as_ref().and_then(get).map(|v| v.to_string()))
+}
+
+/// One reading in its slot: the text, the raw number, and a tooltip saying
+/// why when it is missing.
+fn reading(
+    gpu: Memo<Option<GpuSample>>,
+    slot: Slot,
+    raw: fn(&GpuSample) -> Option<u64>,
+    text: fn(&GpuSample) -> Option<String>,
+) -> impl IntoView {
+    let field = slot.field;
+    let why = move || {
+        gpu.with(|g| {
+            g.as_ref()
+                .filter(|g| text(g).is_none())
+                .map(|g| missing_reason(g, field))
+        })
+    };
+    view! {
+        <span class=slot.class data-testid=slot.testid title=why>
+            {slot.lead}
+            {text_of(gpu, text)}
+        </span>
+    }
+    .attr(slot.data, raw_of(gpu, raw))
+}
+
 /// The card of GPU `index`, following the latest sample.
 #[component]
 pub(crate) fn GpuCard(
@@ -92,23 +190,6 @@ pub(crate) fn GpuCard(
         })
     });
 
-    // One reading: its text, and a tooltip saying why when it is missing.
-    let text = move |get: fn(&GpuSample) -> Option<String>| {
-        move || gpu.with(|g| shown(g.as_ref().and_then(get), |s| s))
-    };
-    let why = move |get: fn(&GpuSample) -> Option<String>, field: &'static str| {
-        move || {
-            gpu.with(|g| {
-                g.as_ref()
-                    .filter(|g| get(g).is_none())
-                    .map(|g| missing_reason(g, field))
-            })
-        }
-    };
-    let raw = move |get: fn(&GpuSample) -> Option<u64>| {
-        move || gpu.with(|g| g.as_ref().and_then(get).map(|v| v.to_string()))
-    };
-
     let used = Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_used_bytes)));
     let total = Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_total_bytes)));
     let baseline =
@@ -136,27 +217,13 @@ pub(crate) fn GpuCard(
             <div class="gpu-mem">
                 <MemBar used=used total=total baseline=baseline holders=holders />
                 <div class="mem-text">
-                    <span
-                        class="num mem-used"
-                        data-testid="gpu-mem-used"
-                        data-bytes=raw(|g| g.mem_used_bytes)
-                        title=why(|g| g.mem_used_bytes.map(fmt_bytes), "mem_used_bytes")
-                    >
-                        {text(|g| g.mem_used_bytes.map(fmt_bytes))}
-                    </span>
+                    {reading(gpu, MEM_USED, |g| g.mem_used_bytes, |g| g.mem_used_bytes.map(fmt_bytes))}
                     <span class="sep">" / "</span>
-                    <span
-                        class="num mem-total"
-                        data-testid="gpu-mem-total"
-                        data-bytes=raw(|g| g.mem_total_bytes)
-                        title=why(|g| g.mem_total_bytes.map(fmt_bytes), "mem_total_bytes")
-                    >
-                        {text(|g| g.mem_total_bytes.map(fmt_bytes))}
-                    </span>
+                    {reading(gpu, MEM_TOTAL, |g| g.mem_total_bytes, |g| g.mem_total_bytes.map(fmt_bytes))}
                     <span
                         class="num mem-idle"
                         data-testid="gpu-mem-idle"
-                        data-bytes=raw(|g| g.mem_baseline_bytes)
+                        data-bytes=raw_of(gpu, |g| g.mem_baseline_bytes)
                         title=move || {
                             gpu.with(|g| match g.as_ref().and_then(|g| g.mem_baseline_bytes) {
                                 Some(_) => {
@@ -171,7 +238,7 @@ pub(crate) fn GpuCard(
                         }
                     >
                         "idle "
-                        {text(|g| g.mem_baseline_bytes.map(fmt_bytes))}
+                        {text_of(gpu, |g| g.mem_baseline_bytes.map(fmt_bytes))}
                     </span>
                 </div>
                 // Always there, so the card keeps its height when a foreign
@@ -202,45 +269,16 @@ pub(crate) fn GpuCard(
             <div class="gpu-stats">
                 <div class="stat">
                     <span class="stat-label">"util"</span>
-                    <span
-                        class="num stat-value"
-                        data-testid="gpu-util"
-                        data-percent=raw(|g| g.util_gpu_percent.map(u64::from))
-                        title=why(|g| g.util_gpu_percent.map(fmt_percent), "util_gpu_percent")
-                    >
-                        {text(|g| g.util_gpu_percent.map(fmt_percent))}
-                    </span>
+                    {reading(gpu, UTIL, |g| g.util_gpu_percent.map(u64::from), |g| g.util_gpu_percent.map(fmt_percent))}
                 </div>
                 <div class="stat">
                     <span class="stat-label">"power"</span>
-                    <span
-                        class="num stat-value"
-                        data-testid="gpu-power"
-                        data-mw=raw(|g| g.power_mw.map(u64::from))
-                        title=why(|g| g.power_mw.map(fmt_power_mw), "power_mw")
-                    >
-                        {text(|g| g.power_mw.map(fmt_power_mw))}
-                    </span>
-                    <span
-                        class="num stat-sub"
-                        data-testid="gpu-power-limit"
-                        data-mw=raw(|g| g.power_limit_mw.map(u64::from))
-                        title=why(|g| g.power_limit_mw.map(fmt_power_mw), "power_limit_mw")
-                    >
-                        "/ "
-                        {text(|g| g.power_limit_mw.map(fmt_power_mw))}
-                    </span>
+                    {reading(gpu, POWER, |g| g.power_mw.map(u64::from), |g| g.power_mw.map(fmt_power_mw))}
+                    {reading(gpu, POWER_LIMIT, |g| g.power_limit_mw.map(u64::from), |g| g.power_limit_mw.map(fmt_power_mw))}
                 </div>
                 <div class="stat">
                     <span class="stat-label">"temp"</span>
-                    <span
-                        class="num stat-value"
-                        data-testid="gpu-temp"
-                        data-celsius=raw(|g| g.temp_c.map(u64::from))
-                        title=why(|g| g.temp_c.map(fmt_temp_c), "temp_c")
-                    >
-                        {text(|g| g.temp_c.map(fmt_temp_c))}
-                    </span>
+                    {reading(gpu, TEMP, |g| g.temp_c.map(u64::from), |g| g.temp_c.map(fmt_temp_c))}
                 </div>
             </div>
             <Sparkline index=index total=total baseline=baseline />

@@ -63,31 +63,27 @@ pub(crate) fn MemBar(
     let width = move |i: usize| move || css_percent(widths.with(|w| w[i]));
     let marker_left = move || percent(baseline.get(), total.get());
     let title = move || holders.with(|h| bar_title(h, used.get(), total.get()));
-    let bytes = move |get: fn(&MemHolders) -> Option<u64>| {
-        move || holders.with(|h| get(h).map(|b| b.to_string()))
+    // One holder's part of the stack: the `i`-th width, its bytes.
+    let seg = move |i: usize,
+                    class: &'static str,
+                    testid: &'static str,
+                    get: fn(&MemHolders) -> Option<u64>| {
+        view! {
+            <div
+                class=class
+                data-testid=testid
+                data-bytes=move || holders.with(|h| get(h).map(|b| b.to_string()))
+                style:width=width(i)
+            ></div>
+        }
     };
 
     view! {
         <div class="mem-bar" data-testid="gpu-mem-bar" title=title>
             <div class="mem-stack">
-                <div
-                    class="mem-seg mem-other"
-                    data-testid="gpu-bar-other"
-                    data-bytes=bytes(|h| h.other_bytes)
-                    style:width=width(0)
-                ></div>
-                <div
-                    class="mem-seg mem-server"
-                    data-testid="gpu-bar-server"
-                    data-bytes=bytes(|h| Some(h.server_bytes))
-                    style:width=width(1)
-                ></div>
-                <div
-                    class="mem-seg mem-foreign"
-                    data-testid="gpu-bar-foreign"
-                    data-bytes=bytes(|h| Some(h.foreign_bytes))
-                    style:width=width(2)
-                ></div>
+                {seg(0, "mem-seg mem-other", "gpu-bar-other", |h| h.other_bytes)}
+                {seg(1, "mem-seg mem-server", "gpu-bar-server", |h| Some(h.server_bytes))}
+                {seg(2, "mem-seg mem-foreign", "gpu-bar-foreign", |h| Some(h.foreign_bytes))}
             </div>
             <div
                 class="mem-baseline"

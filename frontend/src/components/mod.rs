@@ -1,11 +1,15 @@
-//! The page's components, one per file. Each reads [`crate::state::AppState`]
-//! from context; none touches the socket.
+//! The page's components, one per file, and `close_button`, the × the modals
+//! share. Each reads [`crate::state::AppState`] from context; none touches the
+//! socket.
 
 pub(crate) mod bench_bar;
+pub(crate) mod close_button;
+pub(crate) mod compare_panel;
 pub(crate) mod conn_badge;
 pub(crate) mod drain_chart;
 pub(crate) mod failure_box;
 pub(crate) mod flag_row;
+pub(crate) mod flagset_editor;
 pub(crate) mod gpu_card;
 pub(crate) mod gpu_grid;
 pub(crate) mod header;

@@ -5,13 +5,15 @@
 
 use leptos::ev;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
-use shared::restart::{Outcome, RestartDetail, TimelinePoint};
+use shared::restart::{RestartDetail, TimelinePoint};
 
 use crate::api;
+use crate::chart::empty_detail;
+use crate::components::close_button::close_button;
 use crate::components::drain_chart::DrainChart;
 use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
+use crate::fetch::SingleFlight;
 use crate::localtime;
 use crate::markup;
 use crate::ops::outcome_key;
@@ -41,29 +43,12 @@ pub(crate) fn RestartDetailPanel() -> impl IntoView {
 fn body(state: AppState, id: i64) -> impl IntoView {
     let data = RwSignal::new(None::<RestartDetail>);
     let error = RwSignal::new(None::<String>);
-    // Fetch bookkeeping: one request at a time; one more after it when asked
-    // for meanwhile.
-    let in_flight = StoredValue::new(false);
-    let again = StoredValue::new(false);
+    let fetcher = SingleFlight::new();
     // Points the socket brought before the first fetch landed.
     let early = StoredValue::new(Vec::<TimelinePoint>::new());
-
-    fn fetch(
-        id: i64,
-        data: RwSignal<Option<RestartDetail>>,
-        error: RwSignal<Option<String>>,
-        in_flight: StoredValue<bool>,
-        again: StoredValue<bool>,
-        early: StoredValue<Vec<TimelinePoint>>,
-    ) {
-        if in_flight.try_get_value().unwrap_or(true) {
-            again.try_set_value(true);
-            return;
-        }
-        in_flight.set_value(true);
-        spawn_local(async move {
-            let result = api::restart_detail(id).await;
-            let alive = match result {
+    let refetch = move || {
+        fetcher.run(move || async move {
+            match api::restart_detail(id).await {
                 Ok(mut d) => {
                     if let Some(points) = early.try_update_value(std::mem::take) {
                         append_newer(&mut d.timeline, &points);
@@ -75,18 +60,9 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                     ok
                 }
                 Err(e) => error.try_set(Some(e)).is_none(),
-            };
-            if !alive {
-                return;
-            }
-            in_flight.try_set_value(false);
-            if again.try_get_value().unwrap_or(false) {
-                again.try_set_value(false);
-                fetch(id, data, error, in_flight, again, early);
             }
         });
-    }
-    let refetch = move || fetch(id, data, error, in_flight, again, early);
+    };
 
     // The stored record: first, on every `restart` message for this id, and on
     // every phase the running operation enters (its transitions, markers and log).
@@ -166,15 +142,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                                     })
                             })
                     }}
-                    <button
-                        type="button"
-                        class="modal-x"
-                        data-testid="close-detail"
-                        aria-label="close"
-                        on:click=move |_| close()
-                    >
-                        "×"
-                    </button>
+                    {close_button(close, Some("close-detail"))}
                 </header>
                 {move || {
                     error
@@ -200,7 +168,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                                 })
                         }
                     ></div>
-                    <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty(id))) />
+                    <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty_detail(id))) />
                     <div
                         class="detail-section"
                         inner_html=move || {
@@ -241,29 +209,6 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                 </Show>
             </div>
         </div>
-    }
-}
-
-/// A placeholder record, never drawn (the chart is shown once one is loaded).
-fn empty(id: i64) -> RestartDetail {
-    RestartDetail {
-        summary: shared::restart::RestartSummary {
-            id,
-            kind: shared::restart::OpKind::Restart,
-            requested_by: String::new(),
-            started_at_ms: 0,
-            finished_at_ms: None,
-            from_flags: Default::default(),
-            to_flags: Default::default(),
-            outcome: Outcome::Running,
-            failure: None,
-            durations: Default::default(),
-        },
-        transitions: Vec::new(),
-        markers: Vec::new(),
-        timeline: Vec::new(),
-        log_tail: Vec::new(),
-        containment: None,
     }
 }
 
@@ -316,9 +261,9 @@ mod tests {
 
     #[test]
     fn a_fetch_that_lags_the_socket_keeps_the_newer_points() {
-        let mut stored = empty(3);
+        let mut stored = empty_detail(3);
         stored.timeline = vec![p(10), p(20)];
-        let mut shown = empty(3);
+        let mut shown = empty_detail(3);
         shown.timeline = vec![p(10), p(20), p(30), p(40)];
         assert_eq!(
             at(&merged(stored.clone(), Some(shown)).timeline),

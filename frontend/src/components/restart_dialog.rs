@@ -11,17 +11,19 @@ use std::collections::BTreeMap;
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use shared::restart::{ContainmentKind, FlagSpec, OpKind};
+use shared::flags::FlagSpec;
+use shared::restart::{ContainmentKind, OpKind};
 
 use crate::api;
+use crate::components::close_button::close_button;
 use crate::components::flag_row::FlagRow;
 use crate::components::kill_list::KillList;
 use crate::components::phase_badge::PhaseBadge;
 use crate::flags;
+use crate::ledger::compare::prefill;
 use crate::markup::diff_lines;
 use crate::ops::{kind_title, takes_flags};
 use crate::state::{AppState, DialogOpen};
-use crate::throughput::prefill;
 
 /// What the operation does, in a sentence.
 fn explain(open: &DialogOpen) -> String {
@@ -239,14 +241,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                         <h2 class="modal-title">{heading}</h2>
                         <PhaseBadge phase=phase />
                         <span class="dlg-muted num">{format!("gen {generation}")}</span>
-                        <button
-                            type="button"
-                            class="modal-x"
-                            aria-label="close"
-                            on:click=move |_| state.dialog.set(None)
-                        >
-                            "×"
-                        </button>
+                        {close_button(move || state.dialog.set(None), None)}
                     </header>
                     <p class="dlg-explain">{explanation}</p>
                     {from_set}

@@ -58,6 +58,31 @@ fn is_up(phase: Phase) -> bool {
     !matches!(phase, Phase::Stopped | Phase::Failed | Phase::Crashed)
 }
 
+/// A button that opens the operation dialog for `kind`, pressable while
+/// `enabled` says so.
+fn open_button(
+    kind: OpKind,
+    testid: &'static str,
+    text: &'static str,
+    enabled: impl Fn() -> bool + Send + Sync + 'static,
+) -> impl IntoView {
+    let state = AppState::get();
+    view! {
+        <button
+            class="btn"
+            data-testid=testid
+            disabled=move || !enabled()
+            on:click=move |_| {
+                if let Some(status) = state.server.get_untracked() {
+                    state.dialog.set(Some(DialogOpen::new(kind, status)));
+                }
+            }
+        >
+            {text}
+        </button>
+    }
+}
+
 /// The managed server's panel. Rendered only when drainwatch manages a server.
 #[component]
 pub(crate) fn ServerPanel() -> impl IntoView {
@@ -116,11 +141,6 @@ pub(crate) fn ServerPanel() -> impl IntoView {
             _ => format!("up {MISSING}"),
         })
     };
-    let open = move |kind: OpKind| {
-        if let Some(status) = state.server.get_untracked() {
-            state.dialog.set(Some(DialogOpen::new(kind, status)));
-        }
-    };
     let enabled = move |f: fn(&Head) -> bool| move || head.with(|h| h.as_ref().is_some_and(f));
 
     view! {
@@ -141,32 +161,11 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                     {field(|h| format!("port :{}", h.port))}
                 </span>
                 {move || state.may_operate().then(|| view! {
-                <span class="srv-actions">
-                    <button
-                        class="btn"
-                        data-testid="open-restart"
-                        disabled=move || !enabled(|h| h.restart)()
-                        on:click=move |_| open(OpKind::Restart)
-                    >
-                        "Restart…"
-                    </button>
-                    <button
-                        class="btn"
-                        data-testid="open-stop"
-                        disabled=move || !enabled(|h| h.stop)()
-                        on:click=move |_| open(OpKind::Stop)
-                    >
-                        "Stop…"
-                    </button>
-                    <button
-                        class="btn"
-                        data-testid="open-start"
-                        disabled=move || !enabled(|h| h.start)()
-                        on:click=move |_| open(OpKind::Start)
-                    >
-                        "Start…"
-                    </button>
-                </span>
+                    <span class="srv-actions">
+                        {open_button(OpKind::Restart, "open-restart", "Restart…", enabled(|h| h.restart))}
+                        {open_button(OpKind::Stop, "open-stop", "Stop…", enabled(|h| h.stop))}
+                        {open_button(OpKind::Start, "open-start", "Start…", enabled(|h| h.start))}
+                    </span>
                 })}
             </div>
             <div class="srv-flags" data-testid="server-flags">
@@ -191,15 +190,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                                         "a server is running on :{port} (pid {pid}) that drainwatch does not manage",
                                     )}
                                 </span>
-                                {move || state.may_operate().then(|| view! {
-                                    <button
-                                        class="btn"
-                                        data-testid="open-adopt"
-                                        on:click=move |_| open(OpKind::Adopt)
-                                    >
-                                        "Adopt…"
-                                    </button>
-                                })}
+                                {move || state.may_operate().then(|| open_button(OpKind::Adopt, "open-adopt", "Adopt…", || true))}
                             </div>
                         }
                     })

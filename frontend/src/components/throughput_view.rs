@@ -1,33 +1,35 @@
 //! The throughput view below the history: one bar per flag set at the chosen
 //! concurrency (median output tok/s with a min–max whisker across repeats, Δ
 //! against a baseline, TTFT and ITL), a target line, sorting and filtering,
-//! label and notes edited in place, export links; the sweep chart (tok/s
-//! against concurrency); and two sets compared, flag by flag and level by
-//! level, with a button per set that opens the guarded restart dialog at that
-//! set's flags.
+//! label and notes edited in place ([`FlagSetEditor`]), export links; the
+//! sweep chart (tok/s against concurrency); and two sets compared
+//! ([`ComparePanel`]).
 //!
 //! The ledger is fetched from `GET /api/flagsets` when the page opens, after
 //! every finished benchmark, when the server's flag set changes and after an
-//! edit. The read-only parts are HTML text from [`crate::throughput`]; clicks
-//! and ticks inside them are handled here by delegation. The choices live in
-//! the query (`?c=16&baseline=…&compare=A,B&sort=first&target=1200`) and the
-//! target also in local storage, so a reload or a shared link shows the same.
+//! edit. The read-only parts are HTML text from [`crate::ledger`]; a click or
+//! tick inside them is read as the [`RowAction`] its control names. The
+//! choices live in the query ([`Choices`]) and the target also in local
+//! storage, so a reload or a shared link shows the same.
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
 use shared::bench::FlagSetResults;
+use shared::units::{fmt_tok_s, tok_num};
 
-use crate::api::{self, SetDiff};
+use crate::api;
+use crate::components::compare_panel::ComparePanel;
+use crate::components::flagset_editor::FlagSetEditor;
 use crate::deeplink;
-use crate::markup::diff_lines;
-use crate::ops::relaunch_kind;
-use crate::state::{AppState, DialogOpen, Prefill};
-use crate::throughput::{
-    self, DEFAULT_TARGET, RowCtx, SH, SW, Sort, axis_markup, compare_table, concurrencies,
-    from_wire, order, pick_baseline, pick_c, row_markup, scale_max, set_name, sweep_legend,
-    sweep_markup, target_left, toggle_compare,
+use crate::fetch::SingleFlight;
+use crate::ledger::query::{Choices, DEFAULT_TARGET, parse_c, parse_target};
+use crate::ledger::rows::{RowAction, RowCtx, axis_markup, row_markup, target_left};
+use crate::ledger::selection::{
+    Sort, concurrencies, count_text, data_max, order, pick_baseline, pick_c, toggle_compare,
 };
+use crate::ledger::sweep::{SH, SW, sweep_legend, sweep_markup};
+use crate::ledger::{scale_max, set_name};
+use crate::state::AppState;
 
 /// Where the target is kept between visits.
 const TARGET_KEY: &str = "drainwatch.target";
@@ -36,54 +38,100 @@ fn storage() -> Option<web_sys::Storage> {
     window().local_storage().ok().flatten()
 }
 
-/// The element an event happened in, or its closest ancestor matching `css`.
-fn closest(ev: &web_sys::Event, css: &str) -> Option<web_sys::Element> {
+/// The control a click or tick inside the rows' markup was on, and what it
+/// asks for.
+fn acted_on(ev: &web_sys::Event) -> Option<(RowAction, web_sys::Element)> {
     let target = ev.target()?.dyn_into::<web_sys::Element>().ok()?;
-    target.closest(css).ok()?
+    let el = target.closest("[data-act]").ok()??;
+    let action = RowAction::of(
+        &el.get_attribute("data-act")?,
+        el.get_attribute("data-flagset"),
+    )?;
+    Some((action, el))
 }
 
-/// Fetches the ledger unless a fetch runs; then once more if asked meanwhile.
-fn fetch_ledger(
-    state: AppState,
-    error: RwSignal<Option<String>>,
-    loaded: RwSignal<bool>,
-    busy: StoredValue<(bool, bool)>,
-) {
-    if busy.try_get_value().is_none_or(|(running, _)| running) {
-        busy.try_update_value(|b| b.1 = true);
-        return;
-    }
-    busy.set_value((true, false));
-    spawn_local(async move {
-        let result = api::ledger().await;
-        match result {
-            Ok(list) => {
-                state.ledger.try_set(list);
-                error.try_set(None);
-            }
-            Err(e) => {
-                error.try_set(Some(e));
-            }
-        }
-        loaded.try_set(true);
-        let again = busy.try_get_value().is_some_and(|(_, again)| again);
-        busy.try_set_value((false, false));
-        if again {
-            fetch_ledger(state, error, loaded, busy);
-        }
-    });
+/// The viewer's choices.
+#[derive(Clone, Copy)]
+struct Picks {
+    want_c: RwSignal<Option<u32>>,
+    want_base: RwSignal<Option<String>>,
+    compare: RwSignal<Vec<String>>,
+    sort: RwSignal<Sort>,
+    target: RwSignal<f64>,
+    filter: RwSignal<String>,
 }
 
-/// Writes `pairs` into the page's query, keeping its other parameters.
-fn write_query(pairs: &[(&str, Option<String>)]) {
-    let location = window().location();
-    let mut search = location.search().unwrap_or_default();
-    for (key, value) in pairs {
-        search = deeplink::with_param(&search, key, value.as_deref());
+impl Picks {
+    /// From the query, and storage for the target; written back to the
+    /// query as they change.
+    fn new() -> Self {
+        let chosen = Choices::from_query(&window().location().search().unwrap_or_default());
+        let stored = || {
+            storage()
+                .and_then(|s| s.get_item(TARGET_KEY).ok().flatten())
+                .and_then(|v| parse_target(&v))
+        };
+        let p = Self {
+            want_c: RwSignal::new(chosen.c),
+            want_base: RwSignal::new(chosen.baseline),
+            compare: RwSignal::new(chosen.compare),
+            sort: RwSignal::new(chosen.sort),
+            target: RwSignal::new(chosen.target.or_else(stored).unwrap_or(DEFAULT_TARGET)),
+            filter: RwSignal::new(String::new()),
+        };
+        Effect::new(move |prev: Option<()>| {
+            let now = Choices {
+                c: p.want_c.get(),
+                baseline: p.want_base.get(),
+                compare: p.compare.get(),
+                sort: p.sort.get(),
+                target: Some(p.target.get()),
+            };
+            if prev.is_some() {
+                deeplink::replace_query(&now.to_query());
+            }
+        });
+        p
     }
-    let url = format!("{}{search}", location.pathname().unwrap_or_default());
-    if let Ok(history) = window().history() {
-        let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+}
+
+/// What is shown, from the ledger and the choices.
+#[derive(Clone, Copy)]
+struct Shown {
+    /// Every concurrency measured.
+    cs: Memo<Vec<u32>>,
+    c: Memo<Option<u32>>,
+    baseline: Memo<Option<String>>,
+    /// Positions in the ledger, in order.
+    sets: Memo<Vec<usize>>,
+    scale: Memo<f64>,
+}
+
+impl Shown {
+    fn new(state: AppState, p: Picks) -> Self {
+        let cs = Memo::new(move |_| state.ledger.with(|l| concurrencies(l)));
+        let c = Memo::new(move |_| cs.with(|cs| pick_c(cs, p.want_c.get())));
+        let baseline = Memo::new(move |_| {
+            state
+                .ledger
+                .with(|l| pick_baseline(l, c.get(), p.want_base.get().as_deref()))
+        });
+        let sets = Memo::new(move |_| {
+            let f = p.filter.get();
+            state.ledger.with(|l| order(l, c.get(), p.sort.get(), &f))
+        });
+        let scale = Memo::new(move |_| {
+            let c = c.get();
+            let top = state.ledger.with(|l| sets.with(|idx| data_max(l, idx, c)));
+            scale_max(top, p.target.get())
+        });
+        Self {
+            cs,
+            c,
+            baseline,
+            sets,
+            scale,
+        }
     }
 }
 
@@ -93,7 +141,7 @@ pub(crate) fn ThroughputView() -> impl IntoView {
     let state = AppState::get();
     let error = RwSignal::new(None::<String>);
     let loaded = RwSignal::new(false);
-    let busy = StoredValue::new((false, false));
+    let fetcher = SingleFlight::new();
     let running = Memo::new(move |_| {
         state
             .server
@@ -103,258 +151,23 @@ pub(crate) fn ThroughputView() -> impl IntoView {
         state.ledger_gen.track();
         // Read, not only tracked: a memo recomputes, and notifies, when read.
         let _ = running.get();
-        fetch_ledger(state, error, loaded, busy);
-    });
-
-    // The choices, from the query (and storage for the target).
-    let search = window().location().search().unwrap_or_default();
-    let q = |k: &str| deeplink::param(&search, k);
-    let want_c = RwSignal::new(q("c").and_then(|v| throughput::parse_c(&v)));
-    let want_base = RwSignal::new(q("baseline").filter(|v| !v.is_empty()));
-    let compare = RwSignal::new(
-        q("compare")
-            .map(|v| throughput::parse_compare(&v))
-            .unwrap_or_default(),
-    );
-    let sort = RwSignal::new(q("sort").map_or(Sort::Throughput, |v| Sort::from_key(&v)));
-    let target = RwSignal::new(
-        q("target")
-            .and_then(|v| throughput::parse_target(&v))
-            .or_else(|| {
-                storage()
-                    .and_then(|s| s.get_item(TARGET_KEY).ok().flatten())
-                    .and_then(|v| throughput::parse_target(&v))
-            })
-            .unwrap_or(DEFAULT_TARGET),
-    );
-    let target_text = RwSignal::new(throughput::tok_num(target.get_untracked()));
-    let filter = RwSignal::new(String::new());
-    Effect::new(move |prev: Option<()>| {
-        let pairs = [
-            ("c", want_c.get().map(|c| c.to_string())),
-            ("baseline", want_base.get()),
-            (
-                "compare",
-                compare.with(|c| (!c.is_empty()).then(|| c.join(","))),
-            ),
-            (
-                "sort",
-                (sort.get() == Sort::FirstSeen).then(|| "first".to_owned()),
-            ),
-            (
-                "target",
-                Some(target.get())
-                    .filter(|t| *t != DEFAULT_TARGET)
-                    .map(|t| t.to_string()),
-            ),
-        ];
-        if prev.is_some() {
-            write_query(&pairs);
-        }
-    });
-
-    // What is shown.
-    let cs = Memo::new(move |_| state.ledger.with(|l| concurrencies(l)));
-    let c = Memo::new(move |_| cs.with(|cs| pick_c(cs, want_c.get())));
-    let baseline = Memo::new(move |_| {
-        state
-            .ledger
-            .with(|l| pick_baseline(l, c.get(), want_base.get().as_deref()))
-    });
-    let shown = Memo::new(move |_| {
-        let f = filter.get();
-        state.ledger.with(|l| order(l, c.get(), sort.get(), &f))
-    });
-    let scale = Memo::new(move |_| {
-        let c = c.get();
-        let data_max = state.ledger.with(|l| {
-            shown.with(|idx| {
-                idx.iter()
-                    .filter_map(|&i| throughput::level(&l[i], c))
-                    .map(|lv| lv.output_tok_s.max)
-                    .fold(0.0f64, f64::max)
-            })
-        });
-        scale_max(data_max, target.get())
-    });
-    let rows = Memo::new(move |_| {
-        let (c, running, scale) = (c.get(), running.get(), scale.get());
-        let base_id = baseline.get();
-        compare.with(|cmp| {
-            state.ledger.with(|l| {
-                let ctx = RowCtx {
-                    c,
-                    baseline: base_id
-                        .as_deref()
-                        .and_then(|b| l.iter().find(|r| r.set.id == b)),
-                    running: running.as_deref(),
-                    compare: cmp,
-                    scale,
-                    operate: state.may_operate(),
-                };
-                shown.with(|idx| {
-                    idx.iter()
-                        .map(|&i| (l[i].set.id.clone(), row_markup(&l[i], &ctx)))
-                        .collect::<Vec<_>>()
-                })
-            })
-        })
-    });
-    let row_html = move |id: &str| {
-        rows.with(|r| {
-            r.iter()
-                .find(|(i, _)| i == id)
-                .map(|(_, h)| h.clone())
-                .unwrap_or_default()
-        })
-    };
-    let count = move || {
-        let (n, all) = (shown.with(Vec::len), state.ledger.with(Vec::len));
-        let sets = if all == 1 { "flag set" } else { "flag sets" };
-        if n == all {
-            format!("{all} {sets}")
-        } else {
-            format!("{n} of {all} {sets}")
-        }
-    };
-
-    // Editing a label and notes, in place under the row.
-    let editing = RwSignal::new(None::<String>);
-    let edit_label = RwSignal::new(String::new());
-    let edit_notes = RwSignal::new(String::new());
-    let edit_error = RwSignal::new(None::<String>);
-    let saving = RwSignal::new(false);
-    let start_edit = move |id: String| {
-        let (label, notes) = state.ledger.with_untracked(|l| {
-            l.iter()
-                .find(|r| r.set.id == id)
-                .map(|r| {
-                    (
-                        r.set.label.clone().unwrap_or_default(),
-                        r.set.notes.clone().unwrap_or_default(),
-                    )
-                })
-                .unwrap_or_default()
-        });
-        edit_label.set(label);
-        edit_notes.set(notes);
-        edit_error.set(None);
-        editing.set(Some(id));
-    };
-    let save = move || {
-        let Some(id) = editing.get_untracked() else {
-            return;
-        };
-        if saving.get_untracked() {
-            return;
-        }
-        saving.set(true);
-        edit_error.set(None);
-        let (label, notes) = (edit_label.get_untracked(), edit_notes.get_untracked());
-        spawn_local(async move {
-            let result = api::edit_flagset(&id, &label, &notes).await;
-            saving.try_set(false);
-            match result {
-                Ok(()) => {
-                    editing.try_set(None);
-                    state.ledger_gen.try_update(|g| *g += 1);
+        fetcher.run(move || async move {
+            match api::ledger().await {
+                Ok(list) => {
+                    state.ledger.try_set(list);
+                    error.try_set(None);
                 }
                 Err(e) => {
-                    edit_error.try_set(Some(e));
+                    error.try_set(Some(e));
                 }
             }
+            loaded.try_set(true);
+            true
         });
-    };
-    let editor = move |id: String| {
-        let open = {
-            let id = id.clone();
-            move || editing.with(|e| e.as_deref() == Some(id.as_str()))
-        };
-        move || {
-            open().then(|| {
-                view! {
-                    <form
-                        class="fs-editor"
-                        data-testid="label-editor"
-                        data-flagset=id.clone()
-                        on:submit=move |ev| {
-                            ev.prevent_default();
-                            save();
-                        }
-                    >
-                        <label class="bench-field fs-edit-label">
-                            <span class="dlg-label">"label"</span>
-                            <input
-                                class="flag-control"
-                                type="text"
-                                maxlength="80"
-                                data-testid="label-input"
-                                placeholder="e.g. baseline, +tilelang"
-                                prop:value=move || edit_label.get()
-                                on:input=move |ev| edit_label.set(event_target_value(&ev))
-                            />
-                        </label>
-                        <label class="bench-field fs-edit-notes">
-                            <span class="dlg-label">"notes"</span>
-                            <textarea
-                                class="flag-control"
-                                rows="2"
-                                maxlength="4000"
-                                data-testid="notes-input"
-                                prop:value=move || edit_notes.get()
-                                on:input=move |ev| edit_notes.set(event_target_value(&ev))
-                            ></textarea>
-                        </label>
-                        <div class="fs-edit-actions">
-                            <button type="submit" class="btn btn-primary" data-testid="label-save" disabled=move || saving.get()>
-                                "Save"
-                            </button>
-                            <button type="button" class="btn" data-testid="label-cancel" on:click=move |_| editing.set(None)>
-                                "Cancel"
-                            </button>
-                        </div>
-                        {move || {
-                            edit_error.get().map(|e| view! { <div class="dialog-error fs-edit-error" data-testid="label-error" role="alert">{e}</div> })
-                        }}
-                    </form>
-                }
-            })
-        }
-    };
-
-    // Clicks and ticks inside the rows' markup.
-    let on_click = move |ev: web_sys::MouseEvent| {
-        if let Some(el) = closest(&ev, "[data-testid=label-edit]")
-            && let Some(id) = el.get_attribute("data-flagset")
-        {
-            if editing.get_untracked().as_deref() == Some(id.as_str()) {
-                editing.set(None);
-            } else {
-                start_edit(id);
-            }
-        }
-    };
-    let on_change = move |ev: web_sys::Event| {
-        let Some(el) = closest(&ev, "[data-testid=compare-check]") else {
-            return;
-        };
-        let Some(id) = el.get_attribute("data-flagset") else {
-            return;
-        };
-        let on = el
-            .dyn_into::<web_sys::HtmlInputElement>()
-            .map(|i| i.checked())
-            .unwrap_or(false);
-        compare.update(|c| *c = toggle_compare(c, &id, on));
-    };
-
-    // The sweep chart.
-    let sweep = Memo::new(move |_| {
-        let t = target.get();
-        state
-            .ledger
-            .with(|l| shown.with(|idx| (sweep_markup(l, idx, t), sweep_legend(l, idx))))
     });
+    let p = Picks::new();
+    let s = Shown::new(state, p);
+    let count = move || count_text(s.sets.with(Vec::len), state.ledger.with(Vec::len));
 
     view! {
         <div class="proc-head">
@@ -370,18 +183,29 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                 <a href="/api/export/bench.json" download="drainwatch-bench.json" data-testid="export-json">"JSON"</a>
             </span>
         </div>
+        {controls(state, p, s)}
+        {list(state, p, s, running, loaded)}
+        {sweep_chart(state, p, s)}
+        <ComparePanel compare=p.compare />
+    }
+}
+
+/// Concurrency, baseline, target, sort and filter.
+fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
+    let target_text = RwSignal::new(tok_num(p.target.get_untracked()));
+    view! {
         <div class="fs-controls">
             <label class="fs-ctl">
                 <span class="dlg-label">"concurrency"</span>
                 <select
                     class="flag-control"
                     data-testid="concurrency-select"
-                    prop:value=move || c.get().map(|c| c.to_string()).unwrap_or_default()
-                    on:change=move |ev| want_c.set(throughput::parse_c(&event_target_value(&ev)))
+                    prop:value=move || s.c.get().map(|c| c.to_string()).unwrap_or_default()
+                    on:change=move |ev| p.want_c.set(parse_c(&event_target_value(&ev)))
                 >
                     {move || {
-                        let cur = c.get();
-                        cs.get()
+                        let cur = s.c.get();
+                        s.cs.get()
                             .into_iter()
                             .map(|v| view! { <option value=v.to_string() selected=cur == Some(v)>{format!("c={v}")}</option> })
                             .collect::<Vec<_>>()
@@ -393,11 +217,11 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                 <select
                     class="flag-control fs-baseline"
                     data-testid="baseline-select"
-                    prop:value=move || baseline.get().unwrap_or_default()
-                    on:change=move |ev| want_base.set(Some(event_target_value(&ev)))
+                    prop:value=move || s.baseline.get().unwrap_or_default()
+                    on:change=move |ev| p.want_base.set(Some(event_target_value(&ev)))
                 >
                     {move || {
-                        let cur = baseline.get();
+                        let cur = s.baseline.get();
                         state.ledger.with(|l| {
                             l.iter()
                                 .map(|r: &FlagSetResults| {
@@ -422,8 +246,8 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                     on:input=move |ev| {
                         let v = event_target_value(&ev);
                         target_text.set(v.clone());
-                        if let Some(t) = throughput::parse_target(&v) {
-                            target.set(t);
+                        if let Some(t) = parse_target(&v) {
+                            p.target.set(t);
                             if let Some(s) = storage() {
                                 let _ = s.set_item(TARGET_KEY, &t.to_string());
                             }
@@ -437,8 +261,8 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                 <select
                     class="flag-control"
                     data-testid="sort-select"
-                    prop:value=move || sort.get().key()
-                    on:change=move |ev| sort.set(Sort::from_key(&event_target_value(&ev)))
+                    prop:value=move || p.sort.get().key()
+                    on:change=move |ev| p.sort.set(Sort::from_key(&event_target_value(&ev)))
                 >
                     <option value="throughput">"by throughput"</option>
                     <option value="first">"by first seen"</option>
@@ -451,16 +275,84 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                     type="search"
                     data-testid="filter-input"
                     placeholder="label or flag, e.g. tp=4"
-                    prop:value=move || filter.get()
-                    on:input=move |ev| filter.set(event_target_value(&ev))
+                    prop:value=move || p.filter.get()
+                    on:input=move |ev| p.filter.set(event_target_value(&ev))
                 />
             </label>
         </div>
-        <div class="fs-list" data-testid="flagset-list" data-c=move || c.get().map(|c| c.to_string()) data-baseline=move || baseline.get()>
+    }
+}
+
+/// The list: its head with the tick labels, the target line over the bars,
+/// one row per shown set with its editor, or why there is none.
+fn list(
+    state: AppState,
+    p: Picks,
+    s: Shown,
+    running: Memo<Option<String>>,
+    loaded: RwSignal<bool>,
+) -> impl IntoView {
+    let rows = Memo::new(move |_| {
+        let (c, running, scale) = (s.c.get(), running.get(), s.scale.get());
+        let base_id = s.baseline.get();
+        p.compare.with(|cmp| {
+            state.ledger.with(|l| {
+                let ctx = RowCtx {
+                    c,
+                    baseline: base_id
+                        .as_deref()
+                        .and_then(|b| l.iter().find(|r| r.set.id == b)),
+                    running: running.as_deref(),
+                    compare: cmp,
+                    scale,
+                    operate: state.may_operate(),
+                };
+                s.sets.with(|idx| {
+                    idx.iter()
+                        .map(|&i| (l[i].set.id.clone(), row_markup(&l[i], &ctx)))
+                        .collect::<Vec<_>>()
+                })
+            })
+        })
+    });
+    let row_html = move |id: &str| {
+        rows.with(|r| {
+            r.iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, h)| h.clone())
+                .unwrap_or_default()
+        })
+    };
+
+    // The set whose label editor is open.
+    let editing = RwSignal::new(None::<String>);
+    let on_click = move |ev: web_sys::MouseEvent| {
+        if let Some((RowAction::Edit(id), _)) = acted_on(&ev) {
+            if editing.get_untracked().as_deref() == Some(id.as_str()) {
+                editing.set(None);
+            } else {
+                editing.set(Some(id));
+            }
+        }
+    };
+    let on_change = move |ev: web_sys::Event| {
+        let Some((RowAction::Compare(id), el)) = acted_on(&ev) else {
+            return;
+        };
+        let on = el
+            .dyn_into::<web_sys::HtmlInputElement>()
+            .map(|i| i.checked())
+            .unwrap_or(false);
+        p.compare.update(|c| *c = toggle_compare(c, &id, on));
+    };
+    let target = p.target;
+
+    view! {
+        <div class="fs-list" data-testid="flagset-list" data-c=move || s.c.get().map(|c| c.to_string()) data-baseline=move || s.baseline.get()>
             <div class="fs-row fs-head">
                 <span></span>
                 <span>"flag set (flags vs the baseline)"</span>
-                <span class="fs-axis" inner_html=move || axis_markup(scale.get())></span>
+                <span class="fs-axis" inner_html=move || axis_markup(s.scale.get())></span>
                 <span class="num">"median · Δ vs baseline"</span>
                 <span class="num">"TTFT p50 / p99"</span>
                 <span class="num">"ITL p50 / p99"</span>
@@ -475,9 +367,9 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                             class="fs-target"
                             data-testid="target-line"
                             data-tok-s=move || format!("{:.1}", target.get())
-                            style:left=move || format!("{:.2}%", target_left(target.get(), scale.get()))
+                            style:left=move || format!("{:.2}%", target_left(target.get(), s.scale.get()))
                         >
-                            <span class="fs-target-label">{move || format!("target {}", throughput::fmt_tok_s(Some(target.get())))}</span>
+                            <span class="fs-target-label">{move || format!("target {}", fmt_tok_s(Some(target.get())))}</span>
                         </span>
                     </span>
                 </div>
@@ -487,7 +379,7 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                             let id = id.clone();
                             move || row_html(&id)
                         }></div>
-                        {editor(id.clone())}
+                        <FlagSetEditor id=id.clone() editing=editing />
                     </div>
                 </For>
                 {move || {
@@ -502,6 +394,19 @@ pub(crate) fn ThroughputView() -> impl IntoView {
                 }}
             </div>
         </div>
+    }
+}
+
+/// The sweep chart and its legend.
+fn sweep_chart(state: AppState, p: Picks, s: Shown) -> impl IntoView {
+    let sweep = Memo::new(move |_| {
+        let t = p.target.get();
+        state.ledger.with(|l| {
+            s.sets
+                .with(|idx| (sweep_markup(l, idx, t), sweep_legend(l, idx)))
+        })
+    });
+    view! {
         <div class="chart-wrap sweep-wrap">
             <h3 class="dlg-h">"output tok/s against concurrency"</h3>
             <svg
@@ -516,122 +421,5 @@ pub(crate) fn ThroughputView() -> impl IntoView {
             ></svg>
             <div class="chart-legend" data-testid="sweep-legend" inner_html=move || sweep.with(|s| s.1.clone())></div>
         </div>
-        <ComparePanel compare=compare />
-    }
-}
-
-/// The comparison of the two ticked sets, or a hint while fewer are ticked.
-#[component]
-fn ComparePanel(compare: RwSignal<Vec<String>>) -> impl IntoView {
-    let state = AppState::get();
-    // The two sets, when both are in the ledger.
-    let pair = Memo::new(move |_| {
-        compare.with(|c| match c.as_slice() {
-            [a, b] => state.ledger.with(|l| {
-                let find = |id: &str| l.iter().find(|r| r.set.id == id).cloned();
-                find(a).zip(find(b))
-            }),
-            _ => None,
-        })
-    });
-    let ids = Memo::new(move |_| {
-        pair.with(|p| {
-            p.as_ref()
-                .map(|(a, b)| (a.set.id.clone(), b.set.id.clone()))
-        })
-    });
-    let diff = RwSignal::new(None::<Result<SetDiff, String>>);
-    Effect::new(move |_| {
-        let Some((a, b)) = ids.get() else { return };
-        diff.set(None);
-        spawn_local(async move {
-            let r = api::set_diff(&a, &b).await;
-            // Only if the pair is still the one asked about.
-            if ids.try_get_untracked().flatten() == Some((a, b)) {
-                diff.try_set(Some(r));
-            }
-        });
-    });
-    let relaunch = Memo::new(move |_| state.server.with(|s| s.as_ref().and_then(relaunch_kind)));
-    let restart_with = move |r: &FlagSetResults| {
-        let Some(status) = state.server.get_untracked() else {
-            return;
-        };
-        let Some(kind) = relaunch_kind(&status) else {
-            return;
-        };
-        state.dialog.set(Some(DialogOpen {
-            kind,
-            status,
-            prefill: Some(Prefill {
-                id: r.set.id.clone(),
-                name: set_name(&r.set).to_owned(),
-                flags: r.set.flags.clone(),
-            }),
-        }));
-    };
-
-    move || match pair.get() {
-        None => {
-            let n = compare.with(Vec::len);
-            let text = if n == 1 {
-                "tick one more flag set to compare the two"
-            } else {
-                "tick two flag sets to compare their flags and results"
-            };
-            view! { <div class="cmp-hint" data-testid="compare-hint">{text}</div> }.into_any()
-        }
-        Some((a, b)) => {
-            let table = compare_table(&a, &b);
-            let diff_html = move || {
-                diff.with(|d| match d {
-                    None => r#"<span class="dlg-muted">loading…</span>"#.to_owned(),
-                    Some(Err(e)) => format!(
-                        r#"<span class="diff-removed">{}</span>"#,
-                        crate::markup::escape(e)
-                    ),
-                    Some(Ok(d)) => diff_lines(&from_wire(&d.changes), "no difference"),
-                })
-            };
-            let button = |r: FlagSetResults, which: &'static str| {
-                let id = r.set.id.clone();
-                let text = format!("Restart with {which} ({})…", set_name(&r.set));
-                view! {
-                    <button
-                        class="btn btn-danger"
-                        data-testid="restart-with"
-                        data-flagset=id
-                        disabled=move || relaunch.get().is_none()
-                        title="opens the restart dialog at this set's flags; nothing happens until you confirm"
-                        on:click=move |_| restart_with(&r)
-                    >
-                        {text}
-                    </button>
-                }
-            };
-            let title = format!("compare A {} with B {}", set_name(&a.set), set_name(&b.set));
-            // Only an operator's page offers to relaunch.
-            let actions = state.may_operate().then(|| {
-                view! { <div class="cmp-actions">{button(a.clone(), "A")} {button(b.clone(), "B")}</div> }
-            });
-            let (aid, bid) = (a.set.id.clone(), b.set.id.clone());
-            view! {
-                <section class="cmp-panel" data-testid="compare-panel" data-a=aid data-b=bid>
-                    <div class="cmp-head">
-                        <h3 class="dlg-h cmp-title">{title}</h3>
-                        <button type="button" class="btn btn-small" data-testid="compare-clear" on:click=move |_| compare.set(Vec::new())>
-                            "Clear"
-                        </button>
-                    </div>
-                    <div class="flag-diff" data-testid="compare-diff">
-                        <span class="dlg-label">"flags A → B"</span>
-                        <span class="diff-lines" inner_html=diff_html></span>
-                    </div>
-                    <div class="cmp-results" inner_html=table></div>
-                    {actions}
-                </section>
-            }
-            .into_any()
-        }
     }
 }

@@ -2,7 +2,7 @@
 //! [`FlagSpec`] the allow-list is built from; every error names the flag.
 
 use serde::Deserialize;
-use shared::restart::{FlagKind, FlagSpec, FlagType};
+use shared::flags::{FlagKind, FlagSpec, FlagType};
 
 use super::check_env_name;
 

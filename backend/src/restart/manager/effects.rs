@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use shared::restart::{Failure, Flags, Origin, Outcome, Phase, RestartSummary, Transition};
+use shared::flags::Flags;
+use shared::restart::{Failure, Origin, Outcome, Phase, RestartSummary, Transition};
 
 use super::{Manager, Running};
 use crate::clock::now_ms;

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::ProcId;
-use shared::restart::{Containment, Flags, Operation, Origin, Phase, TimelinePoint};
+use shared::flags::Flags;
+use shared::restart::{Containment, Operation, Origin, Phase, TimelinePoint};
 use tokio::sync::{mpsc, watch};
 
 use super::machine::{Input, Machine};

@@ -2,7 +2,8 @@
 //! generation, single flight, flags), audited, then begun or refused.
 
 use shared::ProcId;
-use shared::restart::{Accepted, Flags, OpKind, Operation, Origin, Outcome};
+use shared::flags::Flags;
+use shared::restart::{Accepted, OpKind, Operation, Origin, Outcome};
 
 use super::{Manager, OpRecord, Refusal, Request, Running};
 use crate::clock::now_ms;

@@ -1,0 +1,123 @@
+//! Two flag sets side by side: their results per concurrency, their flag
+//! diff as the page shows it, and the restart dialog's starting values for
+//! relaunching with one of them.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use shared::bench::{FlagSetResults, LevelSummary};
+use shared::flags::{FlagSpec, Flags};
+use shared::units::{MISSING, fmt_tok_s, ms_num};
+
+use crate::ledger::{delta_pct, fmt_delta, set_name};
+use crate::markup::escape;
+
+/// The results of `a` and `b` side by side, one row per concurrency either
+/// has: tok/s of each and B's Δ against A, TTFT and ITL p50 of each.
+pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
+    let mut cs: Vec<u32> = a.levels.keys().chain(b.levels.keys()).copied().collect();
+    cs.sort_unstable();
+    cs.dedup();
+    let (na, nb) = (escape(set_name(&a.set)), escape(set_name(&b.set)));
+    let mut out = format!(
+        r#"<table class="proc-table cmp-table" data-testid="compare-results"><thead><tr><th>concurrency</th><th class="num" title="{na}">A tok/s</th><th class="num" title="{nb}">B tok/s</th><th class="num">B vs A</th><th class="num">TTFT p50 A</th><th class="num">TTFT p50 B</th><th class="num">ITL p50 A</th><th class="num">ITL p50 B</th></tr></thead><tbody>"#
+    );
+    let ms = |l: Option<&LevelSummary>, f: fn(&LevelSummary) -> f64| {
+        l.map_or_else(
+            || format!("{MISSING} ms"),
+            |l| format!("{} ms", ms_num(f(l))),
+        )
+    };
+    for c in &cs {
+        let (la, lb) = (a.levels.get(c), b.levels.get(c));
+        let ta = la.map(|l| l.output_tok_s.median);
+        let tb = lb.map(|l| l.output_tok_s.median);
+        let delta = match (ta, tb) {
+            (Some(x), Some(y)) => delta_pct(y, x),
+            _ => None,
+        };
+        let _ = write!(
+            out,
+            r#"<tr data-testid="compare-row" data-c="{c}"><td>c={c}</td><td class="num">{}</td><td class="num">{}</td><td class="num" data-testid="compare-delta">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            fmt_tok_s(ta),
+            fmt_tok_s(tb),
+            delta.map_or_else(|| format!("{MISSING} %"), fmt_delta),
+            ms(la, |l| l.ttft_p50_ms.median),
+            ms(lb, |l| l.ttft_p50_ms.median),
+            ms(la, |l| l.itl_p50_ms.median),
+            ms(lb, |l| l.itl_p50_ms.median),
+        );
+    }
+    if cs.is_empty() {
+        out.push_str(
+            r#"<tr class="proc-empty"><td colspan="8">neither set has results yet</td></tr>"#,
+        );
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// The restart dialog's starting values for a flag set: each allowed flag at
+/// the set's value, or at "(default)" when the set does not name it, so the
+/// launch reproduces the set rather than keeping today's extras.
+pub(crate) fn prefill(specs: &[FlagSpec], set: &Flags) -> BTreeMap<String, Option<String>> {
+    specs
+        .iter()
+        .map(|s| (s.name.clone(), set.get(&s.name).cloned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flags;
+    use crate::flags::of_pairs as flags;
+    use crate::ledger::test_data::ledger;
+
+    #[test]
+    fn comparison_rows_per_concurrency() {
+        let l = ledger();
+        let t = compare_table(&l[0], &l[1]);
+        assert_eq!(t.matches(r#"data-testid="compare-row""#).count(), 4);
+        assert!(t.contains(r#"data-c="16"><td>c=16</td><td class="num">600 tok/s</td><td class="num">660 tok/s</td><td class="num" data-testid="compare-delta">+10.0 %</td>"#));
+        assert!(t.contains(r#"data-c="64"><td>c=64</td><td class="num">— tok/s</td>"#));
+        assert!(compare_table(&l[2], &l[2]).contains("neither set has results yet"));
+        let wire = [
+            shared::flags::FlagChange::Changed {
+                name: "--tp".into(),
+                from: "8".into(),
+                to: "4".into(),
+            },
+            shared::flags::FlagChange::Added {
+                name: "SGLANG_X".into(),
+                value: "1".into(),
+            },
+        ];
+        let lines: Vec<String> = wire.iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["--tp: 8 → 4", "+ SGLANG_X=1"]);
+    }
+
+    #[test]
+    fn prefill_takes_the_sets_values_for_allowed_flags_only() {
+        use shared::flags::{FlagKind, FlagType};
+        let spec = |n: &str| FlagSpec {
+            name: n.to_owned(),
+            kind: FlagKind::Arg,
+            ty: FlagType::Bool,
+            help: None,
+        };
+        let specs = [spec("--tp"), spec("X"), spec("Y")];
+        let current = flags(&[("--tp", "6"), ("X", "0"), ("Y", "a"), ("--other", "1")]);
+        let target = flags(&[("--tp", "4"), ("X", "0"), ("--other", "2")]);
+        let p = prefill(&specs, &target);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p["--tp"].as_deref(), Some("4"));
+        assert_eq!(p["X"].as_deref(), Some("0"));
+        assert_eq!(p["Y"], None);
+        // Only the changes are sent: the new --tp, and Y back to its default.
+        let req = flags::request_flags(&specs, &current, &Flags::new(), &p);
+        assert_eq!(req.len(), 2);
+        assert_eq!(req["--tp"].as_deref(), Some("4"));
+        assert_eq!(req["Y"], None);
+    }
+}

@@ -1,0 +1,382 @@
+//! The throughput list: one row per flag set (compare box, name, badges and
+//! flags, the bar with its min–max whisker, the median with Δ against the
+//! baseline, the latency columns, the edit button), the tick labels over the
+//! bar column, the target line's place, and what a click inside the rows asks
+//! for ([`RowAction`], read from the `data-act` the markup puts on its
+//! controls).
+
+use std::fmt::Write as _;
+
+use shared::bench::{FlagSet, FlagSetResults, LevelSummary};
+use shared::flags::Flags;
+use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, tok_num};
+
+use crate::axis::{nice_step, tick_label, ticks};
+use crate::flags;
+use crate::ledger::{SCALE_TICKS, delta_pct, fmt_delta, level, pct, set_name};
+use crate::markup::escape;
+
+/// "k=v · k=v", or "no flags".
+pub(crate) fn all_flags(flags: &Flags) -> String {
+    if flags.is_empty() {
+        return "no flags".to_owned();
+    }
+    flags
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// A set's flags in a few words: all of them for the baseline (or without
+/// one), else what differs from the baseline ("--tp: 6 → 4 · + X=1").
+pub(crate) fn flag_summary(set: &FlagSet, baseline: Option<&FlagSet>) -> String {
+    match baseline {
+        Some(b) if b.id != set.id => {
+            let changes = flags::diff(&b.flags, &set.flags);
+            let mut parts: Vec<String> = changes.iter().map(ToString::to_string).collect();
+            if b.model != set.model {
+                parts.insert(0, format!("model {}", set.model));
+            }
+            if parts.is_empty() {
+                "same flags as the baseline".to_owned()
+            } else {
+                parts.join(" · ")
+            }
+        }
+        _ => all_flags(&set.flags),
+    }
+}
+
+/// The left of the target line over the bars, in percent of the track.
+pub(crate) fn target_left(target: f64, scale: f64) -> f64 {
+    pct(target, scale)
+}
+
+/// The tick labels over the bar column.
+pub(crate) fn axis_markup(scale: f64) -> String {
+    let step = nice_step(scale, SCALE_TICKS);
+    let mut out = String::new();
+    for t in ticks(scale, SCALE_TICKS) {
+        let p = pct(t, scale);
+        // The last label reads leftwards so it stays inside.
+        let cls = if p > 90.0 {
+            "fs-tick fs-tick-end"
+        } else {
+            "fs-tick"
+        };
+        let _ = write!(
+            out,
+            r#"<span class="{cls}" style="left:{p:.2}%">{}</span>"#,
+            tick_label(t, step, "tok/s")
+        );
+    }
+    out
+}
+
+/// What a click or tick inside the rows asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RowAction {
+    /// Open or close the label and notes editor of this set.
+    Edit(String),
+    /// Tick or untick this set for the comparison.
+    Compare(String),
+}
+
+impl RowAction {
+    /// The action of a control from its `data-act` and `data-flagset`.
+    pub(crate) fn of(act: &str, flagset: Option<String>) -> Option<Self> {
+        let id = flagset?;
+        match act {
+            "edit" => Some(Self::Edit(id)),
+            "compare" => Some(Self::Compare(id)),
+            _ => None,
+        }
+    }
+}
+
+/// What a row needs besides its set.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowCtx<'a> {
+    pub(crate) c: Option<u32>,
+    pub(crate) baseline: Option<&'a FlagSetResults>,
+    pub(crate) running: Option<&'a str>,
+    pub(crate) compare: &'a [String],
+    pub(crate) scale: f64,
+    /// Whether the page may edit labels (an operator's).
+    pub(crate) operate: bool,
+}
+
+/// One flag set's row. Its `data-testid` is `flagset-bar` when the set has a
+/// result at the shown concurrency, `flagset-nodata` otherwise.
+pub(crate) fn row_markup(r: &FlagSetResults, x: &RowCtx<'_>) -> String {
+    let set = &r.set;
+    let id = escape(&set.id);
+    let lv = level(r, x.c);
+    let running = x.running == Some(set.id.as_str());
+    let mut out = String::new();
+    match lv {
+        Some(l) => {
+            let _ = write!(
+                out,
+                r#"<div class="fs-row" data-testid="flagset-bar" data-flagset="{id}" data-tok-s="{:.1}" data-running="{running}">"#,
+                l.output_tok_s.median
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                r#"<div class="fs-row fs-nodata" data-testid="flagset-nodata" data-flagset="{id}" data-running="{running}">"#
+            );
+        }
+    }
+    let checked = if x.compare.contains(&set.id) {
+        " checked"
+    } else {
+        ""
+    };
+    let _ = write!(
+        out,
+        r#"<label class="fs-check" title="compare (pick two)"><input type="checkbox" data-act="compare" data-testid="compare-check" data-flagset="{id}"{checked}></label>"#
+    );
+    name_cell(&mut out, r, x, running);
+    bar_cell(&mut out, r, lv, x);
+    value_cell(&mut out, r, lv, x);
+    latency_cells(&mut out, lv);
+    if x.operate {
+        let _ = write!(
+            out,
+            r#"<div class="fs-act"><button type="button" class="btn btn-small" data-act="edit" data-testid="label-edit" data-flagset="{id}" title="edit label and notes">edit</button></div></div>"#
+        );
+    } else {
+        out.push_str(r#"<div class="fs-act"></div></div>"#);
+    }
+    out
+}
+
+/// Name, badges, flags.
+fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool) {
+    let set = &r.set;
+    let name = escape(set_name(set));
+    let mut tip = format!("{} · {}", set.id, set.model);
+    if let Some(n) = set.notes.as_deref().filter(|n| !n.is_empty()) {
+        let _ = write!(tip, "\n\n{n}");
+    }
+    let summary = flag_summary(set, x.baseline.map(|b| &b.set));
+    let _ = write!(
+        out,
+        r#"<div class="fs-name"><div class="fs-title"><span class="fs-label" data-testid="flagset-label" title="{tip}">{name}</span>"#,
+        tip = escape(&tip),
+    );
+    if set.label.is_some() {
+        let _ = write!(out, r#"<span class="fs-id">{}</span>"#, escape(&set.id));
+    }
+    if set.notes.as_deref().is_some_and(|n| !n.is_empty()) {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-notes" title="{}">notes</span>"#,
+            escape(set.notes.as_deref().unwrap_or(""))
+        );
+    }
+    if running {
+        out.push_str(r#"<span class="fs-badge fs-running" data-testid="running-badge" title="the server runs with this set">running</span>"#);
+    }
+    if r.wrong_answers {
+        out.push_str(r#"<span class="fs-badge fs-wrong" data-testid="wrong-badge" title="a correctness check failed with this set">wrong answers</span>"#);
+    }
+    let _ = write!(
+        out,
+        r#"</div><div class="fs-flags" data-testid="flagset-flags" title="{}">{}</div></div>"#,
+        escape(&all_flags(&set.flags)),
+        escape(&summary)
+    );
+}
+
+/// The bar with its whisker, or why there is none.
+fn bar_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x: &RowCtx<'_>) {
+    out.push_str(r#"<div class="fs-track">"#);
+    if let Some(l) = lv {
+        let s = l.output_tok_s;
+        let (lo, hi) = (pct(s.min, x.scale), pct(s.max, x.scale));
+        let _ = write!(
+            out,
+            r#"<div class="fs-bar" style="width:{:.2}%"></div><div class="fs-whisker" data-testid="whisker" title="min {} · max {} across repeats" style="left:{lo:.2}%;width:{:.2}%"></div>"#,
+            pct(s.median, x.scale),
+            fmt_tok_s(Some(s.min)),
+            fmt_tok_s(Some(s.max)),
+            (hi - lo).max(0.0),
+        );
+    } else {
+        let what = match x.c {
+            Some(c) if !r.levels.is_empty() => format!("not measured at c={c}"),
+            _ => "not measured yet".to_owned(),
+        };
+        let _ = write!(out, r#"<span class="fs-none">{what}</span>"#);
+    }
+    out.push_str("</div>");
+}
+
+/// The delta against the baseline as text and as `data-pct` ("" when there
+/// is none).
+fn delta(r: &FlagSetResults, median: f64, x: &RowCtx<'_>) -> (String, String) {
+    match x.baseline {
+        Some(b) if b.set.id == r.set.id => ("baseline".to_owned(), "0.0".to_owned()),
+        Some(b) => match level(b, x.c).and_then(|bl| delta_pct(median, bl.output_tok_s.median)) {
+            Some(p) => (fmt_delta(p), format!("{p:.1}")),
+            None => (format!("Δ {MISSING} %"), String::new()),
+        },
+        None => (format!("Δ {MISSING} %"), String::new()),
+    }
+}
+
+/// Median and delta.
+fn value_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x: &RowCtx<'_>) {
+    out.push_str(r#"<div class="fs-value">"#);
+    if let Some(l) = lv {
+        let s = l.output_tok_s;
+        let (delta, pct_attr) = delta(r, s.median, x);
+        let sign = if pct_attr.starts_with('-') {
+            "neg"
+        } else if pct_attr.is_empty() || pct_attr == "0.0" {
+            "zero"
+        } else {
+            "pos"
+        };
+        let _ = write!(
+            out,
+            r#"<span class="fs-tok">{}</span><span class="fs-delta fs-{sign}" data-testid="delta" data-pct="{pct_attr}">{delta}</span><span class="fs-range">{}–{} tok/s</span>"#,
+            fmt_tok_s(Some(s.median)),
+            tok_num(s.min),
+            tok_num(s.max),
+        );
+    }
+    out.push_str("</div>");
+}
+
+/// TTFT and ITL, p50 / p99.
+fn latency_cells(out: &mut String, lv: Option<&LevelSummary>) {
+    match lv {
+        Some(l) => {
+            let _ = write!(
+                out,
+                r#"<div class="fs-lat" data-testid="ttft" title="time to first token, p50 / p99 (medians across repeats)">{}</div><div class="fs-lat" data-testid="itl" title="inter-token latency, p50 / p99 (medians across repeats)">{}</div>"#,
+                fmt_ms_pair(l.ttft_p50_ms.median, l.ttft_p99_ms.median),
+                fmt_ms_pair(l.itl_p50_ms.median, l.itl_p99_ms.median),
+            );
+        }
+        None => out.push_str(r#"<div class="fs-lat"></div><div class="fs-lat"></div>"#),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::scale_max;
+    use crate::ledger::test_data::ledger;
+
+    #[test]
+    fn flag_summaries_differ_from_the_baseline() {
+        let l = ledger();
+        assert_eq!(flag_summary(&l[0].set, Some(&l[0].set)), "--tp=6 · X=0");
+        assert_eq!(flag_summary(&l[1].set, Some(&l[0].set)), "X: 0 → 1");
+        assert_eq!(flag_summary(&l[2].set, None), "--tp=4 · X=0");
+        let mut same = l[0].set.clone();
+        same.id = "zzz".to_owned();
+        assert_eq!(
+            flag_summary(&same, Some(&l[0].set)),
+            "same flags as the baseline"
+        );
+        same.model = "other".to_owned();
+        assert_eq!(flag_summary(&same, Some(&l[0].set)), "model other");
+        assert_eq!(all_flags(&Flags::new()), "no flags");
+    }
+
+    #[test]
+    fn scale_takes_in_the_target() {
+        assert_eq!(scale_max(600.0, 1000.0), 1200.0);
+        assert_eq!(scale_max(1900.0, 1000.0), 2000.0);
+        assert!(scale_max(0.0, 0.0) >= 1.0);
+        assert_eq!(target_left(600.0, 1200.0), 50.0);
+        assert_eq!(target_left(5000.0, 1200.0), 100.0);
+        let axis = axis_markup(1200.0);
+        assert!(axis.contains(">0 tok/s<") && axis.contains(">1200 tok/s<"));
+    }
+
+    #[test]
+    fn rows_show_bar_delta_latency_and_badges() {
+        let mut l = ledger();
+        l[1].wrong_answers = true;
+        l[1].set.notes = Some("n<1>".to_owned());
+        let compare = vec!["bbb".to_owned()];
+        let x = RowCtx {
+            c: Some(16),
+            baseline: Some(&l[0]),
+            running: Some("bbb"),
+            compare: &compare,
+            scale: 1200.0,
+            operate: true,
+        };
+        let base = row_markup(&l[0], &x);
+        assert!(base.contains(r#"data-testid="flagset-bar" data-flagset="aaa" data-tok-s="600.0" data-running="false""#));
+        assert!(base.contains(r#"data-pct="0.0">baseline<"#));
+        assert!(base.contains("600 tok/s") && base.contains("590–605 tok/s"));
+        assert!(base.contains("width:50.00%"));
+        assert!(base.contains(">41.2 / 88.0 ms<") && base.contains(">8.50 / 120 ms<"));
+        assert!(!base.contains("checked") && !base.contains("wrong-badge"));
+        let other = row_markup(&l[1], &x);
+        assert!(other.contains(r#"data-testid="delta" data-pct="10.0">+10.0 %<"#));
+        assert!(other.contains(r#"data-testid="wrong-badge""#));
+        assert!(other.contains(r#"data-testid="running-badge""#));
+        assert!(other.contains(r#"data-flagset="bbb" checked"#));
+        assert!(other.contains(">X: 0 → 1<"));
+        assert!(other.contains("n&lt;1&gt;") && !other.contains("n<1>"));
+        let none = row_markup(&l[2], &x);
+        assert!(none.contains(r#"data-testid="flagset-nodata""#));
+        assert!(none.contains("not measured yet"));
+        assert!(none.contains("&lt;b&gt;new&lt;/b&gt;"));
+        assert!(!none.contains("data-tok-s"));
+        // A baseline without a result at this concurrency gives no delta.
+        let x64 = RowCtx { c: Some(64), ..x };
+        assert!(row_markup(&l[1], &x64).contains(r#"data-pct="">Δ — %<"#));
+        assert!(row_markup(&l[0], &x64).contains("not measured at c=64"));
+    }
+
+    #[test]
+    fn controls_say_what_they_do() {
+        let l = ledger();
+        let x = RowCtx {
+            c: Some(16),
+            baseline: None,
+            running: None,
+            compare: &[],
+            scale: 1200.0,
+            operate: true,
+        };
+        let row = row_markup(&l[0], &x);
+        assert!(
+            row.contains(r#"data-act="compare" data-testid="compare-check" data-flagset="aaa""#)
+        );
+        assert!(row.contains(r#"data-act="edit" data-testid="label-edit" data-flagset="aaa""#));
+        assert!(
+            !row_markup(
+                &l[0],
+                &RowCtx {
+                    operate: false,
+                    ..x
+                }
+            )
+            .contains("data-act=\"edit\"")
+        );
+        let id = || Some("aaa".to_owned());
+        assert_eq!(
+            RowAction::of("edit", id()),
+            Some(RowAction::Edit("aaa".into()))
+        );
+        assert_eq!(
+            RowAction::of("compare", id()),
+            Some(RowAction::Compare("aaa".into()))
+        );
+        assert_eq!(RowAction::of("other", id()), None);
+        assert_eq!(RowAction::of("edit", None), None);
+    }
+}
