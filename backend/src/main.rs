@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use drainwatch::cli;
+use drainwatch::config::file::ConfigError;
 use drainwatch::config::{Cli, Command, Config, RoleArg};
 use drainwatch::startup::Application;
 use tracing_subscriber::EnvFilter;
@@ -35,7 +36,9 @@ async fn main() {
         .init();
     if let Err(e) = run(config).await {
         eprintln!("error: {e:#}");
-        std::process::exit(1);
+        // A config file that cannot be used is a bad setting, like a bad option.
+        let bad_config = e.downcast_ref::<ConfigError>().is_some();
+        std::process::exit(if bad_config { 2 } else { 1 });
     }
 }
 

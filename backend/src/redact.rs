@@ -14,8 +14,8 @@
 //! must see. `true`/`false` values of flags stay visible (a switch is no secret).
 //!
 //! Besides names, every literal occurrence in text of a secret value the
-//! redactor was told ([`Redactor::learn`]: the config's secret args and env, the
-//! current flags) is replaced, whatever surrounds it; values shorter than
+//! redactor was told ([`Redactor::learn`]: the config's API key, its secret
+//! args and env, the current flags) is replaced, whatever surrounds it; values shorter than
 //! [`MIN_KNOWN`] characters are not looked for.
 //!
 //! The key is kept in [`KEY_FILE`] (mode 0600) beside the database, so ids stay
@@ -125,6 +125,15 @@ impl Redactor {
         {
             return;
         }
+        self.remember(value);
+    }
+
+    /// Remembers a value known to be secret whatever it looks like (an API
+    /// key made of digits is still a key); only short ones are not looked for.
+    fn remember(&self, value: &str) {
+        if value.chars().count() < MIN_KNOWN || is_redacted(value) {
+            return;
+        }
         let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
         if !known.iter().any(|k| k == value) {
             known.push(value.to_owned());
@@ -148,9 +157,13 @@ impl Redactor {
         }
     }
 
-    /// Remembers every secret value of the server's config: its args, its env,
-    /// its flags' defaults and the values its allow-list offers for secret flags.
+    /// Remembers every secret value of the server's config: its API key, its
+    /// args, its env, its flags' defaults and the values its allow-list offers
+    /// for secret flags.
     pub fn learn_config(&self, cfg: &crate::config::file::ServerConfig) {
+        if let Some(key) = &cfg.api_key {
+            self.remember(key.expose());
+        }
         self.learn_argv(&cfg.args);
         self.learn_pairs(&cfg.env);
         self.learn_pairs(cfg.allow.defaults());

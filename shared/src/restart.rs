@@ -128,6 +128,9 @@ pub enum LaunchCause {
     WarmupTimeout { after_ms: u64 },
     /// The program could not be started at all.
     SpawnError { message: String },
+    /// The server refused the readiness probe's request with this HTTP status
+    /// (401 or 403): it wants an API key drainwatch was not given, or another.
+    Refused { status: u16 },
 }
 
 /// Why an operation stopped short, or the server died.
@@ -179,6 +182,15 @@ impl Failure {
                     format!("launch failed: not ready after {} s", after_ms / 1000)
                 }
                 LaunchCause::SpawnError { message } => format!("launch failed: {message}"),
+                LaunchCause::Refused { status } => format!(
+                    "launch failed: the server refused the readiness request ({}); it wants an API key: \
+                     set server.api_key_file (or api_key_env) to the key it was started with",
+                    match status {
+                        401 => "401 Unauthorized".to_owned(),
+                        403 => "403 Forbidden".to_owned(),
+                        s => format!("HTTP {s}"),
+                    }
+                ),
             },
             Self::Crashed { code, signal, .. } => format!("crashed: {}", exit_text(*code, *signal)),
             Self::Interrupted => "interrupted: drainwatch stopped during the operation".to_owned(),

@@ -80,6 +80,7 @@ fn main() -> anyhow::Result<()> {
             base_url: format!("http://127.0.0.1:{port}"),
             api: BenchApi::Completions,
             model: "default".into(),
+            api_key: None,
         };
         rt.block_on(async {
             let client = load::client(C);

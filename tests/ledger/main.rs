@@ -1,7 +1,9 @@
 //! Throughput per flag set: drainwatch's benchmark against the simulated server
-//! whose true rate is known, the flag-set ledger, and export.
+//! whose true rate is known, the flag-set ledger, and export; a server that
+//! wants an API key.
 
 mod accuracy;
+mod api_key;
 mod ledger;
 
 /// The tests that compare measured rates with the true ones hold it alone

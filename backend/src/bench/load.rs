@@ -17,6 +17,8 @@ use shared::bench::BenchApi;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::config::file::ApiKey;
+
 /// Where and how to send requests.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -24,9 +26,20 @@ pub struct Target {
     pub base_url: String,
     pub api: BenchApi,
     pub model: String,
+    /// Sent as `Authorization: Bearer` when the server wants one.
+    pub api_key: Option<ApiKey>,
 }
 
 impl Target {
+    /// A POST to [`Self::url`], with the API key if there is one.
+    pub fn post(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
+        let req = client.post(self.url());
+        match &self.api_key {
+            Some(key) => req.header(reqwest::header::AUTHORIZATION, key.bearer()),
+            None => req,
+        }
+    }
+
     pub fn url(&self) -> String {
         match self.api {
             BenchApi::Completions => format!("{}/v1/completions", self.base_url),
@@ -128,8 +141,8 @@ pub async fn one(
 ) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
-    let Ok(resp) = client
-        .post(target.url())
+    let Ok(resp) = target
+        .post(client)
         .json(&target.body(prompt, output_len, true))
         .send()
         .await

@@ -158,8 +158,8 @@ async fn check(
     prompt: &str,
     expect: &str,
 ) -> Result<CorrectnessResult, String> {
-    let resp = client
-        .post(target.url())
+    let resp = target
+        .post(client)
         .json(&target.body(prompt, 64, false))
         .timeout(Duration::from_secs(60))
         .send()

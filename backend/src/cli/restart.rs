@@ -252,7 +252,9 @@ fn exit_of(r: &RestartSummary) -> Exit {
         (_, Some(Failure::LaunchFailed { cause, .. })) => match cause {
             LaunchCause::Oom => Exit::Oom,
             LaunchCause::PortInUse { .. } => Exit::PortInUse,
-            LaunchCause::Exited { .. } | LaunchCause::SpawnError { .. } => Exit::Exited,
+            LaunchCause::Exited { .. }
+            | LaunchCause::SpawnError { .. }
+            | LaunchCause::Refused { .. } => Exit::Exited,
             LaunchCause::WarmupTimeout { .. } => Exit::WarmupTimeout,
         },
         (_, Some(Failure::Crashed { .. } | Failure::Interrupted))

@@ -2,9 +2,11 @@
 //! vector, never a shell string), how to tell it is ready, how long each stage may
 //! take, which flags a restart may change, and which more names than the usual
 //! ones (`--api-key`, `*_TOKEN`, … see [`crate::redact`]) hold secrets that
-//! drainwatch must never show (`server.redact`). Parsed and validated once;
-//! every error names the key and what is wrong with it.
+//! drainwatch must never show (`server.redact`), and where the server's API
+//! key is ([`api_key`]). Parsed and validated once; every error names the key
+//! and what is wrong with it.
 
+mod api_key;
 mod specs;
 #[cfg(test)]
 mod tests;
@@ -19,6 +21,8 @@ use shared::bench::BenchSettings;
 use super::flags::AllowList;
 use super::parse_duration;
 use specs::{RawFlag, flag_spec};
+
+pub use api_key::ApiKey;
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +63,9 @@ pub struct ServerConfig {
     /// More names whose values are secret (`server.redact`, case-insensitive),
     /// besides those [`crate::redact`] recognises by their words.
     pub redact: Vec<String>,
+    /// The key the server wants as `Authorization: Bearer` (its `--api-key`),
+    /// sent by the probes, the scrape and the benchmark.
+    pub api_key: Option<ApiKey>,
 }
 
 /// The serving benchmark's defaults.
@@ -151,6 +158,12 @@ struct RawServer {
     /// Extra secret names: `["MY_CREDENTIAL", "--license"]`.
     #[serde(default)]
     redact: Vec<String>,
+    /// A file holding the server's API key.
+    api_key_file: Option<PathBuf>,
+    /// An environment variable holding it.
+    api_key_env: Option<String>,
+    /// Refused: a key is never written into the config.
+    api_key: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,13 +197,13 @@ impl ServerConfig {
             path: path.to_owned(),
             source,
         })?;
-        let mut cfg = Self::parse(&text).map_err(|message| ConfigError::Invalid {
-            path: path.to_owned(),
-            message,
-        })?;
         // Relative paths with a directory part are relative to the file itself; a
         // bare program name is looked up in PATH when launched.
         let dir = path.parent().unwrap_or(Path::new("."));
+        let mut cfg = Self::parse_in(&text, dir).map_err(|message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        })?;
         if cfg.program.is_relative() && cfg.program.components().count() > 1 {
             cfg.program = dir.join(&cfg.program);
         }
@@ -200,8 +213,14 @@ impl ServerConfig {
         Ok(cfg)
     }
 
-    /// Parses and validates the file's text.
+    /// Parses and validates the file's text (an API key file relative to the
+    /// working directory).
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_in(text, Path::new(""))
+    }
+
+    /// Parses and validates the text of a file in `dir`; reads the API key.
+    fn parse_in(text: &str, dir: &Path) -> Result<Self, String> {
         let raw: RawFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
         let s = raw.server;
         if s.name.trim().is_empty() {
@@ -232,6 +251,12 @@ impl ServerConfig {
             .iter()
             .map(|n| check_secret_name(n).map_err(|e| format!("server.redact: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let api_key = api_key::KeySource {
+            file: s.api_key_file.clone(),
+            env: s.api_key_env.clone(),
+            inline: s.api_key.is_some(),
+        }
+        .read(dir)?;
         let base = format!(
             "http://{}",
             std::net::SocketAddr::new(
@@ -312,6 +337,7 @@ impl ServerConfig {
             model,
             bench,
             redact,
+            api_key,
         })
     }
 }

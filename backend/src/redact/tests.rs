@@ -194,6 +194,27 @@ fn known_values_are_replaced_anywhere() {
 }
 
 #[test]
+fn the_configs_api_key_is_learnt_even_when_it_is_all_digits() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let key = dir.path().join("key");
+    std::fs::write(&key, "8675309012\n").expect("written");
+    let text = format!(
+        "[server]\nname = \"x\"\nprogram = \"/bin/true\"\nport = 1\ngpus = [0]\napi_key_file = \"{}\"\n",
+        key.display()
+    );
+    let cfg = crate::config::file::ServerConfig::parse(&text).expect("valid");
+    let r = r();
+    r.learn_config(&cfg);
+    let out = r.text("GET /v1/models Authorization: Bearer 8675309012 -> 401");
+    assert!(!out.contains("8675309012"), "{out}");
+    assert!(out.contains(&r.value("8675309012")), "{out}");
+    // Learning a number by itself still does nothing.
+    let plain = Redactor::new([7; KEY_LEN], &[]);
+    plain.learn("8675309012");
+    assert!(plain.text("8675309012").contains("8675309012"));
+}
+
+#[test]
 fn flags_and_specs() {
     let r = r();
     let flags = Flags::from([

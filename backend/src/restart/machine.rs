@@ -111,6 +111,8 @@ pub enum Input {
     Healthy,
     /// The readiness probe (a real completion) succeeded.
     Ready,
+    /// The server refused a probe's request (401, 403): it wants an API key.
+    Refused { status: u16 },
     /// An already running server was taken over (adopted or re-found after a restart
     /// of drainwatch).
     Attached,
@@ -313,6 +315,14 @@ impl Machine {
             Input::Ready if self.phase == Phase::WarmingUp => {
                 self.finish(Phase::Ready, now, None, &mut fx);
             }
+            Input::Refused { status } if self.phase == Phase::WarmingUp => {
+                fx.push(Effect::KillAll);
+                let failure = Failure::LaunchFailed {
+                    cause: LaunchCause::Refused { status },
+                    log_tail: Vec::new(),
+                };
+                self.fail(now, failure, &mut fx);
+            }
             Input::Attached => {
                 self.op = None;
                 self.alive = self.alive.max(1);
@@ -325,7 +335,11 @@ impl Machine {
                 );
             }
             // Late or stray results (a probe after a failure, say) change nothing.
-            Input::Spawned | Input::SpawnFailed(_) | Input::Healthy | Input::Ready => {}
+            Input::Spawned
+            | Input::SpawnFailed(_)
+            | Input::Healthy
+            | Input::Ready
+            | Input::Refused { .. } => {}
         }
         fx
     }

@@ -405,6 +405,43 @@ fn a_warm_up_that_never_ends_times_out_and_kills_the_half_started_server() {
 }
 
 #[test]
+fn a_server_that_refuses_the_probe_fails_the_warm_up_at_once() {
+    let mut m = Machine::new(timeouts(), 1, 0);
+    m.step(
+        Input::Begin {
+            kind: OpKind::Start,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), 0);
+    m.step(Input::Spawned, 0);
+    m.step(Input::Healthy, 5 * S);
+    let fx = m.step(Input::Refused { status: 401 }, 6 * S);
+    assert!(has(&fx, &Effect::KillAll));
+    let failure = match finished(&fx) {
+        Some((Outcome::Failed, Some(f))) => f,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        failure,
+        Failure::LaunchFailed {
+            cause: LaunchCause::Refused { status: 401 },
+            log_tail: Vec::new(),
+        }
+    );
+    let said = failure.summary();
+    assert!(
+        said.contains("refused") && said.contains("401") && said.contains("api_key_file"),
+        "{said}"
+    );
+    // A late refusal about a server that is up changes nothing.
+    let mut up = ready();
+    assert!(up.step(Input::Refused { status: 401 }, 7 * S).is_empty());
+    assert_eq!(up.phase(), Phase::Ready);
+}
+
+#[test]
 fn a_server_that_dies_on_its_own_is_crashed() {
     let mut m = ready();
     let fx = m.step(

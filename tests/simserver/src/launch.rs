@@ -60,8 +60,9 @@ pub(crate) struct LaunchArgs {
 }
 
 /// What SGLang logs as it starts: its command line and its `server_args`,
-/// API key included (taken from the decoy's `--api-key`), and how clients
-/// authenticate; drainwatch must show none of the key.
+/// API key included (taken from the decoy's `--api-key`, else the key it
+/// enforces, `SIMSERVER_API_KEY`), and how clients authenticate; drainwatch
+/// must show none of the key.
 fn print_arguments(args: &LaunchArgs) {
     let argv: Vec<String> = std::env::args().collect();
     eprintln!("simserver: argv: {}", argv.join(" "));
@@ -73,6 +74,7 @@ fn print_arguments(args: &LaunchArgs) {
             api_key = args._decoy.get(i + 1).cloned();
         }
     }
+    let api_key = api_key.or_else(serve::api_key_from_env);
     eprintln!(
         "server_args=ServerArgs(model_path='sim', host='{}', port={}, tp_size={}, api_key={}, max_total_tokens=None)",
         args.host,
@@ -128,6 +130,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         lateness_us: AtomicU64::new(1_000),
         ttft: Default::default(),
         itl: Default::default(),
+        api_key: serve::api_key_from_env(),
         rate: RateModel::new(
             args.itl_ms,
             args.ttft_ms,

@@ -13,7 +13,8 @@
 //!
 //! Every process puts itself on the simulated host's roster (`simhost::roster`).
 //!
-//! Misbehaviour for tests and the demo comes from `SIMSERVER_MODE` (see `modes`).
+//! Misbehaviour for tests and the demo comes from `SIMSERVER_MODE` (see `modes`);
+//! `SIMSERVER_API_KEY` makes the launcher want that key on all but `/health`.
 //!
 //! Arguments after `--` are ignored: they only make the command line look like the
 //! real thing (`python3 -m sglang.launch_server --port 30000 …`). The launcher

@@ -1,7 +1,9 @@
 //! The launcher's HTTP face: `/health`, OpenAI-style `/v1/completions` and
 //! `/v1/chat/completions` (streamed as server-sent events, or whole) served at the
 //! pace of the [`RateModel`], and a Prometheus `/metrics` with SGLang's names whose
-//! counters match exactly what was sent.
+//! counters match exactly what was sent. With an API key (`SIMSERVER_API_KEY`,
+//! as `--api-key` on vLLM), everything but `/health` answers 401 JSON to a
+//! request without `Authorization: Bearer <key>`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -43,6 +45,16 @@ pub(crate) struct Server {
     pub(crate) ttft: Histogram,
     /// Time between tokens, per token (an event of k tokens counts k times).
     pub(crate) itl: Histogram,
+    /// The key clients must send as `Authorization: Bearer`, if any.
+    pub(crate) api_key: Option<String>,
+}
+
+/// Where the launcher takes its API key from (as vLLM's `VLLM_API_KEY`).
+pub(crate) const API_KEY_ENV: &str = "SIMSERVER_API_KEY";
+
+/// The API key of this launch: `SIMSERVER_API_KEY`, if set and not empty.
+pub(crate) fn api_key_from_env() -> Option<String> {
+    std::env::var(API_KEY_ENV).ok().filter(|k| !k.is_empty())
 }
 
 impl Server {
@@ -67,8 +79,7 @@ impl Server {
 }
 
 pub(crate) fn router(server: Arc<Server>) -> Router {
-    Router::new()
-        .route("/health", get(health))
+    let guarded = Router::new()
         .route(
             "/v1/completions",
             post(|s, j| generate(s, j, Api::Completions)),
@@ -78,7 +89,39 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             post(|s, j| generate(s, j, Api::Chat)),
         )
         .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&server),
+            require_key,
+        ));
+    Router::new()
+        .route("/health", get(health))
+        .merge(guarded)
         .with_state(server)
+}
+
+/// Lets a request through only with the right `Authorization: Bearer` when
+/// the server has a key, as vLLM and SGLang do: else 401 and a JSON error.
+async fn require_key(
+    State(s): State<Arc<Server>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(key) = &s.api_key else {
+        return next.run(req).await;
+    };
+    let sent = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if sent == Some(key.as_str()) {
+        return next.run(req).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(serde_json::json!({"error": "Unauthorized"})),
+    )
+        .into_response()
 }
 
 async fn health(State(s): State<Arc<Server>>) -> (StatusCode, &'static str) {

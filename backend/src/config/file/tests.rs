@@ -129,3 +129,97 @@ fn shipped_examples_are_valid() {
         ServerConfig::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+/// `MINIMAL` with `lines` added to `[server]`.
+fn with_server(lines: &str) -> String {
+    MINIMAL.replace("gpus = [0, 1]", &format!("gpus = [0, 1]\n{lines}"))
+}
+
+#[test]
+fn the_api_key_comes_from_a_file_with_its_newline_trimmed() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::write(dir.path().join("key"), "sk-file-0123\n").expect("written");
+    let c =
+        ServerConfig::parse_in(&with_server("api_key_file = \"key\""), dir.path()).expect("valid");
+    let key = c.api_key.expect("a key");
+    assert_eq!(key.expose(), "sk-file-0123");
+    assert_eq!(key.bearer().to_str().ok(), Some("Bearer sk-file-0123"));
+    assert!(key.bearer().is_sensitive());
+    // Never printed, neither alone nor with the config.
+    assert_eq!(format!("{key:?}"), "ApiKey(redacted)");
+    assert!(
+        ServerConfig::parse(MINIMAL)
+            .expect("valid")
+            .api_key
+            .is_none()
+    );
+}
+
+#[test]
+fn the_api_key_comes_from_an_environment_variable() {
+    // A variable the test process already has (setting one is unsafe).
+    let (name, value) = std::env::vars()
+        .find(|(k, v)| {
+            check_env_name(k).is_ok() && v.len() >= 4 && v.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .expect("some variable");
+    let c = ServerConfig::parse(&with_server(&format!("api_key_env = \"{name}\""))).expect("valid");
+    let key = c.api_key.clone().expect("a key");
+    assert_eq!(key.expose(), value);
+    assert!(!format!("{c:?}").contains(&format!("{value:?}")), "{c:?}");
+}
+
+#[test]
+fn api_key_errors_name_the_key_and_never_the_value() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let missing = dir.path().join("absent");
+    std::fs::write(dir.path().join("empty"), "\n").expect("written");
+    std::fs::write(dir.path().join("two"), "sk-a b\n").expect("written");
+    let cases = [
+        (
+            with_server("api_key = \"sk-inline-9999\""),
+            "server.api_key: the key is not taken from the config",
+        ),
+        (with_server("api_key = \"sk-inline-9999\""), "api_key_file"),
+        (
+            with_server("api_key_file = \"empty\"\napi_key_env = \"HOME\""),
+            "both set",
+        ),
+        (
+            with_server(&format!("api_key_file = \"{}\"", missing.display())),
+            &format!(
+                "server.api_key_file ({}): cannot read it",
+                missing.display()
+            ),
+        ),
+        (
+            with_server("api_key_file = \"empty\""),
+            "server.api_key_file",
+        ),
+        (with_server("api_key_file = \"empty\""), "is empty"),
+        (
+            with_server("api_key_file = \"two\""),
+            "characters an HTTP header cannot carry",
+        ),
+        (
+            with_server("api_key_env = \"DRAINWATCH_TEST_UNSET_KEY_1B2C\""),
+            "server.api_key_env (DRAINWATCH_TEST_UNSET_KEY_1B2C): the variable is not set",
+        ),
+        (
+            with_server("api_key_env = \"A-B\""),
+            "server.api_key_env: `A-B` is not a valid environment variable name",
+        ),
+    ];
+    for (text, needle) in cases {
+        let err = ServerConfig::parse_in(&text, dir.path()).expect_err(needle);
+        assert!(err.contains(needle), "{needle}: {err}");
+        assert!(!err.contains("sk-"), "{err}");
+    }
+    // Through `load`, a relative key file is found beside the config.
+    let cfg = dir.path().join("server.toml");
+    std::fs::write(&cfg, with_server("api_key_file = \"absent\"")).expect("written");
+    let err = ServerConfig::load(&cfg)
+        .expect_err("no key file")
+        .to_string();
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+}

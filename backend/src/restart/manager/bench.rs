@@ -148,6 +148,7 @@ impl Manager {
                 base_url: self.cfg.base_url.clone(),
                 api: run.settings.api,
                 model: self.cfg.bench.request_model.clone(),
+                api_key: self.cfg.api_key.clone(),
             },
             store: self.store.clone(),
             hub: std::sync::Arc::clone(&self.hub),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
-use crate::config::file::ServerConfig;
+use crate::config::file::{ApiKey, ServerConfig};
 use crate::restart::probe::{self, ProbeEvent};
 use crate::scrape::{self, Scraped};
 
@@ -106,10 +106,16 @@ impl Scrape {
     }
 }
 
-/// The HTTP client the probes and the scrape share.
-pub(super) fn client() -> reqwest::Client {
+/// The HTTP client the probes and the scrape share: every request carries the
+/// server's API key, if it has one, as `Authorization: Bearer` (marked sensitive).
+pub(super) fn client(api_key: Option<&ApiKey>) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(key) = api_key {
+        headers.insert(reqwest::header::AUTHORIZATION, key.bearer());
+    }
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
+        .default_headers(headers)
         .build()
         .unwrap_or_default()
 }

@@ -107,7 +107,7 @@ impl Manager {
     pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Command>) {
         let now = now_ms();
         let (tx, rx) = mpsc::channel(16);
-        let client = inputs::client();
+        let client = inputs::client(p.cfg.api_key.as_ref());
         let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
         let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
@@ -269,7 +269,7 @@ impl Manager {
                 }
                 Some((generation, event)) = self.probes.rx.recv() => {
                     if generation == self.generation {
-                        self.feed(match event { ProbeEvent::Healthy => Input::Healthy, ProbeEvent::Ready => Input::Ready });
+                        self.feed(match event { ProbeEvent::Healthy => Input::Healthy, ProbeEvent::Ready => Input::Ready, ProbeEvent::Refused(status) => Input::Refused { status } });
                     }
                 }
                 _ = tick.tick() => {
