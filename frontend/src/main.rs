@@ -13,6 +13,7 @@ mod components;
 mod deeplink;
 mod fetch;
 mod flags;
+mod gpu_markup;
 mod ledger;
 mod localtime;
 mod markup;

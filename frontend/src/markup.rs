@@ -67,6 +67,17 @@ pub(crate) fn log_box(out: &mut String, lines: &[String], max: usize, testid: &s
     );
 }
 
+/// The box of one failure, with its `data-testid`; nothing without one.
+pub(crate) fn failure_box(f: Option<&Failure>, testid: &str) -> String {
+    f.map_or_else(String::new, |f| {
+        format!(
+            r#"<div class="failure-box" data-testid="{testid}" data-kind="{}">{}</div>"#,
+            failure_key(f),
+            failure_content(f)
+        )
+    })
+}
+
 /// The content of a failure box: kind and one-line summary, the processes
 /// holding GPU memory (ours or foreign), and the log lines it carries.
 pub(crate) fn failure_content(f: &Failure) -> String {
@@ -358,6 +369,23 @@ mod tests {
         assert!(html.contains("line 29 &lt;x&gt;") && html.contains("line 10 "));
         assert!(!html.contains("line 9 "));
         assert!(!html.contains("holders-table"));
+    }
+
+    #[test]
+    fn failure_box_wraps_the_content_with_its_kind() {
+        let f = Failure::LaunchFailed {
+            cause: LaunchCause::Oom,
+            log_tail: Vec::new(),
+        };
+        assert_eq!(
+            failure_box(Some(&f), "server-failure"),
+            format!(
+                r#"<div class="failure-box" data-testid="server-failure" data-kind="{}">{}</div>"#,
+                failure_key(&f),
+                failure_content(&f)
+            )
+        );
+        assert_eq!(failure_box(None, "server-failure"), "");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 use crate::api;
 use crate::components::close_button::close_button;
 use crate::ledger::form::{BenchForm, bench_request};
-use crate::ledger::live::{live_text, progress_text, run_text, running_set_text};
+use crate::ledger::live::{live_text, progress_text, run_text, running_set_markup};
 use crate::ops::can_bench;
 use crate::state::AppState;
 
@@ -29,14 +29,12 @@ pub(crate) fn BenchBar() -> impl IntoView {
             .server
             .with(|s| s.as_ref().is_some_and(|s| !s.has_metrics))
     });
-    let flagset = Memo::new(move |_| {
-        state
-            .server
-            .with(|s| s.as_ref().and_then(|s| s.flagset.clone()))
-    });
-    let flagset_text = Memo::new(move |_| {
-        flagset.with(|id| state.ledger.with(|l| running_set_text(id.as_deref(), l)))
-    });
+    let flagset = move || {
+        state.server.with(|s| {
+            let id = s.as_ref().and_then(|s| s.flagset.as_deref());
+            state.ledger.with(|l| running_set_markup(id, l))
+        })
+    };
     let enabled = Memo::new(move |_| state.server.with(|s| s.as_ref().is_some_and(can_bench)));
 
     let progress = Memo::new(move |_| state.bench.with(|b| b.as_ref().map(progress_text)));
@@ -71,9 +69,8 @@ pub(crate) fn BenchBar() -> impl IntoView {
             >
                 {move || live.get()}
             </span>
-            <span class="srv-set" data-testid="server-flagset" data-flagset=move || flagset.get() title=move || flagset_text.get()>
-                {move || flagset_text.get()}
-            </span>
+            // `display: contents`: the set's span is the line's item.
+            <span class="srv-set-slot" inner_html=flagset></span>
             <span class="bench-slot">
                 {move || match progress.get() {
                     Some(text) => {

@@ -41,33 +41,50 @@ fn tooltip(view: ConnView) -> String {
     }
 }
 
-/// The connection state, `data-state` = `live` | `stale` | `reconnecting` |
-/// `connecting`; while reconnecting also `data-attempt` and `data-retry-ms` (the
-/// delay before that attempt).
+/// The badge as HTML text: `data-state` = `live` | `stale` | `reconnecting` |
+/// `connecting`; while reconnecting also `data-attempt` and `data-retry-ms`
+/// (the delay before that attempt).
+fn badge_markup(view: ConnView) -> String {
+    let extra = match view {
+        ConnView::Reconnecting {
+            attempt, delay_ms, ..
+        } => format!(r#" data-attempt="{attempt}" data-retry-ms="{delay_ms}""#),
+        _ => String::new(),
+    };
+    format!(
+        r#"<span class="conn-badge" data-testid="conn-badge" data-state="{}"{extra} title="{}"><span class="conn-dot" aria-hidden="true"></span><span class="conn-text">{}</span></span>"#,
+        view.state(),
+        tooltip(view),
+        label(view)
+    )
+}
+
+/// The connection badge, following the socket and the clock.
 #[component]
 pub(crate) fn ConnBadge() -> impl IntoView {
     let state = AppState::get();
-    let view_now = Memo::new(move |_| state.conn_view());
-    let attempt = move || match view_now.get() {
-        ConnView::Reconnecting { attempt, .. } => Some(attempt.to_string()),
-        _ => None,
-    };
-    let retry_ms = move || match view_now.get() {
-        ConnView::Reconnecting { delay_ms, .. } => Some(delay_ms.to_string()),
-        _ => None,
-    };
+    // `display: contents`: the badge is the bar's item.
+    view! { <span class="conn-slot" inner_html=move || badge_markup(state.conn_view())></span> }
+}
 
-    view! {
-        <span
-            class="conn-badge"
-            data-testid="conn-badge"
-            data-state=move || view_now.get().state()
-            data-attempt=attempt
-            data-retry-ms=retry_ms
-            title=move || tooltip(view_now.get())
-        >
-            <span class="conn-dot" aria-hidden="true"></span>
-            <span class="conn-text">{move || label(view_now.get())}</span>
-        </span>
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn badge_carries_its_state_and_the_retry() {
+        assert_eq!(
+            badge_markup(ConnView::Live),
+            r#"<span class="conn-badge" data-testid="conn-badge" data-state="live" title="samples are arriving"><span class="conn-dot" aria-hidden="true"></span><span class="conn-text">live</span></span>"#
+        );
+        let html = badge_markup(ConnView::Reconnecting {
+            attempt: 3,
+            delay_ms: 2000,
+            retry_in_ms: Some(1500),
+        });
+        assert!(html.contains(
+            r#"data-state="reconnecting" data-attempt="3" data-retry-ms="2000" title="connection lost; retry 3 after 2.0 s"#
+        ));
+        assert!(html.contains(">offline · retry in 1.5 s</span>"));
     }
 }

@@ -34,9 +34,9 @@ pub(crate) fn DrainChart(
             _ => now,
         }
     });
-    let markup =
-        Memo::new(move |_| detail.with(|d| gpus.with(|g| chart::svg_markup(d, &g.0, &g.1))));
-    let legend = Memo::new(move |_| {
+    // Plain closures: an element's markup is only replaced when it changed.
+    let markup = move || detail.with(|d| gpus.with(|g| chart::svg_markup(d, &g.0, &g.1)));
+    let legend = move || {
         let lines = detail.with(|d| {
             d.timeline
                 .iter()
@@ -45,7 +45,7 @@ pub(crate) fn DrainChart(
                 .unwrap_or(0)
         });
         gpus.with(|g| chart::legend_markup(lines, &g.1))
-    });
+    };
 
     view! {
         <div class="chart-wrap">
@@ -58,9 +58,9 @@ pub(crate) fn DrainChart(
                 viewBox=format!("0 0 {W} {H}")
                 role="img"
                 aria-label="GPU memory during the operation"
-                inner_html=move || markup.get()
+                inner_html=markup
             ></svg>
-            <div class="chart-legend" data-testid="chart-legend" inner_html=move || legend.get()></div>
+            <div class="chart-legend" data-testid="chart-legend" inner_html=legend></div>
         </div>
     }
 }

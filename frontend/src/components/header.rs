@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use shared::{HostInfo, NvmlStatus, ProcessRole, Sample};
 
 use crate::components::conn_badge::ConnBadge;
+use crate::markup::escape;
 use crate::state::AppState;
 
 /// "12.8" from NVML's CUDA driver version encoding (12080).
@@ -111,23 +112,49 @@ fn server_text(
     }
 }
 
+/// The bar's facts about the host, as HTML text: name, host, drainwatch's
+/// version, NVML's status (see [`nvml_text`]).
+fn facts_markup(host: Option<&HostInfo>) -> String {
+    let hostname = host.map_or("…", |h| h.hostname.as_str());
+    let version = host.map_or_else(String::new, |h| format!("v{}", h.version));
+    let (text, tip, state) = nvml_text(host.map(|h| &h.nvml));
+    let error = if state == "unavailable" {
+        " nvml-error"
+    } else {
+        ""
+    };
+    format!(
+        concat!(
+            r#"<span class="brand">drainwatch</span>"#,
+            r#"<span class="host" data-testid="hostname" title="host">{}</span>"#,
+            r#"<span class="version" data-testid="version" title="drainwatch version">{}</span>"#,
+            r#"<span class="nvml{}" data-testid="nvml-status" data-state="{}" title="{}">{}</span>"#,
+        ),
+        escape(hostname),
+        escape(&version),
+        error,
+        state,
+        escape(&tip),
+        escape(&text)
+    )
+}
+
+/// The server status as HTML text, from [`server_text`]'s answer.
+fn status_markup((text, tip, state, pid): &(String, String, &'static str, Option<u32>)) -> String {
+    let pid = pid
+        .map(|p| format!(r#" data-pid="{p}""#))
+        .unwrap_or_default();
+    format!(
+        r#"<span class="server-status" data-testid="server-status" data-state="{state}"{pid} title="{}"><span class="server-dot"></span><span class="server-text">{}</span></span>"#,
+        escape(tip),
+        escape(text)
+    )
+}
+
 /// The page's top bar.
 #[component]
 pub(crate) fn Header() -> impl IntoView {
     let state = AppState::get();
-    let hostname = move || {
-        state.host.with(|h| {
-            h.as_ref()
-                .map_or_else(|| "…".to_owned(), |h| h.hostname.clone())
-        })
-    };
-    let version = move || {
-        state.host.with(|h| {
-            h.as_ref()
-                .map_or_else(String::new, |h| format!("v{}", h.version))
-        })
-    };
-    let nvml = Memo::new(move |_| state.host.with(|h| nvml_text(h.as_ref().map(|h| &h.nvml))));
     let server = Memo::new(move |_| {
         state
             .host
@@ -154,46 +181,23 @@ pub(crate) fn Header() -> impl IntoView {
             (format!("{} connected", p.len()), tip)
         })
     });
+    let simulated = Memo::new(move |_| {
+        state
+            .host
+            .with(|h| h.as_ref().is_some_and(|h| h.nvml.is_simulated()))
+    });
     let logout = move |_| {
         leptos::task::spawn_local(async move {
             let _ = crate::api::logout().await;
             let _ = window().location().replace("/login");
         });
     };
-    let simulated = Memo::new(move |_| {
-        state
-            .host
-            .with(|h| h.as_ref().is_some_and(|h| h.nvml.is_simulated()))
-    });
 
     view! {
         <header class="topbar" data-testid="header">
-            <span class="brand">"drainwatch"</span>
-            <span class="host" data-testid="hostname" title="host">
-                {hostname}
-            </span>
-            <span class="version" data-testid="version" title="drainwatch version">
-                {version}
-            </span>
-            <span
-                class="nvml"
-                class:nvml-error=move || nvml.with(|n| n.2 == "unavailable")
-                data-testid="nvml-status"
-                data-state=move || nvml.with(|n| n.2)
-                title=move || nvml.with(|n| n.1.clone())
-            >
-                {move || nvml.with(|n| n.0.clone())}
-            </span>
-            <span
-                class="server-status"
-                data-testid="server-status"
-                data-state=move || server.with(|s| s.2)
-                data-pid=move || server.with(|s| s.3.map(|p| p.to_string()))
-                title=move || server.with(|s| s.1.clone())
-            >
-                <span class="server-dot"></span>
-                <span class="server-text">{move || server.with(|s| s.0.clone())}</span>
-            </span>
+            // Both wrappers are `display: contents`: their spans are the bar's items.
+            <span class="topbar-facts" inner_html=move || state.host.with(|h| facts_markup(h.as_ref()))></span>
+            <span class="topbar-facts" inner_html=move || server.with(status_markup)></span>
             <span class="topbar-right">
                 <span class="simulated-slot">
                     <Show when=move || simulated.get()>
@@ -257,6 +261,41 @@ mod tests {
             server,
             processes_error: None,
         }
+    }
+
+    #[test]
+    fn facts_and_status_as_markup() {
+        assert_eq!(
+            facts_markup(None),
+            concat!(
+                r#"<span class="brand">drainwatch</span>"#,
+                r#"<span class="host" data-testid="hostname" title="host">…</span>"#,
+                r#"<span class="version" data-testid="version" title="drainwatch version"></span>"#,
+                r#"<span class="nvml" data-testid="nvml-status" data-state="unknown" title="waiting for the server">NVML …</span>"#,
+            )
+        );
+        let mut h = host(None);
+        h.hostname = "<h>".to_owned();
+        let html = facts_markup(Some(&h));
+        assert!(html.contains(r#"title="host">&lt;h&gt;</span>"#));
+        assert!(html.contains(r#"title="drainwatch version">v0</span>"#));
+        assert!(html.contains(
+            r#"<span class="nvml nvml-error" data-testid="nvml-status" data-state="unavailable" title="NVML library: x
+y">NVML unavailable: y</span>"#
+        ));
+        let status = (
+            "server :1 · pid 2".to_owned(),
+            "tip".to_owned(),
+            "running",
+            Some(2),
+        );
+        assert_eq!(
+            status_markup(&status),
+            r#"<span class="server-status" data-testid="server-status" data-state="running" data-pid="2" title="tip"><span class="server-dot"></span><span class="server-text">server :1 · pid 2</span></span>"#
+        );
+        assert!(
+            !status_markup(&(String::new(), String::new(), "absent", None)).contains("data-pid")
+        );
     }
 
     #[test]

@@ -7,7 +7,6 @@ pub(crate) mod close_button;
 pub(crate) mod compare_panel;
 pub(crate) mod conn_badge;
 pub(crate) mod drain_chart;
-pub(crate) mod failure_box;
 pub(crate) mod flag_row;
 pub(crate) mod flagset_editor;
 pub(crate) mod gpu_card;

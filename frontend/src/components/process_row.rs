@@ -1,11 +1,14 @@
 //! One row of the process table: PID, start time, user, command line, GPUs,
 //! GPU memory, RSS and role, following the latest sample.
 
+use std::fmt::Write as _;
+
 use leptos::prelude::*;
 use shared::units::fmt_bytes;
 use shared::{ProcessInfo, ProcessRole};
 
 use crate::localtime;
+use crate::markup::escape;
 use crate::state::AppState;
 
 /// Shown for a value `/proc` or NVML did not give.
@@ -73,6 +76,100 @@ fn proc_reason(p: &ProcessInfo) -> String {
         .unwrap_or_else(|| "not reported".to_owned())
 }
 
+/// A tooltip attribute, or nothing.
+fn title(text: Option<String>) -> String {
+    text.map(|t| format!(r#" title="{}""#, escape(&t)))
+        .unwrap_or_default()
+}
+
+/// A byte count's `data-bytes` attribute, or nothing.
+fn bytes_attr(bytes: Option<u64>) -> String {
+    bytes
+        .map(|b| format!(r#" data-bytes="{b}""#))
+        .unwrap_or_default()
+}
+
+/// The row's cells as HTML text, for process `p` (all empty while it is not in
+/// the sample); `hms` and `full` format a start time for the cell and its
+/// tooltip.
+fn cells_markup(
+    key: RowKey,
+    p: Option<&ProcessInfo>,
+    hms: fn(u64) -> String,
+    full: fn(u64) -> String,
+) -> String {
+    let cell = |f: &dyn Fn(&ProcessInfo) -> String| p.map_or_else(String::new, f);
+    let tip = |f: &dyn Fn(&ProcessInfo) -> Option<String>| title(p.and_then(f));
+    let started = tip(&|p| Some(p.started_at_ms.map_or_else(|| proc_reason(p), full)));
+    let started_text = cell(&|p| p.started_at_ms.map_or_else(|| MISSING.to_owned(), hms));
+    let user = tip(&|p| {
+        Some(match (&p.user, p.uid) {
+            (Some(u), Some(uid)) => format!("{u} (uid {uid})"),
+            (None, Some(uid)) => format!("uid {uid}"),
+            (Some(u), None) => u.clone(),
+            (None, None) => proc_reason(p),
+        })
+    });
+    let user_text = cell(&|p| match (&p.user, p.uid) {
+        (Some(u), _) => u.clone(),
+        (None, Some(uid)) => uid.to_string(),
+        (None, None) => MISSING.to_owned(),
+    });
+    let cmd = tip(&|p| {
+        Some(if p.cmdline.is_empty() {
+            proc_reason(p)
+        } else {
+            p.cmdline.join(" ")
+        })
+    });
+    let cmd_text = cell(&|p| {
+        if p.cmdline.is_empty() {
+            MISSING.to_owned()
+        } else {
+            p.cmdline.join(" ")
+        }
+    });
+    let mark = if key.depth > 0 { "└ " } else { "" };
+    let mem = p.and_then(gpu_mem);
+    let mem_text = cell(&|_| mem.map_or_else(|| MISSING.to_owned(), fmt_bytes));
+    let rss = p.and_then(|p| p.rss_bytes);
+    let rss_tip = tip(&|p| p.rss_bytes.is_none().then(|| proc_reason(p)));
+    let rss_text = cell(&|_| rss.map_or_else(|| MISSING.to_owned(), fmt_bytes));
+    let role = p.map_or("foreign", |p| role_name(p.role));
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<td class="num" data-testid="proc-pid">{}</td><td data-testid="proc-started"{started}>{}</td>"#,
+        key.pid,
+        escape(&started_text)
+    );
+    let _ = write!(
+        out,
+        r#"<td class="ellipsis" data-testid="proc-user"{user}>{}</td>"#,
+        escape(&user_text)
+    );
+    let _ = write!(
+        out,
+        r#"<td class="cmd" data-testid="proc-cmd" style="padding-left: calc(0.5rem + {}ch);"{cmd}><span class="tree-mark">{mark}</span><span class="cmd-text">{}</span></td>"#,
+        key.depth * 2,
+        escape(&cmd_text)
+    );
+    let _ = write!(
+        out,
+        r#"<td data-testid="proc-gpus">{}</td><td class="num" data-testid="proc-gpu-mem"{}{}>{}</td>"#,
+        cell(&gpu_list),
+        bytes_attr(mem),
+        tip(&|p| Some(gpu_mem_title(p))),
+        mem_text
+    );
+    let _ = write!(
+        out,
+        r#"<td class="num" data-testid="proc-rss"{}{rss_tip}>{rss_text}</td><td><span class="role role-{role}" data-testid="proc-role">{role}</span></td>"#,
+        bytes_attr(rss)
+    );
+    out
+}
+
 /// The row of one process.
 #[component]
 pub(crate) fn ProcessRow(
@@ -80,24 +177,18 @@ pub(crate) fn ProcessRow(
     key: RowKey,
 ) -> impl IntoView {
     let state = AppState::get();
-    let process = Memo::new(move |_| {
+    // The process in the latest sample.
+    let with = move |f: &dyn Fn(Option<&ProcessInfo>) -> String| {
         state.latest.with(|l| {
-            l.as_ref().and_then(|s| {
+            let p = l.as_ref().and_then(|s| {
                 s.processes
                     .iter()
                     .find(|p| p.pid == key.pid && p.start_ticks == key.start_ticks)
-                    .cloned()
-            })
+            });
+            f(p)
         })
-    });
-    // Each cell: text, and a tooltip.
-    let cell = move |f: fn(&ProcessInfo) -> String| {
-        move || process.with(|p| p.as_ref().map_or_else(String::new, f))
     };
-    let tip = move |f: fn(&ProcessInfo) -> Option<String>| {
-        move || process.with(|p| p.as_ref().and_then(f))
-    };
-    let role = move || process.with(|p| p.as_ref().map_or("foreign", |p| role_name(p.role)));
+    let role = move || with(&|p| p.map_or("foreign", |p| role_name(p.role)).to_owned());
 
     view! {
         <tr
@@ -108,72 +199,80 @@ pub(crate) fn ProcessRow(
             data-pid=key.pid.to_string()
             data-role=role
             data-depth=key.depth.to_string()
-        >
-            <td class="num" data-testid="proc-pid">{key.pid}</td>
-            <td
-                data-testid="proc-started"
-                title=tip(|p| match p.started_at_ms {
-                    Some(ms) => Some(localtime::full(ms)),
-                    None => Some(proc_reason(p)),
-                })
-            >
-                {cell(|p| p.started_at_ms.map_or_else(|| MISSING.to_owned(), localtime::hms))}
-            </td>
-            <td
-                class="ellipsis"
-                data-testid="proc-user"
-                title=tip(|p| match (&p.user, p.uid) {
-                    (Some(u), Some(uid)) => Some(format!("{u} (uid {uid})")),
-                    (None, Some(uid)) => Some(format!("uid {uid}")),
-                    (Some(u), None) => Some(u.clone()),
-                    (None, None) => Some(proc_reason(p)),
-                })
-            >
-                {cell(|p| match (&p.user, p.uid) {
-                    (Some(u), _) => u.clone(),
-                    (None, Some(uid)) => uid.to_string(),
-                    (None, None) => MISSING.to_owned(),
-                })}
-            </td>
-            <td
-                class="cmd"
-                data-testid="proc-cmd"
-                style:padding-left=format!("calc(0.5rem + {}ch)", key.depth * 2)
-                title=tip(|p| {
-                    Some(if p.cmdline.is_empty() { proc_reason(p) } else { p.cmdline.join(" ") })
-                })
-            >
-                <span class="tree-mark">{if key.depth > 0 { "└ " } else { "" }}</span>
-                <span class="cmd-text">
-                    {cell(|p| {
-                        if p.cmdline.is_empty() { MISSING.to_owned() } else { p.cmdline.join(" ") }
-                    })}
-                </span>
-            </td>
-            <td data-testid="proc-gpus">
-                {cell(gpu_list)}
-            </td>
-            <td
-                class="num"
-                data-testid="proc-gpu-mem"
-                data-bytes=tip(|p| gpu_mem(p).map(|b| b.to_string()))
-                title=tip(|p| Some(gpu_mem_title(p)))
-            >
-                {cell(|p| gpu_mem(p).map_or_else(|| MISSING.to_owned(), fmt_bytes))}
-            </td>
-            <td
-                class="num"
-                data-testid="proc-rss"
-                data-bytes=tip(|p| p.rss_bytes.map(|b| b.to_string()))
-                title=tip(|p| p.rss_bytes.is_none().then(|| proc_reason(p)))
-            >
-                {cell(|p| p.rss_bytes.map_or_else(|| MISSING.to_owned(), fmt_bytes))}
-            </td>
-            <td>
-                <span class=move || format!("role role-{}", role()) data-testid="proc-role">
-                    {role}
-                </span>
-            </td>
-        </tr>
+            inner_html=move || with(&|p| cells_markup(key, p, localtime::hms, localtime::full))
+        ></tr>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::GpuMemUse;
+
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn key(depth: u32) -> RowKey {
+        RowKey {
+            pid: 42,
+            start_ticks: Some(7),
+            depth,
+        }
+    }
+
+    fn at(ms: u64) -> String {
+        format!("t{ms}")
+    }
+
+    #[test]
+    fn cells_of_a_full_process() {
+        let mut p = ProcessInfo::without_proc(
+            42,
+            vec![
+                GpuMemUse {
+                    gpu_index: 1,
+                    used_bytes: Some(512 * MIB),
+                },
+                GpuMemUse {
+                    gpu_index: 0,
+                    used_bytes: None,
+                },
+            ],
+            ProcessRole::Server,
+            String::new(),
+        );
+        p.started_at_ms = Some(5);
+        p.user = Some("ann".to_owned());
+        p.uid = Some(1000);
+        p.cmdline = vec!["python3".to_owned(), "<x>".to_owned()];
+        p.rss_bytes = Some(5 * MIB);
+        assert_eq!(
+            cells_markup(key(1), Some(&p), at, at),
+            concat!(
+                r#"<td class="num" data-testid="proc-pid">42</td><td data-testid="proc-started" title="t5">t5</td>"#,
+                r#"<td class="ellipsis" data-testid="proc-user" title="ann (uid 1000)">ann</td>"#,
+                r#"<td class="cmd" data-testid="proc-cmd" style="padding-left: calc(0.5rem + 2ch);" title="python3 &lt;x&gt;"><span class="tree-mark">└ </span><span class="cmd-text">python3 &lt;x&gt;</span></td>"#,
+                r#"<td data-testid="proc-gpus">0,1</td><td class="num" data-testid="proc-gpu-mem" data-bytes="536870912" title="GPU 1: 512 MiB"#,
+                "\nGPU 0: not attributed by NVML\">512 MiB</td>",
+                r#"<td class="num" data-testid="proc-rss" data-bytes="5242880">5 MiB</td><td><span class="role role-server" data-testid="proc-role">server</span></td>"#,
+            )
+        );
+    }
+
+    #[test]
+    fn cells_say_why_proc_details_are_missing() {
+        let p = ProcessInfo::without_proc(42, Vec::new(), ProcessRole::Foreign, "gone".to_owned());
+        let html = cells_markup(key(0), Some(&p), at, at);
+        assert!(html.contains(r#"data-testid="proc-started" title="gone">—</td>"#));
+        assert!(html.contains(r#"data-testid="proc-user" title="gone">—</td>"#));
+        assert!(html.contains(r#"<span class="tree-mark"></span><span class="cmd-text">—</span>"#));
+        assert!(html.contains(r#"data-testid="proc-gpus">—</td>"#));
+        assert!(html.contains(r#"data-testid="proc-gpu-mem" title="holds no GPU memory">—</td>"#));
+        assert!(html.contains(r#"data-testid="proc-rss" title="gone">—</td>"#));
+        assert!(html.contains("role role-foreign"));
+        // Not in the sample: empty cells, no tooltips.
+        let none = cells_markup(key(0), None, at, at);
+        assert!(!none.contains("title=") && !none.contains("data-bytes"));
+        assert!(none.contains(r#"data-testid="proc-pid">42</td>"#));
     }
 }

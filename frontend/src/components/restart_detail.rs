@@ -11,7 +11,6 @@ use crate::api;
 use crate::chart::empty_detail;
 use crate::components::close_button::close_button;
 use crate::components::drain_chart::DrainChart;
-use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
 use crate::fetch::SingleFlight;
 use crate::localtime;
@@ -117,45 +116,20 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                 on:click=|ev| ev.stop_propagation()
             >
                 <header class="modal-head">
-                    <h2 class="modal-title">
-                        {move || {
-                            loaded
-                                .with(|d| match d {
-                                    Some(d) => format!("{} #{id}", d.summary.kind.as_str()),
-                                    None => format!("operation #{id}"),
-                                })
-                        }}
-                    </h2>
-                    {move || {
-                        loaded
-                            .with(|d| {
-                                d.as_ref()
-                                    .map(|d| {
-                                        let s = &d.summary;
-                                        let o = outcome_key(s.outcome);
-                                        let tip = s.failure.as_ref().map(|f| f.summary()).unwrap_or_default();
-                                        view! {
-                                            <span class="outcome" data-testid="detail-outcome" data-outcome=o title=tip>
-                                                {o}
-                                            </span>
-                                        }
-                                    })
-                            })
-                    }}
+                    // `display: contents`: the title and the pill are the head's items.
+                    <span
+                        class="detail-head"
+                        inner_html=move || loaded.with(|d| head_markup(id, d.as_ref()))
+                    ></span>
                     {close_button(close, Some("close-detail"))}
                 </header>
-                {move || {
-                    error
-                        .get()
-                        .map(|e| view! { <div class="dialog-error" data-testid="detail-error" role="alert">{e}</div> })
-                }}
-                {move || {
-                    if loaded.with(Option::is_none) && error.with(Option::is_none) {
-                        Some(view! { <div class="detail-loading">{format!("loading operation #{id}…")}</div> })
-                    } else {
-                        None
+                // The error or, until the record is in, a loading line.
+                <div
+                    class="detail-wait"
+                    inner_html=move || {
+                        error.with(|e| loaded.with(|d| wait_markup(id, e.as_deref(), d.is_some())))
                     }
-                }}
+                ></div>
                 <Show when=move || loaded.with(Option::is_some)>
                     <div
                         class="detail-section"
@@ -178,11 +152,15 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                                 })
                         }
                     ></div>
-                    {move || {
-                        loaded
-                            .with(|d| d.as_ref().and_then(|d| d.summary.failure.clone()))
-                            .map(|f| view! { <FailureBox failure=f testid="detail-failure" /> })
-                    }}
+                    <div
+                        class="failure-slot"
+                        inner_html=move || {
+                            loaded.with(|d| {
+                                let f = d.as_ref().and_then(|d| d.summary.failure.as_ref());
+                                markup::failure_box(f, "detail-failure")
+                            })
+                        }
+                    ></div>
                     <h3 class="dlg-h">"log"</h3>
                     <LogTail
                         lines=Signal::derive(move || {
@@ -209,6 +187,33 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                 </Show>
             </div>
         </div>
+    }
+}
+
+/// The head's title and, once the record is in, its outcome pill, as HTML text.
+fn head_markup(id: i64, d: Option<&RestartDetail>) -> String {
+    let Some(d) = d else {
+        return format!(r#"<h2 class="modal-title">operation #{id}</h2>"#);
+    };
+    let s = &d.summary;
+    let o = outcome_key(s.outcome);
+    let tip = s.failure.as_ref().map(|f| f.summary()).unwrap_or_default();
+    format!(
+        r#"<h2 class="modal-title">{} #{id}</h2><span class="outcome" data-testid="detail-outcome" data-outcome="{o}" title="{}">{o}</span>"#,
+        s.kind.as_str(),
+        markup::escape(&tip)
+    )
+}
+
+/// The fetch's error, or a loading line until the record is in, as HTML text.
+fn wait_markup(id: i64, error: Option<&str>, loaded: bool) -> String {
+    match error {
+        Some(e) => format!(
+            r#"<div class="dialog-error" data-testid="detail-error" role="alert">{}</div>"#,
+            markup::escape(e)
+        ),
+        None if !loaded => format!(r#"<div class="detail-loading">loading operation #{id}…</div>"#),
+        None => String::new(),
     }
 }
 
@@ -247,6 +252,28 @@ mod tests {
 
     fn at(points: &[TimelinePoint]) -> Vec<u64> {
         points.iter().map(|p| p.at_ms).collect()
+    }
+
+    #[test]
+    fn head_and_wait_lines() {
+        assert_eq!(
+            head_markup(3, None),
+            r#"<h2 class="modal-title">operation #3</h2>"#
+        );
+        let html = head_markup(3, Some(&empty_detail(3)));
+        assert!(html.starts_with(r#"<h2 class="modal-title">"#), "{html}");
+        assert!(html.contains(
+            r#" #3</h2><span class="outcome" data-testid="detail-outcome" data-outcome=""#
+        ));
+        assert_eq!(
+            wait_markup(3, None, false),
+            r#"<div class="detail-loading">loading operation #3…</div>"#
+        );
+        assert_eq!(wait_markup(3, None, true), "");
+        assert_eq!(
+            wait_markup(3, Some("<no>"), false),
+            r#"<div class="dialog-error" data-testid="detail-error" role="alert">&lt;no&gt;</div>"#
+        );
     }
 
     #[test]

@@ -10,11 +10,10 @@ use shared::restart::{ContainmentKind, OpKind, Phase, ServerStatus};
 use shared::units::fmt_age_ms;
 
 use crate::components::bench_bar::BenchBar;
-use crate::components::failure_box::FailureBox;
 use crate::components::log_tail::LogTail;
 use crate::components::phase_badge::PhaseBadge;
 use crate::components::stage_progress::StageProgress;
-use crate::markup::flag_chips;
+use crate::markup::{escape, failure_box, flag_chips};
 use crate::ops::{MISSING, can_adopt, can_restart, can_start, can_stop, last_lines};
 use crate::state::{AppState, DialogOpen};
 
@@ -58,6 +57,24 @@ fn is_up(phase: Phase) -> bool {
     !matches!(phase, Phase::Stopped | Phase::Failed | Phase::Crashed)
 }
 
+/// How the server is kept apart from everything else, as HTML text; the
+/// line is "degraded" when a stop cannot end with cgroup.kill (fallback, or
+/// an adopted server left outside drainwatch's cgroup).
+fn containment_markup(s: Option<&ServerStatus>) -> String {
+    let Some((s, line)) = s.and_then(|s| Some((s, s.containment_line()?))) else {
+        return String::new();
+    };
+    let fallback = s
+        .containment
+        .as_ref()
+        .is_some_and(|c| c.kind != ContainmentKind::Cgroup);
+    let degraded = fallback || (s.origin.is_some() && !s.server_contained);
+    let line = escape(&line);
+    format!(
+        r#"<div class="srv-contain" data-testid="server-containment" data-degraded="{degraded}"><span class="srv-label">containment</span><span class="srv-contain-text" title="{line}">{line}</span></div>"#
+    )
+}
+
 /// A button that opens the operation dialog for `kind`, pressable while
 /// `enabled` says so.
 fn open_button(
@@ -93,33 +110,11 @@ pub(crate) fn ServerPanel() -> impl IntoView {
             .server
             .with(|s| s.as_ref().map(|s| s.flags.clone()).unwrap_or_default())
     });
-    let failure = Memo::new(move |_| {
-        state
-            .server
-            .with(|s| s.as_ref().and_then(|s| s.failure.clone()))
-    });
     let log = Memo::new(move |_| {
         state.server.with(|s| {
             s.as_ref()
                 .map(|s| last_lines(&s.log_tail, LOG_LINES).to_vec())
                 .unwrap_or_default()
-        })
-    });
-    // How the server is kept apart from everything else; "degraded" when a
-    // stop cannot end with cgroup.kill (fallback, or an adopted server).
-    let containment = Memo::new(move |_| {
-        state.server.with(|s| {
-            s.as_ref().and_then(|s| {
-                let line = s.containment_line()?;
-                let fallback = s
-                    .containment
-                    .as_ref()
-                    .is_some_and(|c| c.kind != ContainmentKind::Cgroup);
-                Some((
-                    line,
-                    fallback || (s.origin.is_some() && !s.server_contained),
-                ))
-            })
         })
     });
     let field =
@@ -172,12 +167,8 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                 <span class="srv-label">"flags"</span>
                 <span class="srv-chips" inner_html=move || flags.with(flag_chips)></span>
             </div>
-            {move || containment.get().map(|(line, degraded)| view! {
-                <div class="srv-contain" data-testid="server-containment" data-degraded=degraded.to_string()>
-                    <span class="srv-label">"containment"</span>
-                    <span class="srv-contain-text" title=line.clone()>{line.clone()}</span>
-                </div>
-            })}
+            // `display: contents`: the line is the panel's item.
+            <div class="srv-contain-slot" inner_html=move || state.server.with(|s| containment_markup(s.as_ref()))></div>
             <StageProgress />
             <BenchBar />
             {move || {
@@ -195,13 +186,59 @@ pub(crate) fn ServerPanel() -> impl IntoView {
                         }
                     })
             }}
-            {move || {
-                failure.get().map(|f| view! { <FailureBox failure=f testid="server-failure" /> })
-            }}
+            <div
+                class="failure-slot"
+                inner_html=move || {
+                    state.server.with(|s| {
+                        failure_box(s.as_ref().and_then(|s| s.failure.as_ref()), "server-failure")
+                    })
+                }
+            ></div>
             <details class="srv-log" data-testid="server-log">
                 <summary>{move || format!("log · last {} lines", log.with(Vec::len))}</summary>
                 <LogTail lines=log max=LOG_LINES testid="server-log-tail" rows=8 />
             </details>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use shared::ServerMsg;
+
+    use super::*;
+
+    fn status() -> ServerStatus {
+        let msg: ServerMsg =
+            serde_json::from_str(include_str!("../../../shared/tests/fixtures/server.json"))
+                .expect("fixture");
+        match msg {
+            ServerMsg::Server(s) => s,
+            other => panic!("not a status: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn containment_line_says_when_it_is_degraded() {
+        let s = status();
+        let line = escape(&s.containment_line().expect("a line"));
+        assert_eq!(
+            containment_markup(Some(&s)),
+            format!(
+                r#"<div class="srv-contain" data-testid="server-containment" data-degraded="false"><span class="srv-label">containment</span><span class="srv-contain-text" title="{line}">{line}</span></div>"#
+            )
+        );
+        let mut fallback = s.clone();
+        if let Some(c) = fallback.containment.as_mut() {
+            c.kind = ContainmentKind::ProcessGroup;
+        }
+        assert!(containment_markup(Some(&fallback)).contains(r#"data-degraded="true""#));
+        let mut outside = s.clone();
+        outside.server_contained = false;
+        assert!(containment_markup(Some(&outside)).contains(r#"data-degraded="true""#));
+        let mut none = s;
+        none.containment = None;
+        assert_eq!(containment_markup(Some(&none)), "");
+        assert_eq!(containment_markup(None), "");
     }
 }

@@ -14,7 +14,6 @@
 
 use leptos::prelude::*;
 use leptos::wasm_bindgen::JsCast;
-use shared::bench::FlagSetResults;
 use shared::units::{fmt_tok_s, tok_num};
 
 use crate::api;
@@ -22,13 +21,14 @@ use crate::components::compare_panel::ComparePanel;
 use crate::components::flagset_editor::FlagSetEditor;
 use crate::deeplink;
 use crate::fetch::SingleFlight;
+use crate::ledger::controls::{baseline_options, concurrency_options, head_markup};
 use crate::ledger::query::{Choices, DEFAULT_TARGET, parse_c, parse_target};
-use crate::ledger::rows::{RowAction, RowCtx, axis_markup, row_markup, target_left};
+use crate::ledger::rows::{RowAction, RowCtx, row_markup, target_left};
+use crate::ledger::scale_max;
 use crate::ledger::selection::{
     Sort, concurrencies, count_text, data_max, order, pick_baseline, pick_c, toggle_compare,
 };
 use crate::ledger::sweep::{SH, SW, sweep_legend, sweep_markup};
-use crate::ledger::{scale_max, set_name};
 use crate::state::AppState;
 
 /// Where the target is kept between visits.
@@ -202,15 +202,8 @@ fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
                     data-testid="concurrency-select"
                     prop:value=move || s.c.get().map(|c| c.to_string()).unwrap_or_default()
                     on:change=move |ev| p.want_c.set(parse_c(&event_target_value(&ev)))
-                >
-                    {move || {
-                        let cur = s.c.get();
-                        s.cs.get()
-                            .into_iter()
-                            .map(|v| view! { <option value=v.to_string() selected=cur == Some(v)>{format!("c={v}")}</option> })
-                            .collect::<Vec<_>>()
-                    }}
-                </select>
+                    inner_html=move || s.cs.with(|cs| concurrency_options(cs, s.c.get()))
+                ></select>
             </label>
             <label class="fs-ctl">
                 <span class="dlg-label">"baseline"</span>
@@ -219,20 +212,10 @@ fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
                     data-testid="baseline-select"
                     prop:value=move || s.baseline.get().unwrap_or_default()
                     on:change=move |ev| p.want_base.set(Some(event_target_value(&ev)))
-                >
-                    {move || {
-                        let cur = s.baseline.get();
-                        state.ledger.with(|l| {
-                            l.iter()
-                                .map(|r: &FlagSetResults| {
-                                    let id = r.set.id.clone();
-                                    let sel = cur.as_deref() == Some(id.as_str());
-                                    view! { <option value=id selected=sel>{set_name(&r.set).to_owned()}</option> }
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                    }}
-                </select>
+                    inner_html=move || {
+                        s.baseline.with(|cur| state.ledger.with(|l| baseline_options(l, cur.as_deref())))
+                    }
+                ></select>
             </label>
             <label class="fs-ctl">
                 <span class="dlg-label">"target"</span>
@@ -349,15 +332,7 @@ fn list(
 
     view! {
         <div class="fs-list" data-testid="flagset-list" data-c=move || s.c.get().map(|c| c.to_string()) data-baseline=move || s.baseline.get()>
-            <div class="fs-row fs-head">
-                <span></span>
-                <span>"flag set (flags vs the baseline)"</span>
-                <span class="fs-axis" inner_html=move || axis_markup(s.scale.get())></span>
-                <span class="num">"median · Δ vs baseline"</span>
-                <span class="num">"TTFT p50 / p99"</span>
-                <span class="num">"ITL p50 / p99"</span>
-                <span></span>
-            </div>
+            <div class="fs-row fs-head" inner_html=move || head_markup(s.scale.get())></div>
             <div class="fs-rows" on:click=on_click on:change=on_change>
                 <div class="fs-overlay" aria-hidden="true">
                     <span></span>

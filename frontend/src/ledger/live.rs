@@ -8,6 +8,8 @@ use serde::Deserialize;
 use shared::bench::{BenchProgress, FlagSetResults, Passive, RunStatus};
 use shared::units::{MISSING, fmt_ms, fmt_tok_s};
 
+use crate::markup::escape;
+
 /// The server panel's live line from the server's own metrics: "612 tok/s ·
 /// 16 running · 0 queued · p50 TTFT 48.5 ms · ITL 21.2 ms".
 pub(crate) fn live_text(has_metrics: bool, p: &Passive) -> String {
@@ -103,6 +105,18 @@ pub(crate) fn running_set_text(id: Option<&str>, ledger: &[FlagSetResults]) -> S
     }
 }
 
+/// The running set's span for the server panel, as HTML text: its id in
+/// `data-flagset`, [`running_set_text`] as its text and tooltip.
+pub(crate) fn running_set_markup(id: Option<&str>, ledger: &[FlagSetResults]) -> String {
+    let text = escape(&running_set_text(id, ledger));
+    let data = id
+        .map(|id| format!(r#" data-flagset="{}""#, escape(id)))
+        .unwrap_or_default();
+    format!(
+        r#"<span class="srv-set" data-testid="server-flagset"{data} title="{text}">{text}</span>"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +197,10 @@ mod tests {
         assert_eq!(running_set_text(Some("aaa"), &l), "flag set base · aaa");
         assert_eq!(running_set_text(Some("zzz"), &l), "flag set zzz");
         assert_eq!(running_set_text(None, &l), "flag set —");
+        assert_eq!(
+            running_set_markup(Some("ccc"), &l),
+            r#"<span class="srv-set" data-testid="server-flagset" data-flagset="ccc" title="flag set &lt;b&gt;new&lt;/b&gt; · ccc">flag set &lt;b&gt;new&lt;/b&gt; · ccc</span>"#
+        );
+        assert!(!running_set_markup(None, &l).contains("data-flagset"));
     }
 }

@@ -10,6 +10,7 @@
 //! Nothing here touches signals, the DOM or the network.
 
 pub(crate) mod compare;
+pub(crate) mod controls;
 pub(crate) mod form;
 pub(crate) mod live;
 pub(crate) mod query;
