@@ -18,6 +18,10 @@ use crate::modes::Modes;
 use crate::rate::{RateModel, SpeedFlags};
 use crate::serve::{self, Server};
 
+/// How long a worker's exit waits for the launcher's own SIGTERM before it is
+/// taken as a crash.
+const SIGTERM_WITH_WORKERS: Duration = Duration::from_millis(200);
+
 #[derive(Debug, clap::Args)]
 pub(crate) struct LaunchArgs {
     #[arg(long, default_value = "127.0.0.1")]
@@ -162,6 +166,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let code = loop {
         tokio::select! {
+            biased;
             _ = term.recv() => {
                 eprintln!("simserver: SIGTERM at {} ms", simhost::now_ms());
                 if modes.ignore_sigterm {
@@ -173,6 +178,17 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
             }
             _ = int.recv() => break 0,
             rank = first_exit(&mut workers) => {
+                // A SIGTERM to the whole process group reaches the workers as
+                // well, and one may be seen gone before the launcher's own
+                // SIGTERM is: that is the stop, not a crash.
+                if tokio::time::timeout(SIGTERM_WITH_WORKERS, term.recv()).await.is_ok() {
+                    eprintln!("simserver: SIGTERM at {} ms", simhost::now_ms());
+                    if !modes.ignore_sigterm {
+                        drain(&server, modes.slow_drain).await;
+                        break 0;
+                    }
+                    eprintln!("simserver: SIGTERM ignored");
+                }
                 eprintln!("simserver: worker rank {rank} died; shutting down the server");
                 break 1;
             }
