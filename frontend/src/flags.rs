@@ -49,11 +49,6 @@ pub(crate) fn check(spec: &FlagSpec, raw: &str) -> Result<String, String> {
     rules::check(spec, raw).map_err(|r| r.hint(spec))
 }
 
-/// "1–8" for a number flag, `None` for the others.
-pub(crate) fn range_text(spec: &FlagSpec) -> Option<String> {
-    spec.range_text()
-}
-
 /// The `step` of a number input: 1 for integers, fine enough for the range's
 /// decimals for floats.
 pub(crate) fn step(spec: &FlagSpec) -> &'static str {
@@ -207,9 +202,9 @@ mod tests {
     #[test]
     fn range_hints() {
         let s = specs();
-        assert_eq!(range_text(&s[0]).as_deref(), Some("1–8"));
-        assert_eq!(range_text(&s[1]).as_deref(), Some("0.5–0.95"));
-        assert_eq!(range_text(&s[2]), None);
+        assert_eq!(s[0].range_text().as_deref(), Some("1–8"));
+        assert_eq!(s[1].range_text().as_deref(), Some("0.5–0.95"));
+        assert_eq!(s[2].range_text(), None);
         assert_eq!(step(&s[0]), "1");
         assert_eq!(step(&s[1]), "any");
     }

@@ -57,6 +57,22 @@ fn restarting() -> Machine {
     m
 }
 
+/// A machine whose start to `--tp 8` has just launched the server (at time 0,
+/// one clean sample to verify).
+fn launched() -> Machine {
+    let mut m = Machine::new(timeouts(), 1, 0);
+    m.step(
+        Input::Begin {
+            kind: OpKind::Start,
+            to_flags: flags("8"),
+        },
+        0,
+    );
+    m.step(clean(), 0);
+    m.step(Input::Spawned, 0);
+    m
+}
+
 /// A machine whose server is up.
 fn ready() -> Machine {
     let mut m = Machine::new(timeouts(), 3, 0);
@@ -376,16 +392,7 @@ fn launch_failures_are_classified() {
 
 #[test]
 fn a_warm_up_that_never_ends_times_out_and_kills_the_half_started_server() {
-    let mut m = Machine::new(timeouts(), 1, 0);
-    m.step(
-        Input::Begin {
-            kind: OpKind::Start,
-            to_flags: flags("8"),
-        },
-        0,
-    );
-    m.step(clean(), 0);
-    m.step(Input::Spawned, 0);
+    let mut m = launched();
     m.step(Input::Healthy, 5 * S);
     assert!(m.step(alive(9), 89 * S).is_empty());
     let fx = m.step(alive(9), 90 * S);
@@ -406,16 +413,7 @@ fn a_warm_up_that_never_ends_times_out_and_kills_the_half_started_server() {
 
 #[test]
 fn a_server_that_refuses_the_probe_fails_the_warm_up_at_once() {
-    let mut m = Machine::new(timeouts(), 1, 0);
-    m.step(
-        Input::Begin {
-            kind: OpKind::Start,
-            to_flags: flags("8"),
-        },
-        0,
-    );
-    m.step(clean(), 0);
-    m.step(Input::Spawned, 0);
+    let mut m = launched();
     m.step(Input::Healthy, 5 * S);
     let fx = m.step(Input::Refused { status: 401 }, 6 * S);
     assert!(has(&fx, &Effect::KillAll));
@@ -522,16 +520,7 @@ fn one_operation_at_a_time() {
 
 #[test]
 fn late_probe_results_after_a_failure_change_nothing() {
-    let mut m = Machine::new(timeouts(), 1, 0);
-    m.step(
-        Input::Begin {
-            kind: OpKind::Start,
-            to_flags: flags("8"),
-        },
-        0,
-    );
-    m.step(clean(), 0);
-    m.step(Input::Spawned, 0);
+    let mut m = launched();
     m.step(
         Input::RootExited {
             code: Some(1),

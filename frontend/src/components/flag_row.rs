@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use shared::flags::{FlagKind, FlagSpec, FlagType};
 
-use crate::flags::{check, range_text, step};
+use crate::flags::{check, step};
 use crate::markup::escape;
 
 /// The select's value for "(default)": no flag value can contain a NUL.
@@ -89,7 +89,7 @@ pub(crate) fn FlagRow(
             number_input(&name, value, min.to_string(), max.to_string(), step(&spec)).into_any()
         }
     };
-    let range = range_text(&spec).unwrap_or_default();
+    let range = spec.range_text().unwrap_or_default();
 
     view! {
         <div
