@@ -113,16 +113,30 @@ impl Browser {
     /// Clicks the first element matching `css`, scrolled to the middle of the
     /// window first (WebDriver leaves an element that is "in view" where it is,
     /// which can be under the sticky top bar).
+    ///
+    /// The page may move between the scroll and the click (a process table
+    /// that shrinks as a drain ends its processes): a click another element
+    /// would have received is tried again, for up to two seconds.
     pub async fn click(&self, css: &str) -> anyhow::Result<()> {
-        let el = self.client.find(Locator::Css(css)).await?;
-        self.client
-            .execute(
-                "arguments[0].scrollIntoView({block: 'center'});",
-                vec![serde_json::to_value(&el)?],
-            )
-            .await?;
-        el.click().await?;
-        Ok(())
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let el = self.client.find(Locator::Css(css)).await?;
+            self.client
+                .execute(
+                    "arguments[0].scrollIntoView({block: 'center'});",
+                    vec![serde_json::to_value(&el)?],
+                )
+                .await?;
+            match el.click().await {
+                Ok(()) => return Ok(()),
+                Err(e)
+                    if e.to_string().contains("click intercepted") && Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Types `text` into the first field matching `css`, replacing what it held.
