@@ -23,6 +23,17 @@ pub(crate) fn ensure_wasm_target() -> anyhow::Result<()> {
     run_cmd(Command::new("rustup").args(["target", "add", "wasm32-unknown-unknown"]))
 }
 
+/// The standard library's source, which the UI build compiles with the bundle's
+/// own settings (see `build::ui`).
+pub(crate) fn ensure_rust_src() -> anyhow::Result<()> {
+    let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))
+        .unwrap_or_default();
+    if installed.lines().any(|l| l.trim() == "rust-src") {
+        return Ok(());
+    }
+    run_cmd(Command::new("rustup").args(["component", "add", "rust-src"]))
+}
+
 /// rustfmt and clippy, which `test` runs (rustup's minimal profile lacks them).
 pub(crate) fn ensure_lint_tools() -> anyhow::Result<()> {
     let installed = output(Command::new("rustup").args(["component", "list", "--installed"]))
