@@ -24,12 +24,77 @@ pub struct FlagSet {
     pub last_seen_ms: u64,
 }
 
-/// Which OpenAI-compatible endpoint to load.
+/// Which endpoint to load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BenchApi {
+    /// OpenAI-compatible `/v1/completions`.
     Completions,
+    /// OpenAI-compatible `/v1/chat/completions`.
     Chat,
+    /// SGLang's native `/generate`: every streamed chunk carries the number of
+    /// tokens generated so far (`meta_info.completion_tokens`), also with
+    /// speculative decoding, where the OpenAI endpoints only count at the end.
+    Generate,
+}
+
+/// How a repeat's output tokens were counted per streamed event, which decides
+/// what its inter-token latency means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's own count in every chunk (vLLM's `continuous_usage_stats`,
+    /// SGLang's `/generate`): ITL per token.
+    ChunkUsage,
+    /// Each event's text counted with the model's tokenizer: ITL per token.
+    Tokenizer,
+    /// Neither: each event counts as one, and ITL is the time between events,
+    /// which is longer than per token when an event carries several.
+    #[default]
+    #[serde(alias = "stream")]
+    Event,
+    /// Recorded before per-event counts were kept: the server's count, either
+    /// per chunk or the final one spread evenly over the events.
+    #[serde(rename = "usage")]
+    Usage,
+}
+
+impl TokenSource {
+    /// True when ITL is per token.
+    pub fn per_token(self) -> bool {
+        !matches!(self, Self::Event)
+    }
+
+    /// How exact a count is, to find the least exact of several: the server's
+    /// own, then the tokenizer's, then the old spread, then none.
+    pub fn exactness(self) -> u8 {
+        match self {
+            Self::ChunkUsage => 3,
+            Self::Tokenizer => 2,
+            Self::Usage => 1,
+            Self::Event => 0,
+        }
+    }
+
+    /// Its name on the wire and in exports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChunkUsage => "chunk_usage",
+            Self::Tokenizer => "tokenizer",
+            Self::Event => "event",
+            Self::Usage => "usage",
+        }
+    }
+
+    /// How the UI and the CLI name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::ChunkUsage => "server's per-chunk count",
+            Self::Tokenizer => "model's tokenizer",
+            Self::Event => "per event (ITL between events, not tokens)",
+            Self::Usage => "server's count (per-chunk or spread: not recorded)",
+        }
+    }
 }
 
 /// A prompt with a known answer, asked before the load.
@@ -153,11 +218,13 @@ pub struct RunMetrics {
     pub ttft: Latency,
     /// Time per output token after the first, per request.
     pub tpot: Latency,
-    /// Inter-token latency, per token (an event carrying k tokens counts k times).
+    /// Inter-token latency, per token (an event carrying k tokens counts k
+    /// times), or per event where [`Self::token_source`] says so.
     pub itl: Latency,
     pub e2e: Latency,
-    /// Where the token counts came from: `usage` (the server's) or `stream`.
-    pub token_source: String,
+    /// How tokens were counted per event (the least exact of the repeat's
+    /// requests): what [`Self::itl`] is per.
+    pub token_source: TokenSource,
 }
 
 /// Spread of one number across repeats.
@@ -202,6 +269,9 @@ pub struct LevelSummary {
     pub itl_p99_ms: Spread,
     pub e2e_p50_ms: Spread,
     pub failed: u32,
+    /// The least exact token count of the repeats: what the ITL is per.
+    #[serde(default)]
+    pub token_source: TokenSource,
 }
 
 impl LevelSummary {
@@ -218,6 +288,11 @@ impl LevelSummary {
             itl_p99_ms: s(|m| m.itl.p99_ms),
             e2e_p50_ms: s(|m| m.e2e.p50_ms),
             failed: repeats.iter().map(|m| m.failed).sum(),
+            token_source: repeats
+                .iter()
+                .map(|m| m.token_source)
+                .min_by_key(|s| s.exactness())
+                .unwrap_or_default(),
         }
     }
 }
@@ -311,6 +386,24 @@ pub struct FlagSetResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_sources_name_themselves_as_on_the_wire_and_read_old_names() {
+        for s in [
+            TokenSource::ChunkUsage,
+            TokenSource::Tokenizer,
+            TokenSource::Event,
+            TokenSource::Usage,
+        ] {
+            let wire = serde_json::to_value(s).expect("serializes");
+            assert_eq!(wire, s.as_str());
+            assert_eq!(serde_json::from_value::<TokenSource>(wire).ok(), Some(s));
+        }
+        // Before per-event counts, a run without the server's count said `stream`.
+        let old: TokenSource = serde_json::from_str("\"stream\"").expect("old name");
+        assert_eq!(old, TokenSource::Event);
+        assert!(!old.per_token() && TokenSource::Tokenizer.per_token());
+    }
 
     #[test]
     fn spread_and_settings() {

@@ -223,7 +223,7 @@ fn bench_run() -> bench::BenchRun {
             p50_ms: 3_370.0,
             p99_ms: 3_400.0,
         },
-        token_source: "usage".into(),
+        token_source: TokenSource::ChunkUsage,
     };
     BenchRun {
         id: 4,

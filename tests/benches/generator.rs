@@ -81,6 +81,7 @@ fn main() -> anyhow::Result<()> {
             api: BenchApi::Completions,
             model: "default".into(),
             api_key: None,
+            tokenizer: None,
         };
         rt.block_on(async {
             let client = load::client(C);

@@ -91,7 +91,7 @@ fn check(spec: &ServerSpec, run: &Value, n: u32, prompts: u32) -> anyhow::Result
         assert_eq!(level["failed"], 0);
     }
     for r in run["repeats"].as_array().expect("repeats") {
-        assert_eq!(r["token_source"], "usage");
+        assert_eq!(r["token_source"], "chunk_usage");
         assert_eq!(r["output_tokens"], prompts * n);
     }
     Ok(())

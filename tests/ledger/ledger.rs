@@ -55,41 +55,6 @@ async fn speculative_decoding_sends_several_tokens_per_event_and_itl_stays_per_t
     Ok(())
 }
 
-/// As SGLang does: no per-chunk counts, only the final usage, and three tokens
-/// to an event. The rate still comes out right, and ITL stays per token.
-#[tokio::test]
-async fn several_tokens_per_event_with_usage_only_at_the_end() -> anyhow::Result<()> {
-    let _alone = crate::MEASURING.write().await;
-    let spec = spec();
-    let (_host, app) = ready(&spec).await?;
-    let id = app
-        .restart(json!({"--speculative-algorithm": "EAGLE", "SIMSERVER_MODE": "final-usage"}))
-        .await?;
-    assert_eq!(
-        app.finished_restart(id, Duration::from_secs(30)).await?["summary"]["outcome"],
-        "succeeded"
-    );
-    let (c, n) = (16, 64);
-    let run = app.bench(json!({"concurrency": [c], "num_prompts": 64, "output_len": n, "input_len": 16, "warmup": 16, "repeats": 3})).await?;
-    let first = &run["repeats"][0];
-    assert_eq!(first["token_source"], "usage", "{first}");
-    let itl = spec.itl_at(c) / 1.8;
-    let truth = f64::from(c) * f64::from(n) / ((spec.ttft_at(c) + f64::from(n - 1) * itl) / 1e3);
-    let measured = run["levels"][0]["output_tok_s"]["median"]
-        .as_f64()
-        .expect("rate");
-    assert!(
-        (measured / truth - 1.0).abs() < 0.01,
-        "measured {measured:.1}, true {truth:.1}"
-    );
-    let mean_itl = first["itl"]["mean_ms"].as_f64().expect("itl");
-    assert!(
-        (mean_itl / itl - 1.0).abs() < 0.03,
-        "ITL {mean_itl} vs {itl} per token"
-    );
-    Ok(())
-}
-
 #[tokio::test]
 async fn dropped_connections_are_counted_failures_not_a_wrong_rate() -> anyhow::Result<()> {
     let _load = crate::MEASURING.read().await;

@@ -5,6 +5,7 @@
 mod accuracy;
 mod api_key;
 mod ledger;
+mod token_counts;
 
 /// The tests that compare measured rates with the true ones hold it alone
 /// (`write`): each measures with the machine's cores to itself. Tests that only

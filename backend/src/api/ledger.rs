@@ -334,7 +334,7 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
                 l(&m.tpot),
                 l(&m.itl),
                 l(&m.e2e),
-                field(&m.token_source),
+                field(m.token_source.as_str()),
             ));
         }
     }

@@ -1,10 +1,15 @@
 //! drainwatch's own load generator: a closed loop of `c` clients, each sending
 //! the next streaming request as soon as its last one finished, against an
-//! OpenAI-compatible server. Every server-sent event is timed on arrival; token
-//! counts come from the server's `usage` (cumulative per chunk where it reports
-//! that, as vLLM does with `continuous_usage_stats`; else the final usage chunk:
-//! the first event is one token and the rest are spread evenly over the others),
-//! else one token per content event.
+//! OpenAI-compatible server or SGLang's `/generate`. Every server-sent event is
+//! timed on arrival and its tokens counted, in this order of preference:
+//! 1. the server's own cumulative count in the chunk (vLLM's `usage` with
+//!    `continuous_usage_stats`, SGLang's `meta_info.completion_tokens`);
+//! 2. the event's text counted with the model's tokenizer, where one is known;
+//! 3. else one per event, and the ITL is then per event ([`TokenSource::Event`]),
+//!    never an invented per-token spread.
+//!
+//! The request's output length comes from the final usage where the server
+//! sends one, else from the per-event counts.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -13,10 +18,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde::Deserialize;
-use shared::bench::BenchApi;
+use shared::bench::{BenchApi, TokenSource};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::tokens::Tokenizer;
 use crate::config::file::ApiKey;
 
 /// Where and how to send requests.
@@ -28,6 +34,8 @@ pub struct Target {
     pub model: String,
     /// Sent as `Authorization: Bearer` when the server wants one.
     pub api_key: Option<ApiKey>,
+    /// Counts each event's tokens where the server does not.
+    pub tokenizer: Option<Tokenizer>,
 }
 
 impl Target {
@@ -44,11 +52,24 @@ impl Target {
         match self.api {
             BenchApi::Completions => format!("{}/v1/completions", self.base_url),
             BenchApi::Chat => format!("{}/v1/chat/completions", self.base_url),
+            BenchApi::Generate => format!("{}/generate", self.base_url),
         }
     }
 
     /// A streaming request for exactly `output_len` tokens.
     pub fn body(&self, prompt: &str, output_len: u32, stream: bool) -> serde_json::Value {
+        if self.api == BenchApi::Generate {
+            return serde_json::json!({
+                "text": prompt,
+                "sampling_params": {
+                    "max_new_tokens": output_len,
+                    "min_new_tokens": output_len,
+                    "temperature": 0,
+                    "ignore_eos": true,
+                },
+                "stream": stream,
+            });
+        }
         let mut b = serde_json::json!({
             "model": self.model,
             "max_tokens": output_len,
@@ -66,6 +87,7 @@ impl Target {
             BenchApi::Chat => {
                 b["messages"] = serde_json::json!([{"role": "user", "content": prompt}])
             }
+            BenchApi::Generate => {}
         }
         b
     }
@@ -79,19 +101,25 @@ pub struct Outcome {
     pub output_tokens: u64,
     pub ttft: f64,
     pub e2e: f64,
-    /// Per token after the first.
+    /// Per token after the first (per event after the first with
+    /// [`TokenSource::Event`]).
     pub itls: Vec<f64>,
-    /// Token counts came from the server's usage.
-    pub from_usage: bool,
+    /// How the events' tokens were counted.
+    pub token_source: TokenSource,
     /// When it finished, relative to the level's start.
     pub end: f64,
 }
 
+/// A streamed chunk of either OpenAI API, or of SGLang's `/generate`.
 #[derive(Debug, Deserialize)]
 struct Chunk {
     #[serde(default)]
     choices: Vec<Choice>,
     usage: Option<Usage>,
+    /// `/generate`: the text so far.
+    text: Option<String>,
+    /// `/generate`: the counts so far.
+    meta_info: Option<Usage>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,23 +140,76 @@ struct Usage {
 }
 
 impl Chunk {
-    fn has_content(&self) -> bool {
-        self.choices.iter().any(|c| {
-            c.text.as_deref().is_some_and(|t| !t.is_empty())
-                || c.delta
-                    .as_ref()
-                    .and_then(|d| d.content.as_deref())
-                    .is_some_and(|t| !t.is_empty())
-        })
+    /// The new text of an OpenAI chunk, if it has any.
+    fn content(&self) -> Option<&str> {
+        self.choices
+            .iter()
+            .filter_map(|c| {
+                c.text
+                    .as_deref()
+                    .or_else(|| c.delta.as_ref().and_then(|d| d.content.as_deref()))
+            })
+            .find(|t| !t.is_empty())
     }
 }
 
-/// Content events of one stream: arrival time and tokens (if the server said).
+/// Content events of one stream: arrival time and tokens with how they were
+/// counted (`None`: not counted).
 #[derive(Debug, Default)]
 struct Events {
     at: Vec<f64>,
-    tokens: Vec<Option<u64>>,
+    tokens: Vec<Option<(u64, TokenSource)>>,
     final_usage: Option<Usage>,
+}
+
+impl Events {
+    /// Reads one chunk that arrived at `now`; `cumulative` is the server's
+    /// count so far, `text_len` the length of `/generate`'s text so far.
+    fn read(
+        &mut self,
+        chunk: Chunk,
+        now: f64,
+        tokenizer: Option<&Tokenizer>,
+        cumulative: &mut u64,
+        text_len: &mut usize,
+    ) {
+        if let Some(meta) = chunk.meta_info {
+            // `/generate`: a chunk is an event when the count or the text grew.
+            let text = chunk.text.unwrap_or_default();
+            let count = meta.completion_tokens;
+            let grew = count.is_some_and(|c| c > *cumulative) || text.len() > *text_len;
+            if grew {
+                let tokens = match count {
+                    Some(c) => Some((c.saturating_sub(*cumulative), TokenSource::ChunkUsage)),
+                    None => tokenizer.map(|t| {
+                        let new = text.get(*text_len..).unwrap_or_default();
+                        (t.count(new), TokenSource::Tokenizer)
+                    }),
+                };
+                self.at.push(now);
+                self.tokens.push(tokens);
+            }
+            *cumulative = count.unwrap_or(*cumulative).max(*cumulative);
+            *text_len = text.len().max(*text_len);
+            self.final_usage = Some(meta);
+            return;
+        }
+        let usage = chunk.usage;
+        if let Some(text) = chunk.content() {
+            let tokens = match usage.and_then(|u| u.completion_tokens) {
+                Some(c) => {
+                    let k = c.saturating_sub(*cumulative);
+                    *cumulative = c;
+                    Some((k, TokenSource::ChunkUsage))
+                }
+                None => tokenizer.map(|t| (t.count(text), TokenSource::Tokenizer)),
+            };
+            self.at.push(now);
+            self.tokens.push(tokens);
+        } else if usage.is_some() {
+            self.final_usage = usage;
+        }
+    }
 }
 
 /// Sends one streaming request; never fails, a failure is `ok: false`.
@@ -157,7 +238,7 @@ pub async fn one(
     let mut ev = Events::default();
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut done = false;
-    let mut cumulative: Option<u64> = None;
+    let (mut cumulative, mut text_len) = (0u64, 0usize);
     let mut body = resp.bytes_stream();
     'read: while let Some(piece) = body.next().await {
         let Ok(piece) = piece else { break };
@@ -177,18 +258,13 @@ pub async fn one(
                 let Ok(chunk) = serde_json::from_slice::<Chunk>(data) else {
                     continue;
                 };
-                let usage = chunk.usage;
-                if chunk.has_content() {
-                    let tokens = usage.and_then(|u| u.completion_tokens).map(|c| {
-                        let k = c.saturating_sub(cumulative.unwrap_or(0));
-                        cumulative = Some(c);
-                        k
-                    });
-                    ev.at.push(now);
-                    ev.tokens.push(tokens);
-                } else if usage.is_some() {
-                    ev.final_usage = usage;
-                }
+                ev.read(
+                    chunk,
+                    now,
+                    target.tokenizer.as_ref(),
+                    &mut cumulative,
+                    &mut text_len,
+                );
             }
         }
     }
@@ -219,32 +295,42 @@ fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
-/// Token counts, TTFT and per-token ITL from the timed events.
+/// Token counts, TTFT and ITL from the timed events: per token where every
+/// event was counted, else per event.
 fn fill(out: &mut Outcome, ev: &Events, prompt_words: u64) {
-    let per_event: Vec<f64> = if ev.tokens.iter().all(Option::is_some) {
-        out.from_usage = true;
-        ev.tokens.iter().map(|t| t.unwrap_or(1) as f64).collect()
-    } else if let Some(total) = ev.final_usage.and_then(|u| u.completion_tokens) {
-        // The first event is the first token; the rest share what remains.
-        out.from_usage = true;
-        let rest = ev.at.len().saturating_sub(1).max(1) as f64;
-        let mut v = vec![(total.saturating_sub(1)) as f64 / rest; ev.at.len()];
-        v[0] = 1.0;
-        v
-    } else {
-        vec![1.0; ev.at.len()]
+    let counted: Option<Vec<(u64, TokenSource)>> = ev.tokens.iter().copied().collect();
+    let (per_event, source): (Vec<u64>, TokenSource) = match counted {
+        Some(c) => {
+            let source = c
+                .iter()
+                .map(|(_, s)| *s)
+                .min_by_key(|s| s.exactness())
+                .unwrap_or(TokenSource::Event);
+            (c.iter().map(|(k, _)| *k).collect(), source)
+        }
+        None => (vec![1; ev.at.len()], TokenSource::Event),
     };
-    out.output_tokens = per_event.iter().sum::<f64>().round() as u64;
+    out.token_source = source;
+    let counted_total: u64 = per_event.iter().sum();
+    out.output_tokens = ev
+        .final_usage
+        .and_then(|u| u.completion_tokens)
+        .unwrap_or(counted_total);
     out.input_tokens = ev
         .final_usage
         .and_then(|u| u.prompt_tokens)
         .unwrap_or(prompt_words);
     out.ttft = ev.at[0];
     for (i, pair) in ev.at.windows(2).enumerate() {
-        let k = per_event[i + 1].max(1.0);
-        let gap = (pair[1] - pair[0]) / k;
-        for _ in 0..k.round() as usize {
+        let gap = pair[1] - pair[0];
+        if source == TokenSource::Event {
             out.itls.push(gap);
+            continue;
+        }
+        // An event of k tokens is k tokens' worth of waiting: k gaps of gap / k.
+        let k = per_event[i + 1].max(1);
+        for _ in 0..k {
+            out.itls.push(gap / k as f64);
         }
     }
 }
@@ -386,13 +472,17 @@ mod tests {
     fn itl_is_per_token_when_events_carry_several() {
         let ev = Events {
             at: vec![0.040, 0.100, 0.160],
-            tokens: vec![Some(1), Some(3), Some(3)],
+            tokens: vec![
+                Some((1, TokenSource::ChunkUsage)),
+                Some((3, TokenSource::ChunkUsage)),
+                Some((3, TokenSource::Tokenizer)),
+            ],
             final_usage: None,
         };
         let mut o = Outcome::default();
         fill(&mut o, &ev, 5);
         assert_eq!(o.output_tokens, 7);
-        assert!(o.from_usage);
+        assert_eq!(o.token_source, TokenSource::Tokenizer);
         assert_eq!(o.itls.len(), 6);
         assert!(
             o.itls.iter().all(|g| (g - 0.020).abs() < 1e-9),
@@ -403,24 +493,76 @@ mod tests {
     }
 
     #[test]
-    fn final_usage_is_spread_over_events_without_per_chunk_counts() {
+    fn without_per_event_counts_itl_is_per_event_and_the_total_is_the_servers() {
         let ev = Events {
-            at: vec![0.0, 0.1],
-            tokens: vec![None, None],
+            at: vec![0.0, 0.1, 0.13],
+            tokens: vec![Some((1, TokenSource::ChunkUsage)), None, None],
             final_usage: Some(Usage {
                 prompt_tokens: Some(12),
-                completion_tokens: Some(4),
+                completion_tokens: Some(5),
             }),
         };
         let mut o = Outcome::default();
         fill(&mut o, &ev, 4);
-        assert_eq!((o.output_tokens, o.input_tokens), (4, 12));
-        assert_eq!(o.itls.len(), 3);
-        assert!(
-            o.itls.iter().all(|g| (g - 0.1 / 3.0).abs() < 1e-9),
-            "{:?}",
-            o.itls
+        assert_eq!((o.output_tokens, o.input_tokens), (5, 12));
+        assert_eq!(o.token_source, TokenSource::Event);
+        assert_eq!(o.itls.len(), 2);
+        assert!((o.itls[0] - 0.1).abs() < 1e-9 && (o.itls[1] - 0.03).abs() < 1e-9);
+    }
+
+    fn chunk(json: serde_json::Value) -> Chunk {
+        serde_json::from_value(json).expect("chunk")
+    }
+
+    #[test]
+    fn generate_chunks_count_by_meta_info_and_openai_ones_by_usage_or_tokenizer() {
+        let (mut cum, mut len) = (0, 0);
+        let mut ev = Events::default();
+        for (i, (text, count)) in [("a", 1), ("a b c", 3), ("a b c", 3), ("a b c d", 4)]
+            .into_iter()
+            .enumerate()
+        {
+            let c = chunk(
+                serde_json::json!({"text": text, "meta_info": {"prompt_tokens": 9, "completion_tokens": count}}),
+            );
+            ev.read(c, i as f64, None, &mut cum, &mut len);
+        }
+        // The repeated chunk (nothing new) is not an event.
+        assert_eq!(ev.at, vec![0.0, 1.0, 3.0]);
+        let k: Vec<_> = ev.tokens.iter().map(|t| t.map(|(k, _)| k)).collect();
+        assert_eq!(k, vec![Some(1), Some(2), Some(1)]);
+        assert_eq!(ev.final_usage.and_then(|u| u.completion_tokens), Some(4));
+
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("tokenizer.json");
+        std::fs::write(
+            &file,
+            include_str!("../../../tests/data/sim-model/tokenizer.json"),
+        )
+        .expect("write");
+        let tok = Tokenizer::load(&file).expect("tokenizer");
+        let (mut cum, mut len) = (0, 0);
+        let mut ev = Events::default();
+        for text in ["tok0 ", "tok1 tok2 tok3 "] {
+            let c = chunk(serde_json::json!({"choices": [{"index": 0, "text": text}]}));
+            ev.read(c, 0.0, Some(&tok), &mut cum, &mut len);
+        }
+        let c = chunk(
+            serde_json::json!({"choices": [{"index": 0, "delta": {"content": "tok4 tok5 "}}]}),
         );
+        ev.read(c, 0.0, Some(&tok), &mut cum, &mut len);
+        let c = chunk(
+            serde_json::json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 6}}),
+        );
+        ev.read(c, 0.0, Some(&tok), &mut cum, &mut len);
+        let k: Vec<_> = ev.tokens.iter().map(|t| t.map(|(k, _)| k)).collect();
+        assert_eq!(k, vec![Some(1), Some(3), Some(2)]);
+        assert!(
+            ev.tokens
+                .iter()
+                .all(|t| t.is_some_and(|(_, s)| s == TokenSource::Tokenizer))
+        );
+        assert_eq!(ev.final_usage.and_then(|u| u.completion_tokens), Some(6));
     }
 
     #[test]

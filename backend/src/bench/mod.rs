@@ -6,6 +6,7 @@
 pub mod flagset;
 pub mod load;
 pub mod stats;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -175,10 +176,12 @@ async fn check(
         .json()
         .await
         .map_err(|e| format!("correctness check: {e}"))?;
+    // OpenAI's completions, its chat, or SGLang's `/generate` (`text` at the top).
     let choice = &v["choices"][0];
     let answer = choice["text"]
         .as_str()
         .or_else(|| choice["message"]["content"].as_str())
+        .or_else(|| v["text"].as_str())
         .unwrap_or_default();
     Ok(CorrectnessResult {
         passed: answer.to_lowercase().contains(&expect.to_lowercase()),

@@ -55,17 +55,18 @@ pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: 
         ),
         itl: latency(ok.iter().flat_map(|o| o.itls.iter().copied()).collect()),
         e2e: latency(ok.iter().map(|o| o.e2e).collect()),
-        token_source: if !ok.is_empty() && ok.iter().all(|o| o.from_usage) {
-            "usage".to_owned()
-        } else {
-            "stream".to_owned()
-        },
+        token_source: ok
+            .iter()
+            .map(|o| o.token_source)
+            .min_by_key(|s| s.exactness())
+            .unwrap_or_default(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::bench::TokenSource;
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -86,7 +87,7 @@ mod tests {
             ttft: 0.05,
             e2e: 2.0,
             itls: vec![0.0197; 99],
-            from_usage: true,
+            token_source: TokenSource::ChunkUsage,
             end: 2.0,
         };
         let bad = Outcome {
@@ -98,6 +99,7 @@ mod tests {
         assert!((m.output_tok_s - 100.0).abs() < 1e-9);
         assert!((m.total_tok_s - 110.0).abs() < 1e-9);
         assert!((m.tpot.mean_ms - 1950.0 / 99.0).abs() < 1e-9);
-        assert_eq!(m.token_source, "usage");
+        // The failed request's source (none) does not count.
+        assert_eq!(m.token_source, TokenSource::ChunkUsage);
     }
 }

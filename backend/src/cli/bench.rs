@@ -76,6 +76,7 @@ fn settings(args: &BenchArgs) -> Value {
     if let Some(api) = args.api {
         let name = match api {
             ApiArg::Completions => "completions",
+            ApiArg::Generate => "generate",
             ApiArg::Chat => "chat",
         };
         out.insert("api".into(), json!(name));

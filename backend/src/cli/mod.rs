@@ -199,6 +199,8 @@ pub enum ApiArg {
     Completions,
     /// `/v1/chat/completions`.
     Chat,
+    /// SGLang's native `/generate`, which counts the tokens of every chunk.
+    Generate,
 }
 
 /// `drainwatch watch`.

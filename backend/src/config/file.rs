@@ -7,6 +7,7 @@
 //! and what is wrong with it.
 
 mod api_key;
+mod bench;
 mod specs;
 #[cfg(test)]
 mod tests;
@@ -16,13 +17,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use shared::bench::BenchSettings;
 
 use super::flags::AllowList;
 use super::parse_duration;
 use specs::{RawFlag, flag_spec};
 
 pub use api_key::ApiKey;
+pub use bench::{BenchConfig, Engine};
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +60,7 @@ pub struct ServerConfig {
     pub allow: AllowList,
     /// The model as the server is told (path and revision): part of a flag set.
     pub model: String,
+    pub engine: Engine,
     pub bench: BenchConfig,
     /// More names whose values are secret (`server.redact`, case-insensitive),
     /// besides those [`crate::redact`] recognises by their words.
@@ -66,16 +68,6 @@ pub struct ServerConfig {
     /// The key the server wants as `Authorization: Bearer` (its `--api-key`),
     /// sent by the probes, the scrape and the benchmark.
     pub api_key: Option<ApiKey>,
-}
-
-/// The serving benchmark's defaults.
-#[derive(Debug, Clone)]
-pub struct BenchConfig {
-    /// Run a benchmark whenever a restart (or start) reaches Ready.
-    pub after_restart: bool,
-    /// The `model` field of benchmark requests.
-    pub request_model: String,
-    pub defaults: BenchSettings,
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -123,16 +115,7 @@ struct RawFile {
     #[serde(default)]
     flags: Vec<RawFlag>,
     #[serde(default)]
-    bench: RawBench,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawBench {
-    #[serde(default)]
-    after_restart: bool,
-    model: Option<String>,
-    defaults: Option<BenchSettings>,
+    bench: bench::RawBench,
 }
 
 #[derive(Debug, Deserialize)]
@@ -151,6 +134,8 @@ struct RawServer {
     host: Option<std::net::IpAddr>,
     gpus: Vec<u32>,
     model: Option<String>,
+    #[serde(default)]
+    engine: Engine,
     health_path: Option<String>,
     metrics_path: Option<String>,
     #[serde(default)]
@@ -310,15 +295,7 @@ impl ServerConfig {
             .collect::<Result<Vec<_>, _>>()?;
         let allow = AllowList::new(specs, &s.args, &s.env)?.with_secret_names(&redact);
         let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
-        let defaults = raw.bench.defaults.unwrap_or_default();
-        defaults
-            .validate()
-            .map_err(|e| format!("bench.defaults: {e}"))?;
-        let bench = BenchConfig {
-            after_restart: raw.bench.after_restart,
-            request_model: raw.bench.model.unwrap_or_else(|| "default".to_owned()),
-            defaults,
-        };
+        let bench = raw.bench.check(s.engine, &model, dir)?;
         Ok(Self {
             name: s.name.trim().to_owned(),
             program: s.program,
@@ -335,6 +312,7 @@ impl ServerConfig {
             verify,
             allow,
             model,
+            engine: s.engine,
             bench,
             redact,
             api_key,

@@ -242,6 +242,7 @@ fn bench_dialog(
                                 <option value="">"(default)"</option>
                                 <option value="completions">"completions"</option>
                                 <option value="chat">"chat"</option>
+                                <option value="generate">"generate (SGLang)"</option>
                             </select>
                         </label>
                     </div>

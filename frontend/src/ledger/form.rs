@@ -13,7 +13,7 @@ pub(crate) struct BenchForm {
     pub(crate) output_len: String,
     pub(crate) warmup: String,
     pub(crate) repeats: String,
-    /// "", "completions" or "chat".
+    /// "", "completions", "chat" or "generate".
     pub(crate) api: String,
     pub(crate) prompt: String,
     pub(crate) expect: String,
@@ -68,6 +68,7 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
     let api = match f.api.as_str() {
         "completions" => Some(BenchApi::Completions),
         "chat" => Some(BenchApi::Chat),
+        "generate" => Some(BenchApi::Generate),
         _ => None,
     };
     let (prompt, expect) = (f.prompt.trim(), f.expect.trim());

@@ -24,6 +24,9 @@ pub(crate) struct Modes {
     /// Usage only in the final chunk, as SGLang does: `continuous_usage_stats`
     /// (vLLM's per-chunk counts) is ignored.
     pub(crate) final_usage: bool,
+    /// Events carry a varying number of tokens, as with speculative decoding:
+    /// every fifth event after the first carries three, the others one.
+    pub(crate) mixed_events: bool,
     /// This long after it is warm, rank 0 leaves a process that setsids and
     /// double-forks (so it is nobody's descendant once its parent is gone) and
     /// keeps 4 GiB of GPU memory.
@@ -66,6 +69,7 @@ impl Modes {
                 "crash" => m.crash_after = Some(ms(10_000)?),
                 "hang-completions" => m.hang_completions = true,
                 "final-usage" => m.final_usage = true,
+                "mixed-events" => m.mixed_events = true,
                 "escape" => m.escape_after = Some(ms(1_000)?),
                 "fork-bomb-lite" => m.fork_bomb_lite = true,
                 "drop-every" => {
@@ -94,6 +98,8 @@ mod tests {
         let m = Modes::parse("orphan, slow-drain=2500,ignore-sigterm").expect("valid");
         assert!(m.orphan && m.ignore_sigterm && !m.final_usage);
         assert!(Modes::parse("final-usage").expect("valid").final_usage);
+        let mixed = Modes::parse("mixed-events,final-usage").expect("valid");
+        assert!(mixed.mixed_events && mixed.final_usage && !m.mixed_events);
         assert_eq!(m.slow_drain, Some(Duration::from_millis(2500)));
         assert_eq!(Modes::parse("normal").expect("valid"), Modes::default());
         assert_eq!(

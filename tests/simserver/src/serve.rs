@@ -1,7 +1,8 @@
 //! The launcher's HTTP face: `/health`, OpenAI-style `/v1/completions` and
-//! `/v1/chat/completions` (streamed as server-sent events, or whole) served at the
-//! pace of the [`RateModel`], and a Prometheus `/metrics` with SGLang's names whose
-//! counters match exactly what was sent. With an API key (`SIMSERVER_API_KEY`,
+//! `/v1/chat/completions` and SGLang's native `/generate` (streamed as
+//! server-sent events, or whole) served at the pace of the [`RateModel`], and a
+//! Prometheus `/metrics` with SGLang's names whose counters match exactly what
+//! was sent. With an API key (`SIMSERVER_API_KEY`,
 //! as `--api-key` on vLLM), everything but `/health` answers 401 JSON to a
 //! request without `Authorization: Bearer <key>`.
 
@@ -88,6 +89,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             "/v1/chat/completions",
             post(|s, j| generate(s, j, Api::Chat)),
         )
+        .route("/generate", post(native))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&server),
@@ -138,6 +140,8 @@ async fn health(State(s): State<Arc<Server>>) -> (StatusCode, &'static str) {
 enum Api {
     Completions,
     Chat,
+    /// SGLang's `/generate`: the text so far and `meta_info` in every chunk.
+    Generate,
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +170,43 @@ struct GenRequest {
 
 fn default_max_tokens() -> u64 {
     16
+}
+
+/// The fields of SGLang's `/generate` this server looks at.
+#[derive(Debug, Deserialize)]
+struct NativeRequest {
+    #[serde(default)]
+    text: serde_json::Value,
+    #[serde(default)]
+    sampling_params: SamplingParams,
+    #[serde(default)]
+    stream: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct SamplingParams {
+    #[serde(default = "default_max_tokens")]
+    max_new_tokens: u64,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        Self {
+            max_new_tokens: default_max_tokens(),
+        }
+    }
+}
+
+/// `/generate` as the OpenAI handler's request: the same pacing and counters.
+async fn native(s: State<Arc<Server>>, Json(req): Json<NativeRequest>) -> Response {
+    let req = GenRequest {
+        prompt: req.text,
+        messages: Vec::new(),
+        max_tokens: req.sampling_params.max_new_tokens,
+        stream: req.stream,
+        stream_options: None,
+    };
+    generate(s, Json(req), Api::Generate).await
 }
 
 /// Counts a request as in flight until dropped (finished, or the client left).
@@ -211,6 +252,8 @@ fn text_of(first: u64, count: u64) -> String {
 
 fn chunk(api: Api, text: &str, finish: Option<&str>) -> serde_json::Value {
     match api {
+        // Filled in by the caller, which knows the text and counts so far.
+        Api::Generate => serde_json::json!({ "text": text, "index": 0 }),
         Api::Completions => serde_json::json!({
             "id": "cmpl-sim", "object": "text_completion", "model": "default",
             "choices": [{ "index": 0, "text": text, "finish_reason": finish }],
@@ -220,6 +263,17 @@ fn chunk(api: Api, text: &str, finish: Option<&str>) -> serde_json::Value {
             "choices": [{ "index": 0, "delta": { "content": text }, "finish_reason": finish }],
         }),
     }
+}
+
+/// `/generate`'s counts: in every chunk, `finish_reason` set in the last.
+fn meta_info(prompt: u64, completion: u64, finish: Option<&str>) -> serde_json::Value {
+    serde_json::json!({
+        "id": "sim",
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cached_tokens": 0,
+        "finish_reason": finish.map(|f| serde_json::json!({"type": f, "length": completion})),
+    })
 }
 
 fn usage(prompt: u64, completion: u64) -> serde_json::Value {
@@ -264,6 +318,11 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     s.wait_until(due).await;
     s.generation_tokens.fetch_add(n, Ordering::SeqCst);
     let mut body = chunk(api, &text_of(0, n), Some("length"));
+    if api == Api::Generate {
+        body["meta_info"] = meta_info(p, n, Some("length"));
+        drop(guard);
+        return Json(body).into_response();
+    }
     if api == Api::Chat {
         body["object"] = "chat.completion".into();
         body["choices"][0]["message"] =
@@ -289,6 +348,8 @@ struct Progress {
     done: bool,
     /// When the request came, then when the last event went out.
     last: Instant,
+    /// Content events sent.
+    events: u64,
 }
 
 /// Server-sent events at the model's pace: tokens (several per event with
@@ -309,6 +370,7 @@ fn token_stream(
         due: start,
         done: false,
         last: Instant::now(),
+        events: 0,
     };
     stream::unfold(state, move |mut st| async move {
         if st.done {
@@ -322,9 +384,12 @@ fn token_stream(
             }
             let k = if st.sent == 0 {
                 1
+            } else if s.modes.mixed_events {
+                (if st.events % 5 == 0 { 3 } else { 1 }).min(n - st.sent)
             } else {
                 s.rate.tokens_per_event.min(n - st.sent)
             };
+            st.events += 1;
             // Token i is due one inter-token latency after token i − 1.
             if st.sent > 0 {
                 for _ in 0..k {
@@ -345,13 +410,17 @@ fn token_stream(
             st.sent += k;
             let finish = (st.sent == n).then_some("length");
             let mut body = chunk(api, &text_of(first, k), finish);
-            if with_usage.every_chunk {
+            if api == Api::Generate {
+                // The text so far, not just the new part (SGLang's default).
+                body["text"] = text_of(0, st.sent).into();
+                body["meta_info"] = meta_info(prompt, st.sent, finish);
+            } else if with_usage.every_chunk {
                 body["usage"] = usage(prompt, st.sent);
             }
             let event = Event::default().data(body.to_string());
             return Some((Ok(event), st));
         }
-        if with_usage.at_end && st.sent == n {
+        if with_usage.at_end && st.sent == n && api != Api::Generate {
             st.sent += 1;
             let mut last = chunk(api, "", None);
             last["choices"] = serde_json::json!([]);

@@ -2,6 +2,7 @@
 //! key, and the shipped examples.
 
 use super::*;
+use shared::bench::BenchApi;
 
 const MINIMAL: &str = r#"
         [server]
@@ -222,4 +223,61 @@ fn api_key_errors_name_the_key_and_never_the_value() {
         .expect_err("no key file")
         .to_string();
     assert!(err.contains(&missing.display().to_string()), "{err}");
+}
+
+#[test]
+fn sglang_benchmarks_its_native_generate_unless_told_otherwise() {
+    let c = ServerConfig::parse(&with_server("engine = \"sglang\"")).expect("valid");
+    assert_eq!(c.engine, Engine::Sglang);
+    assert_eq!(c.bench.defaults.api, BenchApi::Generate);
+    let told = format!(
+        "{}\n[bench.defaults]\napi = \"chat\"\n",
+        with_server("engine = \"sglang\"")
+    );
+    let c = ServerConfig::parse(&told).expect("valid");
+    assert_eq!(c.bench.defaults.api, BenchApi::Chat);
+    for other in ["engine = \"vllm\"", ""] {
+        let c = ServerConfig::parse(&with_server(other)).expect("valid");
+        assert_eq!(c.bench.defaults.api, BenchApi::Completions, "{other}");
+    }
+    let err = ServerConfig::parse(&with_server("engine = \"tgi\"")).expect_err("unknown");
+    assert!(err.contains("engine"), "{err}");
+}
+
+#[test]
+fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let model = dir.path().join("model");
+    std::fs::create_dir(&model).expect("made");
+    std::fs::write(
+        model.join("tokenizer.json"),
+        include_str!("../../../../tests/data/sim-model/tokenizer.json"),
+    )
+    .expect("written");
+    // Named, relative to the config's directory: a file or a directory.
+    for name in ["model", "model/tokenizer.json"] {
+        let text = format!("{MINIMAL}\n[bench]\ntokenizer = \"{name}\"\n");
+        let c = ServerConfig::parse_in(&text, dir.path()).expect("valid");
+        let t = c.bench.tokenizer.expect("a tokenizer");
+        assert_eq!(t.path(), model.join("tokenizer.json"));
+        assert_eq!(t.count("tok1 tok2 "), 2);
+    }
+    // Found in the model's directory, with or without a revision.
+    for m in ["model", "model@main"] {
+        let c = ServerConfig::parse_in(&with_server(&format!("model = \"{m}\"")), dir.path())
+            .expect("valid");
+        assert!(c.bench.tokenizer.is_some(), "{m}");
+    }
+    // A model by hub name has none here: the benchmark counts per event.
+    let c =
+        ServerConfig::parse_in(&with_server("model = \"org/none\""), dir.path()).expect("valid");
+    assert!(c.bench.tokenizer.is_none());
+    // One that is named and does not read is an error that names the key.
+    std::fs::write(dir.path().join("broken.json"), "{not json").expect("written");
+    for name in ["absent", "broken.json"] {
+        let text = format!("{MINIMAL}\n[bench]\ntokenizer = \"{name}\"\n");
+        let err = ServerConfig::parse_in(&text, dir.path()).expect_err(name);
+        assert!(err.contains("bench.tokenizer"), "{err}");
+        assert!(err.contains(name), "{err}");
+    }
 }

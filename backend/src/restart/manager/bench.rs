@@ -149,6 +149,7 @@ impl Manager {
                 api: run.settings.api,
                 model: self.cfg.bench.request_model.clone(),
                 api_key: self.cfg.api_key.clone(),
+                tokenizer: self.cfg.bench.tokenizer.clone(),
             },
             store: self.store.clone(),
             hub: std::sync::Arc::clone(&self.hub),
