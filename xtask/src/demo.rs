@@ -152,6 +152,13 @@ fn demo_config(program: &std::path::Path, port: u16, warmup_s: f64) -> anyhow::R
             "\"../target/debug/simserver\"",
             &format!("{:?}", program.display().to_string()),
         )
+        .replace(
+            "\"../tests/data/sim-model\"",
+            &format!(
+                "{:?}",
+                root().join("tests/data/sim-model").display().to_string()
+            ),
+        )
         .replace("\"--port\", \"30000\"", &format!("\"--port\", \"{port}\""))
         .replace("port = 30000", &format!("port = {port}"))
         .replace(

@@ -355,6 +355,14 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
         "medians of {} repeats; min–max is the output rate's spread",
         run.settings.repeats
     );
+    let source = run
+        .levels
+        .iter()
+        .map(|l| l.token_source)
+        .min_by_key(|s| s.exactness())
+        .unwrap_or_default();
+    let per = if source.per_token() { "token" } else { "event" };
+    let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
     out
 }
 
@@ -399,6 +407,42 @@ mod tests {
         assert_eq!(
             t,
             "GPU  NAME                   MEMORY\n  0  A100         4 MiB / 80.0 GiB\n 10  H100 SXM  88.0 GiB / 80.0 GiB\n"
+        );
+    }
+
+    #[test]
+    fn a_benchmark_says_what_its_itl_is_per() {
+        use shared::bench::{BenchSettings, LevelSummary, TokenSource};
+        let level = |token_source| LevelSummary {
+            concurrency: 16,
+            token_source,
+            ..LevelSummary::default()
+        };
+        let mut run = BenchRun {
+            id: 3,
+            flagset: "3f9a0c1d2e4b".into(),
+            restart_id: None,
+            requested_by: "cli".into(),
+            settings: BenchSettings::default(),
+            status: RunStatus::Succeeded,
+            started_at_ms: 0,
+            finished_at_ms: Some(1),
+            error: None,
+            correctness: None,
+            levels: vec![level(TokenSource::ChunkUsage)],
+            repeats: Vec::new(),
+        };
+        let text = bench_run(&run);
+        assert!(
+            text.contains("ITL per token; token counts: server's per-chunk count"),
+            "{text}"
+        );
+        // One level without counts makes the whole run's ITL per event.
+        run.levels.push(level(TokenSource::Event));
+        let text = bench_run(&run);
+        assert!(
+            text.contains("ITL per event; token counts: per event"),
+            "{text}"
         );
     }
 }

@@ -28,6 +28,13 @@ pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
             |l| format!("{} ms", ms_num(f(l))),
         )
     };
+    // ITL between events, where tokens were not counted, says so.
+    let itl = |l: Option<&LevelSummary>| match l {
+        Some(l) if !l.token_source.per_token() => {
+            format!("{} per event", ms(Some(l), |l| l.itl_p50_ms.median))
+        }
+        _ => ms(l, |l| l.itl_p50_ms.median),
+    };
     for c in &cs {
         let (la, lb) = (a.levels.get(c), b.levels.get(c));
         let ta = la.map(|l| l.output_tok_s.median);
@@ -44,8 +51,8 @@ pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
             delta.map_or_else(|| format!("{MISSING} %"), fmt_delta),
             ms(la, |l| l.ttft_p50_ms.median),
             ms(lb, |l| l.ttft_p50_ms.median),
-            ms(la, |l| l.itl_p50_ms.median),
-            ms(lb, |l| l.itl_p50_ms.median),
+            itl(la),
+            itl(lb),
         );
     }
     if cs.is_empty() {
@@ -82,6 +89,16 @@ mod tests {
         assert!(t.contains(r#"data-c="16"><td>c=16</td><td class="num">600 tok/s</td><td class="num">660 tok/s</td><td class="num" data-testid="compare-delta">+10.0 %</td>"#));
         assert!(t.contains(r#"data-c="64"><td>c=64</td><td class="num">— tok/s</td>"#));
         assert!(compare_table(&l[2], &l[2]).contains("neither set has results yet"));
+        assert!(!t.contains("per event"));
+        let mut b = l[1].clone();
+        for lv in b.levels.values_mut() {
+            lv.token_source = shared::bench::TokenSource::Event;
+        }
+        let t = compare_table(&l[0], &b);
+        assert!(
+            t.contains(r#"<td class="num">8.50 ms</td><td class="num">8.50 ms per event</td>"#),
+            "{t}"
+        );
         let wire = [
             shared::flags::FlagChange::Changed {
                 name: "--tp".into(),

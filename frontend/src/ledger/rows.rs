@@ -259,8 +259,19 @@ fn latency_cells(out: &mut String, lv: Option<&LevelSummary>) {
         Some(l) => {
             let _ = write!(
                 out,
-                r#"<div class="fs-lat" data-testid="ttft" title="time to first token, p50 / p99 (medians across repeats)">{}</div><div class="fs-lat" data-testid="itl" title="inter-token latency, p50 / p99 (medians across repeats)">{}</div>"#,
+                r#"<div class="fs-lat" data-testid="ttft" title="time to first token, p50 / p99 (medians across repeats)">{}</div>"#,
                 fmt_ms_pair(l.ttft_p50_ms.median, l.ttft_p99_ms.median),
+            );
+            // Between events is not between tokens: say so where it is shown.
+            let (per, mark) = if l.token_source.per_token() {
+                ("token", "")
+            } else {
+                ("event", r#"<span class="fs-per">per event</span>"#)
+            };
+            let _ = write!(
+                out,
+                r#"<div class="fs-lat" data-testid="itl" data-per="{per}" title="inter-token latency, p50 / p99 (medians across repeats); token counts: {}">{}{mark}</div>"#,
+                l.token_source.label(),
                 fmt_ms_pair(l.itl_p50_ms.median, l.itl_p99_ms.median),
             );
         }
@@ -339,6 +350,29 @@ mod tests {
         let x64 = RowCtx { c: Some(64), ..x };
         assert!(row_markup(&l[1], &x64).contains(r#"data-pct="">Δ — %<"#));
         assert!(row_markup(&l[0], &x64).contains("not measured at c=64"));
+    }
+
+    #[test]
+    fn itl_between_events_is_marked_as_such() {
+        let mut l = ledger();
+        let x = RowCtx {
+            c: Some(16),
+            baseline: None,
+            running: None,
+            compare: &[],
+            scale: 1200.0,
+            operate: false,
+        };
+        let per_token = row_markup(&l[0], &x);
+        assert!(per_token.contains(r#"data-testid="itl" data-per="token""#));
+        assert!(per_token.contains("token counts: server's per-chunk count"));
+        assert!(!per_token.contains("per event"));
+        for lv in l[0].levels.values_mut() {
+            lv.token_source = shared::bench::TokenSource::Event;
+        }
+        let per_event = row_markup(&l[0], &x);
+        assert!(per_event.contains(r#"data-testid="itl" data-per="event""#));
+        assert!(per_event.contains(r#">8.50 / 120 ms<span class="fs-per">per event</span>"#));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A small ledger the ledger's tests share: three sets, one measured at three
 //! concurrencies, one at two, one not at all.
 
-use shared::bench::{FlagSet, FlagSetResults, LevelSummary, Spread};
+use shared::bench::{FlagSet, FlagSetResults, LevelSummary, Spread, TokenSource};
 
 use crate::flags::of_pairs as flags;
 
@@ -29,6 +29,7 @@ pub(crate) fn lvl(c: u32, med: f64) -> LevelSummary {
             median: 120.4,
             ..Spread::default()
         },
+        token_source: TokenSource::ChunkUsage,
         ..LevelSummary::default()
     }
 }
