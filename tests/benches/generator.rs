@@ -1,8 +1,10 @@
 //! drainwatch's load generator at high concurrency (method and results in
 //! docs/PERFORMANCE.md): 256 closed-loop clients against the release simulated
 //! server tuned to ~28k output tok/s, three repeats, one token per event and
-//! then three (speculative decoding); reports measured / true rate and the CPU
-//! both processes used.
+//! then three (speculative decoding), each with the server's per-chunk counts
+//! and then with usage only at the end and every event's text counted by a
+//! byte-level BPE tokenizer; reports measured / true rate and the CPU both
+//! processes used.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -10,7 +12,8 @@ use std::time::Instant;
 
 use drainwatch::bench::load::{self, Counters, Target};
 use drainwatch::bench::stats;
-use shared::bench::BenchApi;
+use drainwatch::bench::tokens::Tokenizer;
+use shared::bench::{BenchApi, TokenSource};
 use tests::{Proc, SimHost, bin};
 
 const C: u32 = 256;
@@ -35,6 +38,38 @@ fn truth(speed: f64) -> f64 {
     f64::from(C) * f64::from(N) / (per / 1e3)
 }
 
+/// A byte-level BPE (GPT-2's pre-tokenizer regex, as DeepSeek's and Qwen's
+/// tokenizers have) trained on the simulated server's words and some English,
+/// saved as a `tokenizer.json` and read back as the benchmark reads one.
+fn bpe_tokenizer(dir: &std::path::Path) -> anyhow::Result<Tokenizer> {
+    use tokenizers::models::TrainerWrapper;
+    use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    let corpus = dir.join("corpus.txt");
+    let english = "The quick brown fox jumps over the lazy dog while the server streams \
+                   tokens to every client that asked for them, one event at a time. ";
+    let text: String = (0..4096)
+        .map(|i| format!("tok{} {}", i % 1024, if i % 16 == 0 { english } else { "" }))
+        .collect();
+    std::fs::write(&corpus, text)?;
+    let mut tk = tokenizers::Tokenizer::new(BPE::default());
+    tk.with_pre_tokenizer(Some(ByteLevel::default()));
+    tk.with_decoder(Some(ByteLevel::default()));
+    let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
+        .vocab_size(4000)
+        .min_frequency(1)
+        .show_progress(false)
+        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+        .build()
+        .into();
+    tk.train_from_files(&mut trainer, vec![corpus.display().to_string()])
+        .map_err(|e| anyhow::anyhow!("training: {e}"))?;
+    let file = dir.join("tokenizer.json");
+    tk.save(&file, false)
+        .map_err(|e| anyhow::anyhow!("saving: {e}"))?;
+    Tokenizer::load(&file).map_err(anyhow::Error::msg)
+}
+
 fn main() -> anyhow::Result<()> {
     if !tests::bench_wanted("generator") {
         return Ok(());
@@ -43,9 +78,13 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    for (name, extra, speed) in [
-        ("1 token/event", None, 1.0),
-        ("3 tokens/event", Some("EAGLE"), 1.8),
+    let scratch = tempfile::tempdir()?;
+    let bpe = bpe_tokenizer(scratch.path())?;
+    for (name, extra, speed, tokenizer) in [
+        ("1 token/event", None, 1.0, None),
+        ("3 tokens/event", Some("EAGLE"), 1.8, None),
+        ("1 token/event, tokenizer counts", None, 1.0, Some(&bpe)),
+        ("3 tokens/event, tokenizer counts", Some("EAGLE"), 1.8, Some(&bpe)),
     ] {
         let host = SimHost::new(100);
         let port = tests::managed::free_port();
@@ -68,6 +107,8 @@ fn main() -> anyhow::Result<()> {
             &KNEE.to_string(),
         ])
         .env(simhost::HOST_DIR_ENV, host.path())
+        // Without per-chunk counts, as SGLang's OpenAI endpoints: the tokenizer counts.
+        .env("SIMSERVER_MODE", if tokenizer.is_some() { "final-usage" } else { "normal" })
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
         if let Some(alg) = extra {
@@ -81,7 +122,12 @@ fn main() -> anyhow::Result<()> {
             api: BenchApi::Completions,
             model: "default".into(),
             api_key: None,
-            tokenizer: None,
+            tokenizer: tokenizer.cloned(),
+        };
+        let want = if tokenizer.is_some() {
+            TokenSource::Tokenizer
+        } else {
+            TokenSource::ChunkUsage
         };
         rt.block_on(async {
             let client = load::client(C);
@@ -97,6 +143,7 @@ fn main() -> anyhow::Result<()> {
                 let (outcomes, d) = load::level(&client, &target, prompts, C, N, Arc::clone(&counters), cancel.clone()).await;
                 let m = stats::metrics(C, r as u32, &outcomes, d);
                 anyhow::ensure!(m.failed == 0, "{} failed requests", m.failed);
+                anyhow::ensure!(m.token_source == want, "counted by {:?}", m.token_source);
                 rates.push(m.output_tok_s);
             }
             let wall = t0.elapsed().as_secs_f64();
