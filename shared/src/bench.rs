@@ -109,8 +109,70 @@ pub struct Correctness {
 /// The most a benchmark may hold in memory (see [`BenchSettings::memory_bytes`]).
 pub const MAX_BENCH_MEMORY: u64 = 64 << 20;
 
+/// Service-level objectives: a request is good when it met every one given.
+/// Goodput is the good requests per second.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    /// Time to first token, at most (ms).
+    #[serde(default)]
+    pub ttft_ms: Option<f64>,
+    /// Time per output token after the first, at most (ms).
+    #[serde(default)]
+    pub tpot_ms: Option<f64>,
+    /// The whole request, at most (ms).
+    #[serde(default)]
+    pub e2e_ms: Option<f64>,
+    /// A level meets the SLOs when at least this share of its requests (%)
+    /// met every one: what a rate sweep looks for.
+    #[serde(default = "Slo::default_attainment")]
+    pub attainment_pct: f64,
+}
+
+impl Slo {
+    fn default_attainment() -> f64 {
+        90.0
+    }
+
+    /// Whether a request with these latencies (ms) met every objective; a
+    /// request of one token has no TPOT and meets that one.
+    pub fn met(&self, ttft_ms: f64, tpot_ms: Option<f64>, e2e_ms: f64) -> bool {
+        self.ttft_ms.is_none_or(|t| ttft_ms <= t)
+            && self.tpot_ms.is_none_or(|t| tpot_ms.is_none_or(|v| v <= t))
+            && self.e2e_ms.is_none_or(|t| e2e_ms <= t)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let given = [
+            ("ttft_ms", self.ttft_ms),
+            ("tpot_ms", self.tpot_ms),
+            ("e2e_ms", self.e2e_ms),
+        ];
+        if given.iter().all(|(_, v)| v.is_none()) {
+            return Err("slo: give at least one of ttft_ms, tpot_ms and e2e_ms".to_owned());
+        }
+        for (name, v) in given {
+            if let Some(v) = v
+                && !(v.is_finite() && v > 0.0 && v <= 3_600_000.0)
+            {
+                return Err(format!("slo.{name} must be from 0 to 3600000 ms, got {v}"));
+            }
+        }
+        if !(self.attainment_pct > 0.0 && self.attainment_pct <= 100.0) {
+            return Err(format!(
+                "slo.attainment_pct must be above 0 and at most 100, got {}",
+                self.attainment_pct
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The most open-loop levels (request rates) of one run.
+pub const MAX_RATE_LEVELS: usize = 12;
+
 /// `POST /api/bench`: what to measure. Every field has a default.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BenchSettings {
     pub api: BenchApi,
@@ -126,6 +188,18 @@ pub struct BenchSettings {
     pub warmup: u32,
     pub repeats: u32,
     pub correctness: Option<Correctness>,
+    /// Open loop: requests per second, one level each (several: a sweep);
+    /// empty: closed loop at each `concurrency`.
+    pub request_rate: Vec<f64>,
+    /// Open loop: the shape of the gamma-distributed gaps between arrivals (1:
+    /// Poisson; below 1 burstier, above steadier), as `vllm bench serve`.
+    pub burstiness: f64,
+    /// Open loop: at most this many requests in flight; an arrival beyond it
+    /// waits (and the run reports how long). Unset: `num_prompts`, at most 1024.
+    pub max_concurrency: Option<u32>,
+    /// Goodput under these objectives; the server's `[bench.defaults.slo]`
+    /// unless the request gives its own.
+    pub slo: Option<Slo>,
 }
 
 impl Default for BenchSettings {
@@ -139,6 +213,10 @@ impl Default for BenchSettings {
             warmup: 16,
             repeats: 3,
             correctness: None,
+            request_rate: Vec::new(),
+            burstiness: 1.0,
+            max_concurrency: None,
+            slo: None,
         }
     }
 }
@@ -169,6 +247,34 @@ impl BenchSettings {
         {
             return Err("correctness needs a prompt and an expected answer".to_owned());
         }
+        if self.request_rate.len() > MAX_RATE_LEVELS {
+            return Err(format!(
+                "request_rate: give at most {MAX_RATE_LEVELS} rates"
+            ));
+        }
+        if let Some(r) = self
+            .request_rate
+            .iter()
+            .find(|r| !(r.is_finite() && **r > 0.0 && **r <= 10_000.0))
+        {
+            return Err(format!(
+                "request_rate {r} is out of range (above 0, at most 10000 requests/s)"
+            ));
+        }
+        if !(self.burstiness.is_finite() && (0.05..=100.0).contains(&self.burstiness)) {
+            return Err(format!(
+                "burstiness must be from 0.05 to 100, got {}",
+                self.burstiness
+            ));
+        }
+        if let Some(m) = self.max_concurrency
+            && !(1..=1024).contains(&m)
+        {
+            return Err(format!("max_concurrency {m} is out of range (1–1024)"));
+        }
+        if let Some(slo) = &self.slo {
+            slo.validate()?;
+        }
         let need = self.memory_bytes();
         if need > MAX_BENCH_MEMORY {
             return Err(format!(
@@ -187,10 +293,72 @@ impl BenchSettings {
     /// requests in flight (prompts are made as they are sent), and the
     /// per-token timings of one repeat (or warm-up), 8 bytes a token each.
     pub fn memory_bytes(&self) -> u64 {
-        let c = u64::from(self.concurrency.iter().copied().max().unwrap_or(1));
+        let c = u64::from(self.max_in_flight());
         let in_flight = c * u64::from(self.input_len) * 8;
         let timings = u64::from(self.num_prompts.max(self.warmup)) * u64::from(self.output_len) * 8;
         in_flight + timings
+    }
+}
+
+impl BenchSettings {
+    /// Open loop (request rates) rather than closed loop (concurrency).
+    pub fn open_loop(&self) -> bool {
+        !self.request_rate.is_empty()
+    }
+
+    /// An open-loop level's cap on requests in flight.
+    pub fn open_loop_cap(&self) -> u32 {
+        self.max_concurrency
+            .unwrap_or(self.num_prompts.max(self.warmup))
+            .clamp(1, 1024)
+    }
+
+    /// The most requests a run has in flight at once.
+    pub fn max_in_flight(&self) -> u32 {
+        if self.open_loop() {
+            self.open_loop_cap()
+        } else {
+            self.concurrency.iter().copied().max().unwrap_or(1)
+        }
+    }
+
+    /// The levels in the order they run.
+    pub fn levels(&self) -> Vec<LevelKey> {
+        if self.open_loop() {
+            let cap = self.open_loop_cap();
+            self.request_rate
+                .iter()
+                .map(|&r| LevelKey {
+                    concurrency: cap,
+                    request_rate: Some(r),
+                })
+                .collect()
+        } else {
+            self.concurrency
+                .iter()
+                .map(|&c| LevelKey {
+                    concurrency: c,
+                    request_rate: None,
+                })
+                .collect()
+        }
+    }
+}
+
+/// One level of a run: a concurrency (closed loop), or a request rate with
+/// the cap on what is in flight (open loop).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LevelKey {
+    pub concurrency: u32,
+    pub request_rate: Option<f64>,
+}
+
+impl LevelKey {
+    fn of(m: &RunMetrics) -> Self {
+        Self {
+            concurrency: m.concurrency,
+            request_rate: m.request_rate,
+        }
     }
 }
 
@@ -225,6 +393,19 @@ pub struct RunMetrics {
     /// How tokens were counted per event (the least exact of the repeat's
     /// requests): what [`Self::itl`] is per.
     pub token_source: TokenSource,
+    /// Open loop: the requested arrival rate (requests/s); `concurrency` is then
+    /// the cap on requests in flight.
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    /// Open loop: the rate the requests were sent at, first send to last.
+    #[serde(default)]
+    pub achieved_rate: Option<f64>,
+    /// With SLOs: the requests that met every one, and per second of the
+    /// repeat's duration (goodput).
+    #[serde(default)]
+    pub good: Option<u32>,
+    #[serde(default)]
+    pub goodput_req_s: Option<f64>,
 }
 
 /// Spread of one number across repeats.
@@ -272,9 +453,74 @@ pub struct LevelSummary {
     /// The least exact token count of the repeats: what the ITL is per.
     #[serde(default)]
     pub token_source: TokenSource,
+    /// Open loop: the requested rate, and the rates achieved.
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    #[serde(default)]
+    pub achieved_rate: Option<Spread>,
+    /// With SLOs: good requests per second, and whether the median repeat's
+    /// share of good requests reached the SLOs' `attainment_pct`.
+    #[serde(default)]
+    pub goodput_req_s: Option<Spread>,
+    #[serde(default)]
+    pub meets_slo: Option<bool>,
 }
 
 impl LevelSummary {
+    /// The repeats summarised per level, in the order of `levels`; a level
+    /// without repeats is left out.
+    pub fn group(levels: &[LevelKey], repeats: &[RunMetrics], slo: Option<&Slo>) -> Vec<Self> {
+        levels
+            .iter()
+            .filter_map(|k| {
+                let of: Vec<RunMetrics> = repeats
+                    .iter()
+                    .filter(|m| LevelKey::of(m) == *k)
+                    .cloned()
+                    .collect();
+                (!of.is_empty()).then(|| Self::of_level(*k, &of, slo))
+            })
+            .collect()
+    }
+
+    /// Every level of `repeats`, in the order first seen.
+    pub fn group_all(repeats: &[RunMetrics], slo: Option<&Slo>) -> Vec<Self> {
+        let mut keys: Vec<LevelKey> = Vec::new();
+        for m in repeats {
+            let k = LevelKey::of(m);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        Self::group(&keys, repeats, slo)
+    }
+
+    fn of_level(key: LevelKey, repeats: &[RunMetrics], slo: Option<&Slo>) -> Self {
+        let spread = |f: &dyn Fn(&RunMetrics) -> Option<f64>| {
+            let v: Vec<f64> = repeats.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| Spread::of(&v))
+        };
+        let attainment = spread(&|m| {
+            let n = m.completed + m.failed;
+            m.good.map(|g| {
+                if n == 0 {
+                    0.0
+                } else {
+                    100.0 * f64::from(g) / f64::from(n)
+                }
+            })
+        });
+        Self {
+            request_rate: key.request_rate,
+            achieved_rate: spread(&|m| m.achieved_rate),
+            goodput_req_s: spread(&|m| m.goodput_req_s),
+            meets_slo: slo
+                .zip(attainment)
+                .map(|(slo, a)| a.median >= slo.attainment_pct),
+            ..Self::of(key.concurrency, repeats)
+        }
+    }
+
     pub fn of(concurrency: u32, repeats: &[RunMetrics]) -> Self {
         let s = |f: fn(&RunMetrics) -> f64| Spread::of(&repeats.iter().map(f).collect::<Vec<_>>());
         Self {
@@ -293,6 +539,10 @@ impl LevelSummary {
                 .map(|m| m.token_source)
                 .min_by_key(|s| s.exactness())
                 .unwrap_or_default(),
+            request_rate: None,
+            achieved_rate: None,
+            goodput_req_s: None,
+            meets_slo: None,
         }
     }
 }
@@ -339,7 +589,10 @@ pub struct BenchRun {
 pub struct BenchProgress {
     pub run_id: i64,
     pub status: RunStatus,
+    /// The level: a concurrency, or (open loop) the cap with a request rate.
     pub concurrency: u32,
+    #[serde(default)]
+    pub request_rate: Option<f64>,
     /// The repeat in progress, from 0.
     pub repeat: u32,
     /// Repeats per concurrency (0 from a server that does not say).
@@ -376,8 +629,14 @@ pub struct Passive {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlagSetResults {
     pub set: FlagSet,
-    /// Per concurrency, the latest successful run's summary.
+    /// Per concurrency, the latest successful closed-loop run's summary.
     pub levels: BTreeMap<u32, LevelSummary>,
+    /// The latest successful open-loop run's levels (by request rate), and the
+    /// highest rate among them that met its SLOs: what a team ships on.
+    #[serde(default)]
+    pub rate_levels: Vec<LevelSummary>,
+    #[serde(default)]
+    pub best_rate: Option<f64>,
     pub runs: u32,
     /// A run's correctness check failed with this set.
     pub wrong_answers: bool,
@@ -403,6 +662,86 @@ mod tests {
         let old: TokenSource = serde_json::from_str("\"stream\"").expect("old name");
         assert_eq!(old, TokenSource::Event);
         assert!(!old.per_token() && TokenSource::Tokenizer.per_token());
+    }
+
+    #[test]
+    fn open_loop_settings_and_slos_are_checked() {
+        let open = BenchSettings {
+            request_rate: vec![2.0, 8.0],
+            max_concurrency: Some(32),
+            slo: Some(Slo {
+                ttft_ms: Some(500.0),
+                tpot_ms: None,
+                e2e_ms: None,
+                attainment_pct: 90.0,
+            }),
+            ..BenchSettings::default()
+        };
+        assert!(open.validate().is_ok(), "{:?}", open.validate());
+        let keys = open.levels();
+        assert_eq!(keys.len(), 2);
+        assert_eq!((keys[1].concurrency, keys[1].request_rate), (32, Some(8.0)));
+        assert_eq!(open.max_in_flight(), 32);
+        // Without a cap, at most the requests of a repeat (and never over 1024).
+        let uncapped = BenchSettings {
+            max_concurrency: None,
+            num_prompts: 5_000,
+            ..open.clone()
+        };
+        assert_eq!(uncapped.open_loop_cap(), 1024);
+        let bad = |f: fn(&mut BenchSettings)| {
+            let mut s = open.clone();
+            f(&mut s);
+            s.validate().expect_err("refused")
+        };
+        assert!(bad(|s| s.request_rate = vec![0.0]).contains("request_rate 0"));
+        assert!(bad(|s| s.request_rate = vec![f64::NAN]).contains("request_rate"));
+        assert!(bad(|s| s.request_rate = vec![1.0; 13]).contains("at most 12"));
+        assert!(bad(|s| s.burstiness = 0.0).contains("burstiness"));
+        assert!(bad(|s| s.max_concurrency = Some(0)).contains("max_concurrency"));
+        assert!(
+            bad(|s| s.slo = Some(Slo {
+                ttft_ms: None,
+                ..s.slo.expect("slo")
+            }))
+            .contains("at least one")
+        );
+        assert!(
+            bad(|s| s.slo = Some(Slo {
+                ttft_ms: Some(-1.0),
+                ..s.slo.expect("slo")
+            }))
+            .contains("slo.ttft_ms")
+        );
+        assert!(
+            bad(|s| s.slo = Some(Slo {
+                attainment_pct: 0.0,
+                ..s.slo.expect("slo")
+            }))
+            .contains("attainment_pct")
+        );
+        // A level meets the SLOs when its median repeat's share of good
+        // requests reaches the attainment.
+        let repeat = |good: u32| RunMetrics {
+            concurrency: 32,
+            completed: 10,
+            request_rate: Some(8.0),
+            good: Some(good),
+            goodput_req_s: Some(f64::from(good)),
+            ..RunMetrics::default()
+        };
+        let levels = LevelSummary::group(
+            &keys,
+            &[repeat(9), repeat(10), repeat(8)],
+            open.slo.as_ref(),
+        );
+        assert_eq!(levels.len(), 1, "the 2 req/s level has no repeats");
+        assert_eq!(levels[0].request_rate, Some(8.0));
+        assert_eq!(levels[0].meets_slo, Some(true));
+        assert_eq!(levels[0].goodput_req_s.map(|g| g.median), Some(9.0));
+        let levels =
+            LevelSummary::group(&keys, &[repeat(9), repeat(7), repeat(8)], open.slo.as_ref());
+        assert_eq!(levels[0].meets_slo, Some(false));
     }
 
     #[test]

@@ -181,6 +181,7 @@ fn bench_progress() -> bench::BenchProgress {
         run_id: 4,
         status: bench::RunStatus::Running,
         concurrency: 16,
+        request_rate: None,
         repeat: 1,
         repeats: 3,
         done: 80,
@@ -224,13 +225,27 @@ fn bench_run() -> bench::BenchRun {
             p99_ms: 3_400.0,
         },
         token_source: TokenSource::ChunkUsage,
+        request_rate: Some(4.5),
+        achieved_rate: Some(4.48),
+        good: Some(60),
+        goodput_req_s: Some(4.25),
     };
     BenchRun {
         id: 4,
         flagset: "3f9a0c1d2e4b".into(),
         restart_id: Some(12),
         requested_by: "127.0.0.1:51234".into(),
-        settings: BenchSettings::default(),
+        settings: BenchSettings {
+            request_rate: vec![4.5],
+            max_concurrency: Some(16),
+            slo: Some(Slo {
+                ttft_ms: Some(200.0),
+                tpot_ms: Some(30.0),
+                e2e_ms: None,
+                attainment_pct: 90.0,
+            }),
+            ..BenchSettings::default()
+        },
         status: RunStatus::Succeeded,
         started_at_ms: 1_764_680_200_000,
         finished_at_ms: Some(1_764_680_260_000),
@@ -239,7 +254,7 @@ fn bench_run() -> bench::BenchRun {
             passed: true,
             answer: "Paris".into(),
         }),
-        levels: vec![LevelSummary::of(16, std::slice::from_ref(&m))],
+        levels: LevelSummary::group_all(std::slice::from_ref(&m), None),
         repeats: vec![m],
     }
 }

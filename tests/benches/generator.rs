@@ -84,7 +84,12 @@ fn main() -> anyhow::Result<()> {
         ("1 token/event", None, 1.0, None),
         ("3 tokens/event", Some("EAGLE"), 1.8, None),
         ("1 token/event, tokenizer counts", None, 1.0, Some(&bpe)),
-        ("3 tokens/event, tokenizer counts", Some("EAGLE"), 1.8, Some(&bpe)),
+        (
+            "3 tokens/event, tokenizer counts",
+            Some("EAGLE"),
+            1.8,
+            Some(&bpe),
+        ),
     ] {
         let host = SimHost::new(100);
         let port = tests::managed::free_port();
@@ -108,7 +113,14 @@ fn main() -> anyhow::Result<()> {
         ])
         .env(simhost::HOST_DIR_ENV, host.path())
         // Without per-chunk counts, as SGLang's OpenAI endpoints: the tokenizer counts.
-        .env("SIMSERVER_MODE", if tokenizer.is_some() { "final-usage" } else { "normal" })
+        .env(
+            "SIMSERVER_MODE",
+            if tokenizer.is_some() {
+                "final-usage"
+            } else {
+                "normal"
+            },
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
         if let Some(alg) = extra {

@@ -106,8 +106,12 @@ pub struct Outcome {
     pub itls: Vec<f64>,
     /// How the events' tokens were counted.
     pub token_source: TokenSource,
-    /// When it finished, relative to the level's start.
+    /// When it was sent and when it finished, relative to the level's start.
+    pub sent: f64,
     pub end: f64,
+    /// Open loop: how long it waited past its arrival time for a free slot
+    /// under the cap (or for the sender to get to it).
+    pub waited: f64,
 }
 
 /// A streamed chunk of either OpenAI API, or of SGLang's `/generate`.
@@ -221,7 +225,10 @@ pub async fn one(
     t0: Instant,
 ) -> Outcome {
     let start = Instant::now();
-    let mut out = Outcome::default();
+    let mut out = Outcome {
+        sent: start.saturating_duration_since(t0).as_secs_f64(),
+        ..Outcome::default()
+    };
     let Ok(resp) = target
         .post(client)
         .json(&target.body(prompt, output_len, true))
@@ -403,6 +410,106 @@ pub async fn level(
     )
 }
 
+/// When each of `n` requests arrives (seconds from the level's start) at
+/// `rate` per second: the first at once, then gaps drawn from a gamma
+/// distribution of shape `burstiness` (1: exponential, a Poisson process),
+/// scaled so that they add up to exactly `(n − 1) / rate`. For a Poisson
+/// process that is the same as conditioning on its count (the arrivals are
+/// then uniform order statistics), so the rate scheduled is the rate
+/// requested, and what the run achieves measures only how well it kept to it.
+pub fn arrivals(n: u32, rate: f64, burstiness: f64, seed: u64) -> Vec<f64> {
+    use rand::SeedableRng;
+    use rand_distr::Distribution;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let gamma = rand_distr::Gamma::new(burstiness, 1.0 / (rate * burstiness))
+        .or_else(|_| rand_distr::Gamma::new(1.0, 1.0 / rate.max(1e-9)))
+        .ok();
+    let gaps: Vec<f64> = (1..n)
+        .map(|_| gamma.as_ref().map_or(1.0, |g| g.sample(&mut rng)))
+        .collect();
+    let sum: f64 = gaps.iter().sum();
+    let scale = if sum > 0.0 {
+        f64::from(n.saturating_sub(1)) / rate / sum
+    } else {
+        0.0
+    };
+    let mut at = 0.0;
+    let mut out = Vec::with_capacity(n as usize);
+    if n > 0 {
+        out.push(0.0);
+    }
+    for g in gaps {
+        at += g * scale;
+        out.push(at);
+    }
+    out
+}
+
+/// Sends request `i` at `schedule[i]` (seconds from the start) whatever the
+/// server's pace, with at most `cap` in flight (an arrival beyond it waits for
+/// a slot, and its outcome says how long); returns each outcome and the level's
+/// duration (first send → last completion), in seconds.
+#[allow(clippy::too_many_arguments)]
+pub async fn open_level(
+    client: &reqwest::Client,
+    target: &Target,
+    prompts: Prompts,
+    schedule: &[f64],
+    cap: u32,
+    output_len: u32,
+    counters: Arc<Counters>,
+    mut cancel: watch::Receiver<bool>,
+) -> (Vec<Outcome>, f64) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap.max(1) as usize));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, &at) in schedule.iter().enumerate().take(prompts.len()) {
+        let due = t0 + Duration::from_secs_f64(at);
+        let slot = tokio::select! {
+            s = async {
+                tokio::time::sleep_until(due).await;
+                Arc::clone(&slots).acquire_owned().await
+            } => s,
+            _ = cancel.wait_for(|c| *c) => break,
+        };
+        let Ok(slot) = slot else { break };
+        let waited = t0.elapsed().as_secs_f64() - at;
+        let (client, target, counters) = (client.clone(), target.clone(), Arc::clone(&counters));
+        let prompt = prompts.get(i);
+        tasks.spawn(async move {
+            let mut o = one(&client, &target, &prompt, output_len, t0).await;
+            drop(slot);
+            o.waited = waited.max(0.0);
+            counters.done.fetch_add(1, Ordering::Relaxed);
+            counters
+                .output_tokens
+                .fetch_add(o.output_tokens, Ordering::Relaxed);
+            o
+        });
+    }
+    let mut all = Vec::new();
+    loop {
+        tokio::select! {
+            next = tasks.join_next() => match next {
+                Some(Ok(o)) => all.push(o),
+                Some(Err(_)) => {}
+                None => break,
+            },
+            // Dropping the set aborts what is still in flight.
+            _ = cancel.wait_for(|c| *c) => break,
+        }
+    }
+    let end = all.iter().map(|o| o.end).fold(0.0, f64::max);
+    (
+        all,
+        if end > 0.0 {
+            end
+        } else {
+            t0.elapsed().as_secs_f64()
+        },
+    )
+}
+
 /// `n` distinct prompts of `len` token-like words (deterministic per seed),
 /// each made when it is sent: a run holds only the prompts in flight, however
 /// many it sends.
@@ -460,6 +567,37 @@ pub fn client(c: u32) -> reqwest::Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Coefficient of variation of the gaps between arrivals.
+    fn gap_cv(at: &[f64]) -> f64 {
+        let gaps: Vec<f64> = at.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        var.sqrt() / mean
+    }
+
+    #[test]
+    fn arrivals_keep_the_rate_exactly_and_their_burstiness() {
+        for (burstiness, cv) in [(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)] {
+            let at = arrivals(20_000, 50.0, burstiness, 7);
+            assert_eq!(at.len(), 20_000);
+            assert_eq!(at[0], 0.0);
+            assert!(at.windows(2).all(|w| w[1] >= w[0]));
+            // n − 1 gaps span exactly (n − 1) / rate.
+            assert!((at[at.len() - 1] - 19_999.0 / 50.0).abs() < 1e-6);
+            // Gamma of shape k: the gaps' CV is 1 / √k (Poisson: 1).
+            let got = gap_cv(&at);
+            assert!(
+                (got / cv - 1.0).abs() < 0.05,
+                "burstiness {burstiness}: CV {got}"
+            );
+        }
+        // The same seed, the same schedule; another seed, another.
+        assert_eq!(arrivals(100, 5.0, 1.0, 3), arrivals(100, 5.0, 1.0, 3));
+        assert_ne!(arrivals(100, 5.0, 1.0, 3), arrivals(100, 5.0, 1.0, 4));
+        assert_eq!(arrivals(1, 5.0, 1.0, 3), vec![0.0]);
+        assert!(arrivals(0, 5.0, 1.0, 3).is_empty());
+    }
 
     #[test]
     fn events_split_on_blank_lines() {

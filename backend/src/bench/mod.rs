@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use shared::bench::{
-    BenchProgress, BenchRun, CorrectnessResult, LevelSummary, RunMetrics, RunStatus,
-};
+use shared::bench::{BenchProgress, BenchRun, CorrectnessResult, LevelSummary, RunStatus};
 use tokio::sync::watch;
 
 use crate::clock::now_ms;
@@ -35,9 +33,9 @@ pub struct RunContext {
 /// Runs the benchmark recorded as `run` (its id set); returns it finished.
 pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let s = run.settings.clone();
-    let max_c = s.concurrency.iter().copied().max().unwrap_or(1);
-    let client = load::client(max_c);
-    let total = s.concurrency.len() as u32 * (s.warmup + s.repeats * s.num_prompts);
+    let client = load::client(s.max_in_flight());
+    let levels = s.levels();
+    let total = levels.len() as u32 * (s.warmup + s.repeats * s.num_prompts);
     let counters = Arc::new(Counters::default());
 
     if let Some(c) = &s.correctness {
@@ -51,7 +49,8 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             Err(e) => return finish(run, &ctx, RunStatus::Failed, Some(e)),
         }
     }
-    for (level, &c) in s.concurrency.iter().enumerate() {
+    for (level, key) in levels.iter().enumerate() {
+        let c = key.concurrency;
         let seed = run.id as u64 * 1_000 + level as u64;
         if s.warmup > 0 {
             let warm = load::Prompts::new(s.warmup, s.input_len, seed);
@@ -77,15 +76,41 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             );
             let before = counters.output_tokens.load(Ordering::Relaxed);
             let started = tokio::time::Instant::now();
-            let level_run = load::level(
-                &client,
-                &ctx.target,
-                prompts,
-                c,
-                s.output_len,
-                Arc::clone(&counters),
-                ctx.cancel.clone(),
-            );
+            let level_run = async {
+                match key.request_rate {
+                    None => {
+                        load::level(
+                            &client,
+                            &ctx.target,
+                            prompts,
+                            c,
+                            s.output_len,
+                            Arc::clone(&counters),
+                            ctx.cancel.clone(),
+                        )
+                        .await
+                    }
+                    Some(rate) => {
+                        let schedule = load::arrivals(
+                            s.num_prompts,
+                            rate,
+                            s.burstiness,
+                            seed * 31 + u64::from(repeat) + 1,
+                        );
+                        load::open_level(
+                            &client,
+                            &ctx.target,
+                            prompts,
+                            &schedule,
+                            c,
+                            s.output_len,
+                            Arc::clone(&counters),
+                            ctx.cancel.clone(),
+                        )
+                        .await
+                    }
+                }
+            };
             tokio::pin!(level_run);
             let (outcomes, duration) = loop {
                 tokio::select! {
@@ -96,6 +121,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                             run_id: run.id,
                             status: RunStatus::Running,
                             concurrency: c,
+                            request_rate: key.request_rate,
                             repeat,
                             repeats: s.repeats,
                             done: counters.done.load(Ordering::Relaxed),
@@ -109,12 +135,20 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             if *ctx.cancel.borrow() {
                 return finish(run, &ctx, RunStatus::Cancelled, None);
             }
-            let m = stats::metrics(c, repeat, &outcomes, duration);
+            let mut m = stats::metrics(c, repeat, &outcomes, duration);
+            if let Some(rate) = key.request_rate {
+                stats::open_loop(&mut m, rate, &outcomes);
+            }
+            if let Some(slo) = &s.slo {
+                stats::goodput(&mut m, &outcomes, slo);
+            }
             tracing::info!(
                 run = run.id,
                 c,
+                rate = key.request_rate,
                 repeat,
                 output_tok_s = m.output_tok_s,
+                goodput_req_s = m.goodput_req_s,
                 failed = m.failed,
                 "benchmark repeat"
             );
@@ -134,19 +168,11 @@ fn finish(
     run.status = status;
     run.error = error;
     run.finished_at_ms = Some(now_ms());
-    let mut levels: Vec<LevelSummary> = Vec::new();
-    for c in &run.settings.concurrency {
-        let of: Vec<RunMetrics> = run
-            .repeats
-            .iter()
-            .filter(|m| m.concurrency == *c)
-            .cloned()
-            .collect();
-        if !of.is_empty() {
-            levels.push(LevelSummary::of(*c, &of));
-        }
-    }
-    run.levels = levels;
+    run.levels = LevelSummary::group(
+        &run.settings.levels(),
+        &run.repeats,
+        run.settings.slo.as_ref(),
+    );
     ctx.store.bench_finish(run.clone());
     run
 }

@@ -2,7 +2,7 @@
 //! report: throughput over the level's duration (first send → last completion),
 //! and latency means and percentiles over successful requests.
 
-use shared::bench::{Latency, RunMetrics};
+use shared::bench::{Latency, RunMetrics, Slo};
 
 use super::load::Outcome;
 
@@ -60,7 +60,42 @@ pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: 
             .map(|o| o.token_source)
             .min_by_key(|s| s.exactness())
             .unwrap_or_default(),
+        request_rate: None,
+        achieved_rate: None,
+        good: None,
+        goodput_req_s: None,
     }
+}
+
+/// An open-loop repeat: the rate asked for, and the rate the requests were
+/// sent at (first send to last).
+pub fn open_loop(m: &mut RunMetrics, requested: f64, outcomes: &[Outcome]) {
+    m.request_rate = Some(requested);
+    let (first, last) = outcomes
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), o| {
+            (lo.min(o.sent), hi.max(o.sent))
+        });
+    m.achieved_rate =
+        (outcomes.len() > 1 && last > first).then(|| (outcomes.len() - 1) as f64 / (last - first));
+}
+
+/// The requests that met every objective (a failed one never does), and
+/// goodput: those per second of the repeat's duration.
+pub fn goodput(m: &mut RunMetrics, outcomes: &[Outcome], slo: &Slo) {
+    let good = outcomes
+        .iter()
+        .filter(|o| {
+            o.ok && slo.met(
+                o.ttft * 1e3,
+                (o.output_tokens > 1)
+                    .then(|| (o.e2e - o.ttft) / (o.output_tokens - 1) as f64 * 1e3),
+                o.e2e * 1e3,
+            )
+        })
+        .count() as u32;
+    m.good = Some(good);
+    m.goodput_req_s = Some(f64::from(good) / m.duration_s.max(1e-9));
 }
 
 #[cfg(test)]
@@ -89,6 +124,7 @@ mod tests {
             itls: vec![0.0197; 99],
             token_source: TokenSource::ChunkUsage,
             end: 2.0,
+            ..Outcome::default()
         };
         let bad = Outcome {
             end: 1.0,
@@ -101,5 +137,58 @@ mod tests {
         assert!((m.tpot.mean_ms - 1950.0 / 99.0).abs() < 1e-9);
         // The failed request's source (none) does not count.
         assert_eq!(m.token_source, TokenSource::ChunkUsage);
+    }
+
+    #[test]
+    fn goodput_counts_requests_that_met_every_objective() {
+        let req = |ttft: f64, e2e: f64, n: u64| Outcome {
+            ok: true,
+            output_tokens: n,
+            ttft,
+            e2e,
+            end: e2e,
+            ..Outcome::default()
+        };
+        let outcomes = [
+            req(0.05, 1.05, 101), // TPOT 10 ms: good
+            req(0.05, 3.05, 101), // TPOT 30 ms: too slow per token
+            req(0.50, 1.50, 101), // TTFT 500 ms: too slow to start
+            req(0.05, 0.05, 1),   // one token: no TPOT, good
+            Outcome::default(),   // failed: never good
+        ];
+        let slo = Slo {
+            ttft_ms: Some(200.0),
+            tpot_ms: Some(20.0),
+            e2e_ms: None,
+            attainment_pct: 90.0,
+        };
+        let mut m = metrics(4, 0, &outcomes, 4.0);
+        goodput(&mut m, &outcomes, &slo);
+        assert_eq!(m.good, Some(2));
+        assert_eq!(m.goodput_req_s, Some(0.5));
+        let tight = Slo {
+            e2e_ms: Some(1_000.0),
+            ..slo
+        };
+        goodput(&mut m, &outcomes, &tight);
+        assert_eq!(m.good, Some(1));
+    }
+
+    #[test]
+    fn the_achieved_rate_is_over_the_sends() {
+        let sent = |t: f64| Outcome {
+            ok: true,
+            sent: t,
+            ..Outcome::default()
+        };
+        let outcomes: Vec<Outcome> = (0..11).map(|i| sent(f64::from(i) * 0.1)).collect();
+        let mut m = metrics(8, 0, &outcomes, 1.2);
+        open_loop(&mut m, 10.0, &outcomes);
+        assert_eq!(m.request_rate, Some(10.0));
+        let achieved = m.achieved_rate.expect("a rate");
+        assert!((achieved - 10.0).abs() < 1e-9, "{achieved}");
+        let mut one = metrics(8, 0, &outcomes[..1], 1.0);
+        open_loop(&mut one, 10.0, &outcomes[..1]);
+        assert_eq!(one.achieved_rate, None);
     }
 }

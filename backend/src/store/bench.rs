@@ -81,14 +81,11 @@ fn with_repeats(c: &Connection, mut run: BenchRun) -> rusqlite::Result<BenchRun>
     run.repeats = q
         .query_map([run.id], |r| parse::<RunMetrics>(&r.get::<_, String>(0)?))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut by_level: BTreeMap<u32, Vec<RunMetrics>> = BTreeMap::new();
-    for m in &run.repeats {
-        by_level.entry(m.concurrency).or_default().push(m.clone());
-    }
-    run.levels = by_level
-        .iter()
-        .map(|(c, ms)| LevelSummary::of(*c, ms))
-        .collect();
+    run.levels = LevelSummary::group(
+        &run.settings.levels(),
+        &run.repeats,
+        run.settings.slo.as_ref(),
+    );
     Ok(run)
 }
 
@@ -128,18 +125,36 @@ pub(super) fn ledger(c: &Connection) -> rusqlite::Result<Vec<FlagSetResults>> {
     for set in sets {
         let all = runs(c, Some(&set.id), 1_000)?;
         let mut levels = BTreeMap::new();
+        let ok = || all.iter().filter(|r| r.status == RunStatus::Succeeded);
         // Newest first: the first successful run per concurrency wins.
-        for r in all.iter().filter(|r| r.status == RunStatus::Succeeded) {
-            for l in &r.levels {
+        for r in ok() {
+            for l in r.levels.iter().filter(|l| l.request_rate.is_none()) {
                 levels.entry(l.concurrency).or_insert_with(|| l.clone());
             }
         }
+        // A rate sweep is read whole: the newest successful open-loop run.
+        let mut rate_levels: Vec<LevelSummary> = ok()
+            .find(|r| r.settings.open_loop())
+            .map(|r| r.levels.clone())
+            .unwrap_or_default();
+        rate_levels.sort_by(|a, b| {
+            a.request_rate
+                .unwrap_or(0.0)
+                .total_cmp(&b.request_rate.unwrap_or(0.0))
+        });
+        let best_rate = rate_levels
+            .iter()
+            .filter(|l| l.meets_slo == Some(true))
+            .filter_map(|l| l.request_rate)
+            .reduce(f64::max);
         out.push(FlagSetResults {
             wrong_answers: all
                 .iter()
                 .any(|r| r.correctness.as_ref().is_some_and(|c| !c.passed)),
             runs: all.len() as u32,
             levels,
+            rate_levels,
+            best_rate,
             set,
         });
     }

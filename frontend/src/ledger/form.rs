@@ -95,6 +95,7 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
         warmup: req.warmup.unwrap_or(d.warmup),
         repeats: req.repeats.unwrap_or(d.repeats),
         correctness: req.correctness.clone(),
+        ..d
     };
     merged.validate()?;
     Ok(req)

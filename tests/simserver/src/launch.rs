@@ -130,6 +130,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         generation_tokens: AtomicU64::new(0),
         prompt_tokens: AtomicU64::new(0),
         requests: AtomicU64::new(0),
+        slow_requests: AtomicU64::new(0),
         modes,
         lateness_us: AtomicU64::new(1_000),
         ttft: Default::default(),

@@ -21,6 +21,9 @@ pub(crate) struct Modes {
     pub(crate) hang_completions: bool,
     /// Every n-th request's stream is cut off halfway (the connection drops).
     pub(crate) drop_every: Option<u64>,
+    /// Every n-th request is generated at a third of the pace (three times the
+    /// inter-token latency), and counted as slow in `/metrics`.
+    pub(crate) slow_every: Option<u64>,
     /// Usage only in the final chunk, as SGLang does: `continuous_usage_stats`
     /// (vLLM's per-chunk counts) is ignored.
     pub(crate) final_usage: bool,
@@ -72,15 +75,16 @@ impl Modes {
                 "mixed-events" => m.mixed_events = true,
                 "escape" => m.escape_after = Some(ms(1_000)?),
                 "fork-bomb-lite" => m.fork_bomb_lite = true,
-                "drop-every" => {
-                    m.drop_every = Some(
-                        value
-                            .and_then(|v| v.parse().ok())
-                            .filter(|n| *n > 0)
-                            .ok_or_else(|| {
-                                format!("{ENV}: `{item}` needs a count, e.g. drop-every=5")
-                            })?,
-                    )
+                "drop-every" | "slow-every" => {
+                    let every = value
+                        .and_then(|v| v.parse().ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("{ENV}: `{item}` needs a count, e.g. {name}=5"))?;
+                    if name == "drop-every" {
+                        m.drop_every = Some(every);
+                    } else {
+                        m.slow_every = Some(every);
+                    }
                 }
                 other => return Err(format!("{ENV}: unknown mode `{other}`")),
             }
@@ -111,5 +115,10 @@ mod tests {
         assert!(e.fork_bomb_lite);
         assert!(Modes::parse("explode").is_err());
         assert!(Modes::parse("crash=soon").is_err());
+        assert_eq!(
+            Modes::parse("slow-every=7").expect("valid").slow_every,
+            Some(7)
+        );
+        assert!(Modes::parse("slow-every").is_err());
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct Server {
     pub(crate) generation_tokens: AtomicU64,
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) requests: AtomicU64,
+    /// Requests made slow by `slow-every`.
+    pub(crate) slow_requests: AtomicU64,
     pub(crate) modes: Modes,
     pub(crate) rate: RateModel,
     /// How late the runtime's timer wakes us, on average (µs): tokio's timer
@@ -295,11 +297,17 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     let p = prompt_tokens(&req);
     s.prompt_tokens.fetch_add(p, Ordering::SeqCst);
     let n = req.max_tokens.clamp(1, 100_000);
+    let nth = s.requests.load(Ordering::SeqCst);
     let cut_at = s
         .modes
         .drop_every
-        .filter(|every| s.requests.load(Ordering::SeqCst) % every == 0)
+        .filter(|every| nth % every == 0)
         .map(|_| n / 2);
+    let slow = s.modes.slow_every.is_some_and(|every| nth % every == 0);
+    if slow {
+        s.slow_requests.fetch_add(1, Ordering::SeqCst);
+    }
+    let pace = if slow { 3 } else { 1 };
     if req.stream {
         let usage = Usage {
             at_end: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
@@ -309,11 +317,11 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
                     .as_ref()
                     .is_some_and(|o| o.continuous_usage_stats),
         };
-        return Sse::new(token_stream(guard, api, p, n, usage, cut_at)).into_response();
+        return Sse::new(token_stream(guard, api, p, n, usage, cut_at, pace)).into_response();
     }
     let mut due = Instant::now() + s.rate.ttft(guard.batch());
     for _ in 1..n {
-        due += s.rate.itl(guard.batch());
+        due += s.rate.itl(guard.batch()) * pace;
     }
     s.wait_until(due).await;
     s.generation_tokens.fetch_add(n, Ordering::SeqCst);
@@ -362,6 +370,7 @@ fn token_stream(
     n: u64,
     with_usage: Usage,
     cut_at: Option<u64>,
+    pace: u32,
 ) -> impl Stream<Item = Result<Event, std::io::Error>> {
     let start = Instant::now() + guard.0.rate.ttft(guard.batch());
     let state = Progress {
@@ -393,7 +402,7 @@ fn token_stream(
             // Token i is due one inter-token latency after token i − 1.
             if st.sent > 0 {
                 for _ in 0..k {
-                    st.due += s.rate.itl(st.guard.batch());
+                    st.due += s.rate.itl(st.guard.batch()) * pace;
                 }
             }
             s.wait_until(st.due).await;
@@ -449,11 +458,15 @@ async fn metrics(State(s): State<Arc<Server>>) -> impl IntoResponse {
          sglang:prompt_tokens_total{{{labels}}} {}\n\
          # HELP sglang:num_requests_total Number of requests processed.\n\
          # TYPE sglang:num_requests_total counter\n\
-         sglang:num_requests_total{{{labels}}} {}\n",
+         sglang:num_requests_total{{{labels}}} {}\n\
+         # HELP simserver_slow_requests_total Requests made slow by SIMSERVER_MODE=slow-every.\n\
+         # TYPE simserver_slow_requests_total counter\n\
+         simserver_slow_requests_total {}\n",
         s.in_flight.load(Ordering::SeqCst),
         s.generation_tokens.load(Ordering::SeqCst),
         s.prompt_tokens.load(Ordering::SeqCst),
         s.requests.load(Ordering::SeqCst),
+        s.slow_requests.load(Ordering::SeqCst),
     );
     s.ttft.write(
         &mut body,

@@ -79,7 +79,8 @@ impl Manager {
         serde_json::from_value(base).map_err(|_| {
             Refusal::BadRequest(
                 "invalid settings: a field is unknown or of the wrong type (the fields: api, \
-                 concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness)"
+                 concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness, \
+                 request_rate, burstiness, max_concurrency, slo)"
                     .to_owned(),
             )
         })
@@ -156,11 +157,13 @@ impl Manager {
             cancel: cancelled,
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
+        let first = run.settings.levels().first().copied();
         let done = self.bench.tx.clone();
         self.hub.publish_bench(BenchProgress {
             run_id: id,
             status: RunStatus::Running,
-            concurrency: run.settings.concurrency[0],
+            concurrency: first.map_or(0, |k| k.concurrency),
+            request_rate: first.and_then(|k| k.request_rate),
             repeat: 0,
             repeats,
             done: 0,

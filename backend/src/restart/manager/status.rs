@@ -68,6 +68,7 @@ impl Manager {
                 run_id: b.id,
                 status: RunStatus::Running,
                 concurrency: 0,
+                request_rate: None,
                 repeat: 0,
                 repeats: b.repeats,
                 done: 0,
