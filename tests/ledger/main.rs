@@ -5,6 +5,7 @@
 mod accuracy;
 mod api_key;
 mod ledger;
+mod open_loop;
 mod token_counts;
 
 /// The tests that compare measured rates with the true ones hold it alone
