@@ -9,6 +9,8 @@ use shared::bench::{BenchRun, RunStatus};
 use shared::protocol::ServerMsg;
 use shared::units::fmt_tok_s;
 
+use super::render::rate_num;
+
 use super::client::{Client, Events};
 use super::{ApiArg, BenchArgs, CliError, Exit, Interrupt, print_json, render, show, until_done};
 
@@ -81,6 +83,27 @@ fn settings(args: &BenchArgs) -> Value {
         };
         out.insert("api".into(), json!(name));
     }
+    if !args.request_rate.is_empty() {
+        out.insert("request_rate".into(), json!(args.request_rate));
+    }
+    if let Some(b) = args.burstiness {
+        out.insert("burstiness".into(), json!(b));
+    }
+    if let Some(m) = args.max_concurrency {
+        out.insert("max_concurrency".into(), json!(m));
+    }
+    let slo = [
+        ("ttft_ms", args.slo_ttft_ms),
+        ("tpot_ms", args.slo_tpot_ms),
+        ("e2e_ms", args.slo_e2e_ms),
+    ];
+    if slo.iter().any(|(_, v)| v.is_some()) {
+        let given: Map<String, Value> = slo
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| ((*k).to_owned(), json!(v))))
+            .collect();
+        out.insert("slo".into(), Value::Object(given));
+    }
     if let (Some(prompt), Some(expect)) = (&args.check_prompt, &args.expect) {
         out.insert(
             "correctness".into(),
@@ -98,9 +121,12 @@ async fn follow(client: &Client, mut events: Events, id: i64) -> Result<BenchRun
     while let Some((_, msg)) = events.next().await? {
         match msg {
             ServerMsg::Bench(p) if p.run_id == id => {
+                let level = match p.request_rate {
+                    Some(r) => format!("{} requests/s", rate_num(r)),
+                    None => format!("concurrency {}", p.concurrency),
+                };
                 let line = format!(
-                    "concurrency {}, repeat {}/{}: {}/{} requests, {}",
-                    p.concurrency,
+                    "{level}, repeat {}/{}: {}/{} requests, {}",
                     p.repeat + 1,
                     p.repeats,
                     p.done,

@@ -178,6 +178,27 @@ pub struct BenchArgs {
     /// The endpoint to load.
     #[arg(long, value_enum)]
     pub api: Option<ApiArg>,
+    /// Open loop: requests per second, whatever the server's pace; several
+    /// for a sweep (`--request-rate 2,4,8`). Replaces `--concurrency`.
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with = "concurrency")]
+    pub request_rate: Vec<f64>,
+    /// Open loop: the gamma shape of the gaps between arrivals (1: Poisson;
+    /// lower is burstier).
+    #[arg(long, requires = "request_rate")]
+    pub burstiness: Option<f64>,
+    /// Open loop: at most this many requests in flight.
+    #[arg(long, requires = "request_rate")]
+    pub max_concurrency: Option<u32>,
+    /// Goodput: a request is good with time to first token at most this (ms)…
+    #[arg(long)]
+    pub slo_ttft_ms: Option<f64>,
+    /// …time per output token at most this (ms)…
+    #[arg(long)]
+    pub slo_tpot_ms: Option<f64>,
+    /// …and the whole request at most this (ms). Any of the three replaces the
+    /// server's configured SLOs.
+    #[arg(long)]
+    pub slo_e2e_ms: Option<f64>,
     /// A prompt asked before the load; its answer must contain `--expect`.
     #[arg(long, requires = "expect")]
     pub check_prompt: Option<String>,
@@ -188,7 +209,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// Cancel the running benchmark instead of starting one.
-    #[arg(long, conflicts_with_all = ["concurrency", "prompts", "input_len", "output_len", "warmup", "repeats", "api", "check_prompt", "no_wait"])]
+    #[arg(long, conflicts_with_all = ["concurrency", "prompts", "input_len", "output_len", "warmup", "repeats", "api", "check_prompt", "no_wait", "request_rate", "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"])]
     pub cancel: bool,
 }
 

@@ -316,12 +316,23 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
     if run.levels.is_empty() {
         return out;
     }
+    let open = run.settings.open_loop();
+    let slo = run.settings.slo.as_ref();
     let rows: Vec<Vec<String>> = run
         .levels
         .iter()
         .map(|l| {
-            vec![
-                l.concurrency.to_string(),
+            let mut row = Vec::new();
+            if open {
+                row.push(format!("{} req/s", rate_num(l.request_rate.unwrap_or(0.0))));
+                row.push(l.achieved_rate.map_or_else(
+                    || "—".to_owned(),
+                    |a| format!("{} req/s", rate_num(a.median)),
+                ));
+            } else {
+                row.push(l.concurrency.to_string());
+            }
+            row.extend([
                 fmt_tok_s(Some(l.output_tok_s.median)),
                 format!(
                     "{}–{}",
@@ -330,26 +341,44 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
                 ),
                 fmt_tok_s(Some(l.total_tok_s.median)),
                 format!("{:.2} req/s", l.request_s.median),
+            ]);
+            if slo.is_some() {
+                row.push(
+                    l.goodput_req_s
+                        .map_or_else(|| "—".to_owned(), |g| format!("{:.2} req/s", g.median)),
+                );
+                row.push(
+                    match l.meets_slo {
+                        Some(true) => "met",
+                        Some(false) => "missed",
+                        None => "—",
+                    }
+                    .to_owned(),
+                );
+            }
+            row.extend([
                 fmt_ms_pair(l.ttft_p50_ms.median, l.ttft_p99_ms.median),
                 fmt_ms_pair(l.itl_p50_ms.median, l.itl_p99_ms.median),
                 l.failed.to_string(),
-            ]
+            ]);
+            row
         })
         .collect();
-    out.push_str(&table(
-        &[
-            "CONC",
-            "OUTPUT",
-            "MIN–MAX",
-            "TOTAL",
-            "REQUESTS",
-            "TTFT P50/P99",
-            "ITL P50/P99",
-            "FAILED",
-        ],
-        &[true, true, true, true, true, true, true, true],
-        &rows,
-    ));
+    let mut head: Vec<&str> = if open {
+        vec!["RATE", "SENT"]
+    } else {
+        vec!["CONC"]
+    };
+    head.extend(["OUTPUT", "MIN–MAX", "TOTAL", "REQUESTS"]);
+    if slo.is_some() {
+        head.extend(["GOODPUT", "SLO"]);
+    }
+    head.extend(["TTFT P50/P99", "ITL P50/P99", "FAILED"]);
+    let right: Vec<bool> = head.iter().map(|h| *h != "SLO").collect();
+    out.push_str(&table(&head, &right, &rows));
+    if let Some(slo) = slo {
+        let _ = writeln!(out, "{}", slo_text(slo));
+    }
     let _ = writeln!(
         out,
         "medians of {} repeats; min–max is the output rate's spread",
@@ -364,6 +393,33 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
     let per = if source.per_token() { "token" } else { "event" };
     let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
     out
+}
+
+/// A request rate: whole above 10, else with one decimal ("2.5", "40").
+pub(super) fn rate_num(r: f64) -> String {
+    if r >= 10.0 || r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+/// "goodput: requests with TTFT ≤ 500 ms and TPOT ≤ 20 ms; a level meets the
+/// SLOs when 90 % of its requests do".
+fn slo_text(slo: &shared::bench::Slo) -> String {
+    let parts: Vec<String> = [
+        ("TTFT", slo.ttft_ms),
+        ("TPOT", slo.tpot_ms),
+        ("E2E", slo.e2e_ms),
+    ]
+    .iter()
+    .filter_map(|(n, v)| v.map(|v| format!("{n} ≤ {} ms", shared::units::ms_num(v))))
+    .collect();
+    format!(
+        "goodput: requests with {}; a level meets the SLOs when {} % of its requests do",
+        parts.join(" and "),
+        rate_num(slo.attainment_pct)
+    )
 }
 
 /// "succeeded", "cancelled", ….
@@ -442,6 +498,58 @@ mod tests {
         let text = bench_run(&run);
         assert!(
             text.contains("ITL per event; token counts: per event"),
+            "{text}"
+        );
+        // An open-loop sweep with SLOs: rate asked and sent, goodput, met or not.
+        run.settings.request_rate = vec![2.5, 40.0];
+        run.settings.slo = Some(shared::bench::Slo {
+            ttft_ms: Some(500.0),
+            tpot_ms: Some(20.0),
+            e2e_ms: None,
+            attainment_pct: 90.0,
+        });
+        let spread = |v: f64| shared::bench::Spread {
+            min: v,
+            median: v,
+            max: v,
+        };
+        run.levels = [(2.5, 2.49, 2.4, true), (40.0, 39.9, 12.0, false)]
+            .map(|(rate, sent, good, met)| LevelSummary {
+                concurrency: 64,
+                request_rate: Some(rate),
+                achieved_rate: Some(spread(sent)),
+                goodput_req_s: Some(spread(good)),
+                meets_slo: Some(met),
+                token_source: TokenSource::ChunkUsage,
+                ..LevelSummary::default()
+            })
+            .to_vec();
+        let text = bench_run(&run);
+        let head = text.lines().find(|l| l.contains("RATE")).expect("a header");
+        assert!(
+            head.contains("SENT") && head.contains("GOODPUT") && head.contains("SLO"),
+            "{text}"
+        );
+        assert!(!head.contains("CONC"), "{text}");
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("2.5 req/s"))
+            .expect("a row");
+        assert!(row.contains("2.40 req/s") && row.contains("met"), "{row}");
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("40 req/s"))
+            .expect("a row");
+        assert!(
+            row.contains("missed") && row.contains("12.00 req/s"),
+            "{row}"
+        );
+        assert!(
+            text.contains("goodput: requests with TTFT ≤ 500 ms and TPOT ≤ "),
+            "{text}"
+        );
+        assert!(
+            text.contains("a level meets the SLOs when 90 % of its requests do"),
             "{text}"
         );
     }
