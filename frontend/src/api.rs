@@ -262,6 +262,8 @@ mod tests {
             ..Default::default()
         };
         let row = FlagSetResults {
+            rate_levels: Vec::new(),
+            best_rate: None,
             set: FlagSet {
                 id: "abc".to_owned(),
                 model: "m".to_owned(),

@@ -318,6 +318,7 @@ mod tests {
         assert!(!can_bench(&busy) && can_bench(&ready) && !can_bench(&stopped));
         let mut benching = status(Phase::Ready);
         benching.bench = Some(shared::bench::BenchProgress {
+            request_rate: None,
             run_id: 1,
             status: shared::bench::RunStatus::Running,
             concurrency: 0,

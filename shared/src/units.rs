@@ -113,6 +113,18 @@ pub fn ms_num(v: f64) -> String {
     }
 }
 
+/// A rate of requests, without its unit: whole from 10 on or when whole,
+/// else one decimal ("2.5", "8", "40").
+pub fn rate_num(r: f64) -> String {
+    if !r.is_finite() {
+        MISSING.to_owned()
+    } else if r >= 9.95 || r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
 /// "48.5 ms", "— ms".
 pub fn fmt_ms(v: Option<f64>) -> String {
     format!("{} ms", v.map_or_else(|| MISSING.to_owned(), ms_num))
@@ -147,6 +159,15 @@ pub fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_rates_are_short() {
+        assert_eq!(rate_num(2.5), "2.5");
+        assert_eq!(rate_num(8.0), "8");
+        assert_eq!(rate_num(9.96), "10");
+        assert_eq!(rate_num(39.97), "40");
+        assert_eq!(rate_num(f64::NAN), MISSING);
+    }
 
     #[test]
     fn bytes_below_a_gib_are_whole_mib() {

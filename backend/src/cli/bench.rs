@@ -9,7 +9,7 @@ use shared::bench::{BenchRun, RunStatus};
 use shared::protocol::ServerMsg;
 use shared::units::fmt_tok_s;
 
-use super::render::rate_num;
+use shared::units::rate_num;
 
 use super::client::{Client, Events};
 use super::{ApiArg, BenchArgs, CliError, Exit, Interrupt, print_json, render, show, until_done};

@@ -8,7 +8,7 @@ use shared::bench::{BenchRun, RunStatus};
 use shared::restart::{Failure, Outcome, RestartSummary, ServerStatus};
 use shared::units::{
     MISSING, fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_ms_pair, fmt_percent, fmt_power_mw, fmt_secs,
-    fmt_temp_c, fmt_tok_s, tok_num, truncate,
+    fmt_temp_c, fmt_tok_s, rate_num, tok_num, truncate,
 };
 use shared::{ProcessInfo, ProcessRole, Snapshot};
 
@@ -393,15 +393,6 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
     let per = if source.per_token() { "token" } else { "event" };
     let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
     out
-}
-
-/// A request rate: whole above 10, else with one decimal ("2.5", "40").
-pub(super) fn rate_num(r: f64) -> String {
-    if r >= 10.0 || r.fract() == 0.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r:.1}")
-    }
 }
 
 /// "goodput: requests with TTFT ≤ 500 ms and TPOT ≤ 20 ms; a level meets the

@@ -247,6 +247,17 @@ fn bench_dialog(
                         </label>
                     </div>
                     <section class="dlg-section">
+                        <h3 class="dlg-h">"open loop and goodput (optional)"</h3>
+                        <p class="dlg-explain">"Request rates send at that pace whatever the server's (Poisson arrivals), instead of the concurrency; goodput counts the requests that met every objective given."</p>
+                        <div class="bench-grid">
+                            {field(form, "request rates (list, req/s)", "bench-rates", "e.g. 2,4,8", |f| &f.rates, |f, v| f.rates = v)}
+                            {field(form, "max in flight", "bench-max-in-flight", "no cap", |f| &f.max_in_flight, |f, v| f.max_in_flight = v)}
+                            {field(form, "SLO: TTFT at most (ms)", "bench-slo-ttft", "default", |f| &f.slo_ttft, |f, v| f.slo_ttft = v)}
+                            {field(form, "SLO: TPOT at most (ms)", "bench-slo-tpot", "default", |f| &f.slo_tpot, |f, v| f.slo_tpot = v)}
+                            {field(form, "SLO: E2E at most (ms)", "bench-slo-e2e", "default", |f| &f.slo_e2e, |f, v| f.slo_e2e = v)}
+                        </div>
+                    </section>
+                    <section class="dlg-section">
                         <h3 class="dlg-h">"correctness check (optional)"</h3>
                         <div class="bench-correct">
                             {input(form, "bench-correct-prompt", "prompt, e.g. What is 2+2? Answer with a number.", false, (|f| &f.prompt, |f, v| f.prompt = v))}

@@ -2,7 +2,7 @@
 //! for, checked with the shared rules before it is sent.
 
 use serde::Serialize;
-use shared::bench::{BenchApi, BenchSettings, Correctness};
+use shared::bench::{BenchApi, BenchSettings, Correctness, Slo};
 
 /// The benchmark form as typed; an empty field keeps the server's default.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -17,6 +17,13 @@ pub(crate) struct BenchForm {
     pub(crate) api: String,
     pub(crate) prompt: String,
     pub(crate) expect: String,
+    /// Open loop: "2,4,8" requests/s, and the cap on what is in flight.
+    pub(crate) rates: String,
+    pub(crate) max_in_flight: String,
+    /// Goodput's objectives, in ms.
+    pub(crate) slo_ttft: String,
+    pub(crate) slo_tpot: String,
+    pub(crate) slo_e2e: String,
 }
 
 /// `POST /api/bench`'s body: only the settings the form changes.
@@ -38,6 +45,12 @@ pub(crate) struct BenchRequest {
     pub(crate) repeats: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) correctness: Option<Correctness>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) request_rate: Option<Vec<f64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_concurrency: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) slo: Option<Slo>,
 }
 
 /// A whole number, or `None` for an empty field.
@@ -49,6 +62,30 @@ fn whole(what: &str, text: &str) -> Result<Option<u32>, String> {
     t.parse::<u32>()
         .map(Some)
         .map_err(|_| format!("{what}: `{t}` is not a whole number"))
+}
+
+/// A number of milliseconds or requests per second, or `None` for an empty field.
+fn number(what: &str, text: &str) -> Result<Option<f64>, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    t.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(Some)
+        .ok_or_else(|| format!("{what}: `{t}` is not a number"))
+}
+
+/// "2, 4.5 8" as a list of rates; `None` when empty.
+fn parse_rates(text: &str) -> Result<Option<Vec<f64>>, String> {
+    let mut out = Vec::new();
+    for part in text.split([',', ' ', ';']).filter(|p| !p.trim().is_empty()) {
+        if let Some(v) = number("request rate", part)? {
+            out.push(v);
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// "1,4,16,64" (commas or spaces) as a list; `None` when empty.
@@ -84,7 +121,27 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
             prompt: prompt.to_owned(),
             expect: expect.to_owned(),
         }),
+        request_rate: parse_rates(&f.rates)?,
+        max_concurrency: whole("max in flight", &f.max_in_flight)?,
+        slo: None,
     };
+    let (ttft, tpot, e2e) = (
+        number("SLO TTFT", &f.slo_ttft)?,
+        number("SLO TPOT", &f.slo_tpot)?,
+        number("SLO E2E", &f.slo_e2e)?,
+    );
+    let req = BenchRequest {
+        slo: (ttft.is_some() || tpot.is_some() || e2e.is_some()).then_some(Slo {
+            ttft_ms: ttft,
+            tpot_ms: tpot,
+            e2e_ms: e2e,
+            attainment_pct: 90.0,
+        }),
+        ..req
+    };
+    if req.max_concurrency.is_some() && req.request_rate.is_none() {
+        return Err("max in flight: give request rates too (it caps the open loop)".to_owned());
+    }
     let d = BenchSettings::default();
     let merged = BenchSettings {
         api: req.api.unwrap_or(d.api),
@@ -95,6 +152,9 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
         warmup: req.warmup.unwrap_or(d.warmup),
         repeats: req.repeats.unwrap_or(d.repeats),
         correctness: req.correctness.clone(),
+        request_rate: req.request_rate.clone().unwrap_or(d.request_rate),
+        max_concurrency: req.max_concurrency.or(d.max_concurrency),
+        slo: req.slo.or(d.slo),
         ..d
     };
     merged.validate()?;
@@ -152,5 +212,41 @@ mod tests {
             })
             .contains("correctness")
         );
+    }
+
+    #[test]
+    fn open_loop_and_slos_from_the_form() {
+        let f = BenchForm {
+            rates: "2, 4.5 8".to_owned(),
+            max_in_flight: "64".to_owned(),
+            slo_tpot: "40".to_owned(),
+            ..BenchForm::default()
+        };
+        let r = bench_request(&f).expect("valid");
+        assert_eq!(
+            serde_json::to_string(&r).expect("json"),
+            r#"{"request_rate":[2.0,4.5,8.0],"max_concurrency":64,"slo":{"ttft_ms":null,"tpot_ms":40.0,"e2e_ms":null,"attainment_pct":90.0}}"#
+        );
+        let bad = |f: BenchForm| bench_request(&f).expect_err("invalid");
+        let e = bad(BenchForm {
+            rates: "2,fast".to_owned(),
+            ..BenchForm::default()
+        });
+        assert_eq!(e, "request rate: `fast` is not a number");
+        let e = bad(BenchForm {
+            rates: "0".to_owned(),
+            ..BenchForm::default()
+        });
+        assert!(e.contains("request_rate 0 is out of range"), "{e}");
+        let e = bad(BenchForm {
+            max_in_flight: "8".to_owned(),
+            ..BenchForm::default()
+        });
+        assert!(e.contains("give request rates too"), "{e}");
+        let e = bad(BenchForm {
+            slo_ttft: "-5".to_owned(),
+            ..BenchForm::default()
+        });
+        assert!(e.contains("slo.ttft_ms"), "{e}");
     }
 }

@@ -43,10 +43,13 @@ pub(crate) fn progress_text(p: &BenchProgress) -> String {
         0 => (p.repeat + 1).to_string(),
         n => format!("{}/{n}", p.repeat + 1),
     };
+    let level = match p.request_rate {
+        Some(r) => format!("{} req/s", shared::units::rate_num(r)),
+        None => format!("c={}", p.concurrency),
+    };
     format!(
-        "benchmark #{} · c={} · repeat {repeat} · {}/{} requests · {}{by}",
+        "benchmark #{} · {level} · repeat {repeat} · {}/{} requests · {}{by}",
         p.run_id,
-        p.concurrency,
         p.done,
         p.total,
         fmt_tok_s(Some(p.output_tok_s))
@@ -141,6 +144,7 @@ mod tests {
             "— tok/s · — running · — queued · p50 TTFT — ms · ITL — ms"
         );
         let mut b = BenchProgress {
+            request_rate: None,
             run_id: 4,
             status: RunStatus::Running,
             concurrency: 16,

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use shared::bench::{FlagSet, FlagSetResults, LevelSummary};
 use shared::flags::Flags;
-use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, tok_num};
+use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, rate_num, tok_num};
 
 use crate::axis::{nice_step, tick_label, ticks};
 use crate::flags;
@@ -184,6 +184,34 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
     if r.wrong_answers {
         out.push_str(r#"<span class="fs-badge fs-wrong" data-testid="wrong-badge" title="a correctness check failed with this set">wrong answers</span>"#);
     }
+    // What a rate sweep found: the highest rate whose requests met the SLOs.
+    if !r.rate_levels.is_empty() {
+        let swept: Vec<String> = r
+            .rate_levels
+            .iter()
+            .filter_map(|l| l.request_rate)
+            .map(rate_num)
+            .collect();
+        let tip = format!(
+            "the newest request-rate sweep ({} req/s): the highest rate at which enough requests met every SLO",
+            swept.join(", ")
+        );
+        match r.best_rate {
+            Some(best) => {
+                let _ = write!(
+                    out,
+                    r#"<span class="fs-badge fs-slo" data-testid="best-rate" data-rate="{best}" title="{tip}">SLOs met to {} req/s</span>"#,
+                    rate_num(best)
+                );
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    r#"<span class="fs-badge fs-wrong" data-testid="best-rate" data-rate="" title="{tip}">SLOs missed at every rate</span>"#
+                );
+            }
+        }
+    }
     let _ = write!(
         out,
         r#"</div><div class="fs-flags" data-testid="flagset-flags" title="{}">{}</div></div>"#,
@@ -209,6 +237,7 @@ fn bar_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x: 
     } else {
         let what = match x.c {
             Some(c) if !r.levels.is_empty() => format!("not measured at c={c}"),
+            _ if !r.rate_levels.is_empty() => "measured by request rate only".to_owned(),
             _ => "not measured yet".to_owned(),
         };
         let _ = write!(out, r#"<span class="fs-none">{what}</span>"#);
@@ -244,11 +273,24 @@ fn value_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x
         };
         let _ = write!(
             out,
-            r#"<span class="fs-tok">{}</span><span class="fs-delta fs-{sign}" data-testid="delta" data-pct="{pct_attr}">{delta}</span><span class="fs-range">{}–{} tok/s</span>"#,
+            r#"<span class="fs-tok">{}</span><span class="fs-delta fs-{sign}" data-testid="delta" data-pct="{pct_attr}">{delta}</span><span class="fs-range">{}–{} tok/s"#,
             fmt_tok_s(Some(s.median)),
             tok_num(s.min),
             tok_num(s.max),
         );
+        // Goodput beside throughput, where the run had SLOs.
+        if let Some(g) = l.goodput_req_s {
+            let _ = write!(
+                out,
+                r#" · <span class="fs-good" data-testid="goodput" title="requests per second that met every SLO (median across repeats){}">{:.2} good req/s</span>"#,
+                match l.meets_slo {
+                    Some(false) => "; too few met them",
+                    _ => "",
+                },
+                g.median
+            );
+        }
+        out.push_str("</span>");
     }
     out.push_str("</div>");
 }
@@ -284,6 +326,7 @@ mod tests {
     use super::*;
     use crate::ledger::scale_max;
     use crate::ledger::test_data::ledger;
+    use shared::bench::Spread;
 
     #[test]
     fn flag_summaries_differ_from_the_baseline() {
@@ -350,6 +393,43 @@ mod tests {
         let x64 = RowCtx { c: Some(64), ..x };
         assert!(row_markup(&l[1], &x64).contains(r#"data-pct="">Δ — %<"#));
         assert!(row_markup(&l[0], &x64).contains("not measured at c=64"));
+    }
+
+    #[test]
+    fn goodput_and_the_best_rate_show_beside_throughput() {
+        let mut l = ledger();
+        let x = RowCtx {
+            c: Some(16),
+            baseline: None,
+            running: None,
+            compare: &[],
+            scale: 1200.0,
+            operate: false,
+        };
+        assert!(!row_markup(&l[0], &x).contains("goodput"));
+        let lv = l[0].levels.get_mut(&16).expect("c=16");
+        lv.goodput_req_s = Some(Spread {
+            min: 3.0,
+            median: 3.25,
+            max: 3.5,
+        });
+        lv.meets_slo = Some(false);
+        let sweep = |rate: f64| LevelSummary {
+            request_rate: Some(rate),
+            ..LevelSummary::default()
+        };
+        l[0].rate_levels = vec![sweep(2.0), sweep(4.5), sweep(8.0)];
+        l[0].best_rate = Some(4.5);
+        let row = row_markup(&l[0], &x);
+        assert!(row.contains(r#"data-testid="goodput""#), "{row}");
+        assert!(row.contains(">3.25 good req/s<") && row.contains("too few met them"));
+        assert!(row.contains(r#"data-testid="best-rate" data-rate="4.5""#));
+        assert!(row.contains(">SLOs met to 4.5 req/s<") && row.contains("(2, 4.5, 8 req/s)"));
+        l[0].best_rate = None;
+        assert!(row_markup(&l[0], &x).contains(">SLOs missed at every rate<"));
+        // A set measured only by a sweep says so where the bar would be.
+        l[0].levels.clear();
+        assert!(row_markup(&l[0], &x).contains("measured by request rate only"));
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub(crate) fn set(
         levels: levels.iter().map(|&(c, v)| (c, lvl(c, v))).collect(),
         runs: 1,
         wrong_answers: false,
+        rate_levels: Vec::new(),
+        best_rate: None,
     }
 }
 

@@ -42,6 +42,7 @@ mod tests {
             run_id,
             status: shared::bench::RunStatus::Running,
             concurrency: 16,
+            request_rate: None,
             repeat: 0,
             repeats: 3,
             done,

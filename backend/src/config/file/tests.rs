@@ -290,10 +290,16 @@ fn slos_and_open_loop_defaults_are_configured_per_server() {
     );
     let c = ServerConfig::parse(&text).expect("valid");
     let slo = c.bench.defaults.slo.expect("an SLO");
-    assert_eq!((slo.ttft_ms, slo.tpot_ms, slo.e2e_ms), (Some(500.0), Some(40.0), None));
+    assert_eq!(
+        (slo.ttft_ms, slo.tpot_ms, slo.e2e_ms),
+        (Some(500.0), Some(40.0), None)
+    );
     assert_eq!(slo.attainment_pct, 90.0);
     assert_eq!(c.bench.defaults.request_rate, [2.0, 8.0]);
     let bad = format!("{MINIMAL}\n[bench.defaults.slo]\nattainment_pct = 50\n");
     let err = ServerConfig::parse(&bad).expect_err("no threshold");
-    assert!(err.contains("bench.defaults: slo: give at least one"), "{err}");
+    assert!(
+        err.contains("bench.defaults: slo: give at least one"),
+        "{err}"
+    );
 }
