@@ -273,7 +273,7 @@ fn value_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x
         };
         let _ = write!(
             out,
-            r#"<span class="fs-tok">{}</span><span class="fs-delta fs-{sign}" data-testid="delta" data-pct="{pct_attr}">{delta}</span><span class="fs-range">{}–{} tok/s"#,
+            r#"<span class="fs-tok">{}</span><span class="fs-delta fs-{sign}" data-testid="delta" data-pct="{pct_attr}">{delta}</span><span class="fs-range">{}–{} tok/s</span>"#,
             fmt_tok_s(Some(s.median)),
             tok_num(s.min),
             tok_num(s.max),
@@ -282,7 +282,7 @@ fn value_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x
         if let Some(g) = l.goodput_req_s {
             let _ = write!(
                 out,
-                r#" · <span class="fs-good" data-testid="goodput" title="requests per second that met every SLO (median across repeats){}">{:.2} good req/s</span>"#,
+                r#"<span class="fs-good" data-testid="goodput" title="requests per second that met every SLO (median across repeats){}">{:.2} good req/s</span>"#,
                 match l.meets_slo {
                     Some(false) => "; too few met them",
                     _ => "",
@@ -290,7 +290,6 @@ fn value_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x
                 g.median
             );
         }
-        out.push_str("</span>");
     }
     out.push_str("</div>");
 }
