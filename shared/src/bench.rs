@@ -406,6 +406,72 @@ pub struct RunMetrics {
     pub good: Option<u32>,
     #[serde(default)]
     pub goodput_req_s: Option<f64>,
+    /// How the load generator itself fared: a saturated client measures
+    /// itself, not the server.
+    #[serde(default)]
+    pub client: Option<ClientHealth>,
+}
+
+/// The load generator during one repeat.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientHealth {
+    /// How late a 10 ms tick on the generator's runtime woke: p99 and the
+    /// worst (ms). A busy event loop reads every stream late.
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// CPU drainwatch used over the repeat (% of one core), of the cores it
+    /// may run on.
+    pub cpu_pct: f64,
+    pub cores: u32,
+    /// Open loop: how late the sender sent requests after their arrival time
+    /// (p99, ms), and how many waited for a slot under `max_concurrency`.
+    #[serde(default)]
+    pub send_late_p99_ms: Option<f64>,
+    #[serde(default)]
+    pub waited_for_slot: Option<u32>,
+    /// Why the client was the bottleneck, if it was: the repeat's numbers
+    /// measure the generator, not the server.
+    #[serde(default)]
+    pub saturated: Option<String>,
+}
+
+impl ClientHealth {
+    /// The event loop woke this late (p99, ms) or later: saturated.
+    pub const LAG_LIMIT_MS: f64 = 25.0;
+    /// This share of the cores it may use, or more: saturated.
+    pub const CPU_LIMIT: f64 = 0.9;
+    /// Open loop: requests sent this late (p99, ms) or later: saturated.
+    pub const SEND_LATE_LIMIT_MS: f64 = 25.0;
+
+    /// Sets [`Self::saturated`] from the numbers.
+    pub fn judge(mut self) -> Self {
+        let mut why = Vec::new();
+        if self.lag_p99_ms >= Self::LAG_LIMIT_MS {
+            why.push(format!(
+                "its event loop woke {:.0} ms late (p99)",
+                self.lag_p99_ms
+            ));
+        }
+        if self.cores > 0 && self.cpu_pct >= Self::CPU_LIMIT * 100.0 * f64::from(self.cores) {
+            why.push(format!(
+                "it used {:.0} % of its {} core{}",
+                self.cpu_pct / f64::from(self.cores),
+                self.cores,
+                if self.cores == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(late) = self
+            .send_late_p99_ms
+            .filter(|l| *l >= Self::SEND_LATE_LIMIT_MS)
+        {
+            why.push(format!(
+                "it sent requests {late:.0} ms after their time (p99)"
+            ));
+        }
+        self.saturated = (!why.is_empty())
+            .then(|| format!("the load generator was saturated: {}", why.join("; ")));
+        self
+    }
 }
 
 /// Spread of one number across repeats.
@@ -464,6 +530,9 @@ pub struct LevelSummary {
     pub goodput_req_s: Option<Spread>,
     #[serde(default)]
     pub meets_slo: Option<bool>,
+    /// Why the load generator was the bottleneck in some repeat, if it was.
+    #[serde(default)]
+    pub client_saturated: Option<String>,
 }
 
 impl LevelSummary {
@@ -517,6 +586,9 @@ impl LevelSummary {
             meets_slo: slo
                 .zip(attainment)
                 .map(|(slo, a)| a.median >= slo.attainment_pct),
+            client_saturated: repeats
+                .iter()
+                .find_map(|m| m.client.as_ref().and_then(|c| c.saturated.clone())),
             ..Self::of(key.concurrency, repeats)
         }
     }
@@ -543,6 +615,7 @@ impl LevelSummary {
             achieved_rate: None,
             goodput_req_s: None,
             meets_slo: None,
+            client_saturated: None,
         }
     }
 }

@@ -229,6 +229,15 @@ fn bench_run() -> bench::BenchRun {
         achieved_rate: Some(4.48),
         good: Some(60),
         goodput_req_s: Some(4.25),
+        client: Some(ClientHealth {
+            lag_p99_ms: 1.5,
+            lag_max_ms: 3.25,
+            cpu_pct: 41.0,
+            cores: 16,
+            send_late_p99_ms: Some(0.5),
+            waited_for_slot: Some(0),
+            saturated: None,
+        }),
     };
     BenchRun {
         id: 4,

@@ -470,6 +470,7 @@ async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::R
     let header: Vec<&str> = lines.next().expect("header").split(',').collect();
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 6);
+    assert!(rows.iter().all(|r| r.len() == header.len()), "{csv}");
     let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
     for run in runs.as_array().expect("runs") {
         for r in run["repeats"].as_array().expect("repeats") {
@@ -489,6 +490,13 @@ async fn a_wrong_answer_marks_the_flag_set_and_export_round_trips() -> anyhow::R
                 r["itl"]["p99_ms"].as_f64().expect("v")
             );
             assert_eq!(row[col("failed")], r["failed"].to_string());
+            // Closed loop without SLOs: no rate, no goodput; the client's health.
+            assert_eq!(row[col("request_rate")], "");
+            assert_eq!(row[col("goodput_req_s")], "");
+            assert_eq!(
+                row[col("client_lag_p99_ms")].parse::<f64>()?,
+                r["client"]["lag_p99_ms"].as_f64().expect("v")
+            );
         }
     }
     Ok(())

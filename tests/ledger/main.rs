@@ -4,6 +4,7 @@
 
 mod accuracy;
 mod api_key;
+mod client;
 mod ledger;
 mod open_loop;
 mod token_counts;

@@ -279,7 +279,8 @@ pub(super) async fn export_json(State(state): State<AppState>) -> Result<Respons
 pub(super) const CSV_HEADER: &str = "run_id,flagset,label,status,started_at_ms,concurrency,repeat,\
 completed,failed,duration_s,input_tokens,output_tokens,output_tok_s,total_tok_s,request_s,\
 ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,\
-itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source";
+itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source,\
+request_rate,achieved_rate,good,goodput_req_s,client_lag_p99_ms,client_cpu_pct,client_saturated";
 
 /// A text field, quoted when it must be; one a spreadsheet would run as a
 /// formula (`=`, `+`, `-`, `@`, tab) is kept as text with a leading `'`.
@@ -294,6 +295,11 @@ fn field(s: &str) -> String {
     } else {
         s
     }
+}
+
+/// A number, or an empty field.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
 }
 
 pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -314,7 +320,7 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
         for m in &r.repeats {
             let l = |x: &shared::bench::Latency| format!("{},{},{}", x.mean_ms, x.p50_ms, x.p99_ms);
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 r.id,
                 field(&r.flagset),
                 field(label),
@@ -335,6 +341,18 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
                 l(&m.itl),
                 l(&m.e2e),
                 field(m.token_source.as_str()),
+                opt(m.request_rate),
+                opt(m.achieved_rate),
+                opt(m.good),
+                opt(m.goodput_req_s),
+                opt(m.client.as_ref().map(|c| c.lag_p99_ms)),
+                opt(m.client.as_ref().map(|c| c.cpu_pct)),
+                field(
+                    m.client
+                        .as_ref()
+                        .and_then(|c| c.saturated.as_deref())
+                        .unwrap_or("")
+                ),
             ));
         }
     }

@@ -109,8 +109,9 @@ pub struct Outcome {
     /// When it was sent and when it finished, relative to the level's start.
     pub sent: f64,
     pub end: f64,
-    /// Open loop: how long it waited past its arrival time for a free slot
-    /// under the cap (or for the sender to get to it).
+    /// Open loop: how late the sender got to it after its arrival time, and
+    /// then how long it waited for a free slot under the cap.
+    pub send_late: f64,
     pub waited: f64,
 }
 
@@ -465,20 +466,23 @@ pub async fn open_level(
     let mut tasks = tokio::task::JoinSet::new();
     for (i, &at) in schedule.iter().enumerate().take(prompts.len()) {
         let due = t0 + Duration::from_secs_f64(at);
+        tokio::select! {
+            _ = tokio::time::sleep_until(due) => {}
+            _ = cancel.wait_for(|c| *c) => break,
+        }
+        let send_late = t0.elapsed().as_secs_f64() - at;
         let slot = tokio::select! {
-            s = async {
-                tokio::time::sleep_until(due).await;
-                Arc::clone(&slots).acquire_owned().await
-            } => s,
+            s = Arc::clone(&slots).acquire_owned() => s,
             _ = cancel.wait_for(|c| *c) => break,
         };
         let Ok(slot) = slot else { break };
-        let waited = t0.elapsed().as_secs_f64() - at;
+        let waited = t0.elapsed().as_secs_f64() - at - send_late;
         let (client, target, counters) = (client.clone(), target.clone(), Arc::clone(&counters));
         let prompt = prompts.get(i);
         tasks.spawn(async move {
             let mut o = one(&client, &target, &prompt, output_len, t0).await;
             drop(slot);
+            o.send_late = send_late.max(0.0);
             o.waited = waited.max(0.0);
             counters.done.fetch_add(1, Ordering::Relaxed);
             counters

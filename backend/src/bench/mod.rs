@@ -5,6 +5,7 @@
 
 pub mod flagset;
 pub mod load;
+pub mod saturation;
 pub mod stats;
 pub mod tokens;
 
@@ -76,6 +77,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             );
             let before = counters.output_tokens.load(Ordering::Relaxed);
             let started = tokio::time::Instant::now();
+            let monitor = saturation::Monitor::start();
             let level_run = async {
                 match key.request_rate {
                     None => {
@@ -142,6 +144,11 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             if let Some(slo) = &s.slo {
                 stats::goodput(&mut m, &outcomes, slo);
             }
+            let client = monitor.finish(&outcomes, key.request_rate.is_some()).await;
+            if let Some(why) = &client.saturated {
+                tracing::warn!(run = run.id, c, repeat, "{why}");
+            }
+            m.client = Some(client);
             tracing::info!(
                 run = run.id,
                 c,

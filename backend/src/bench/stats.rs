@@ -64,6 +64,7 @@ pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: 
         achieved_rate: None,
         good: None,
         goodput_req_s: None,
+        client: None,
     }
 }
 

@@ -379,6 +379,18 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
     if let Some(slo) = slo {
         let _ = writeln!(out, "{}", slo_text(slo));
     }
+    for l in &run.levels {
+        if let Some(why) = &l.client_saturated {
+            let level = match l.request_rate {
+                Some(r) => format!("{} req/s", rate_num(r)),
+                None => format!("c={}", l.concurrency),
+            };
+            let _ = writeln!(
+                out,
+                "WARNING at {level}: {why}; its numbers measure drainwatch, not the server"
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "medians of {} repeats; min–max is the output rate's spread",
@@ -543,5 +555,9 @@ mod tests {
             text.contains("a level meets the SLOs when 90 % of its requests do"),
             "{text}"
         );
+        assert!(!text.contains("WARNING"), "{text}");
+        run.levels[1].client_saturated = Some("the load generator was saturated: x".into());
+        let text = bench_run(&run);
+        assert!(text.contains("WARNING at 40 req/s: the load generator was saturated: x; its numbers measure drainwatch, not the server"), "{text}");
     }
 }

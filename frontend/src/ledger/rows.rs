@@ -184,6 +184,14 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
     if r.wrong_answers {
         out.push_str(r#"<span class="fs-badge fs-wrong" data-testid="wrong-badge" title="a correctness check failed with this set">wrong answers</span>"#);
     }
+    // A result the load generator could not keep up with measures drainwatch.
+    if let Some(why) = level(r, x.c).and_then(|l| l.client_saturated.as_deref()) {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-wrong" data-testid="saturated-badge" title="{}; these numbers measure drainwatch, not the server">client saturated</span>"#,
+            escape(why)
+        );
+    }
     // What a rate sweep found: the highest rate whose requests met the SLOs.
     if !r.rate_levels.is_empty() {
         let swept: Vec<String> = r
@@ -426,6 +434,12 @@ mod tests {
         assert!(row.contains(">SLOs met to 4.5 req/s<") && row.contains("(2, 4.5, 8 req/s)"));
         l[0].best_rate = None;
         assert!(row_markup(&l[0], &x).contains(">SLOs missed at every rate<"));
+        assert!(!row_markup(&l[0], &x).contains("saturated-badge"));
+        if let Some(lv) = l[0].levels.get_mut(&16) {
+            lv.client_saturated = Some("the load generator was saturated: its <loop>".into());
+        }
+        let row = row_markup(&l[0], &x);
+        assert!(row.contains(r#"data-testid="saturated-badge" title="the load generator was saturated: its &lt;loop&gt;; these"#), "{row}");
         // A set measured only by a sweep says so where the bar would be.
         l[0].levels.clear();
         assert!(row_markup(&l[0], &x).contains("measured by request rate only"));
