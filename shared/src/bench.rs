@@ -188,6 +188,8 @@ pub struct BenchSettings {
     pub warmup: u32,
     pub repeats: u32,
     pub correctness: Option<Correctness>,
+    /// The prompts' seed; unset: the run's id, so every run differs.
+    pub seed: Option<u64>,
     /// Open loop: requests per second, one level each (several: a sweep);
     /// empty: closed loop at each `concurrency`.
     pub request_rate: Vec<f64>,
@@ -213,6 +215,7 @@ impl Default for BenchSettings {
             warmup: 16,
             repeats: 3,
             correctness: None,
+            seed: None,
             request_rate: Vec::new(),
             burstiness: 1.0,
             max_concurrency: None,
@@ -655,6 +658,46 @@ pub struct BenchRun {
     pub correctness: Option<CorrectnessResult>,
     pub repeats: Vec<RunMetrics>,
     pub levels: Vec<LevelSummary>,
+    /// What the result was measured with and under: versions, the seed, and
+    /// what the GPUs did meanwhile (none for runs recorded before it was kept).
+    #[serde(default)]
+    pub provenance: Option<Provenance>,
+}
+
+/// The context that makes a result believable later.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub drainwatch_version: String,
+    pub hostname: String,
+    /// The GPUs were drainwatch's simulated host, not real ones.
+    pub simulated: bool,
+    pub driver_version: Option<String>,
+    /// CUDA driver API version, e.g. "12.9".
+    pub cuda_version: Option<String>,
+    /// The server's own version (SGLang's `/get_server_info`, vLLM's
+    /// `/version`), and which endpoint said so.
+    pub server_version: Option<String>,
+    pub server_version_from: Option<String>,
+    /// The model as the server was told, and its revision when pinned.
+    pub model: String,
+    pub revision: Option<String>,
+    /// The prompts' seed: each level and repeat derives its own from it.
+    pub seed: u64,
+    /// Per GPU over the run's repeats: min, median and max.
+    pub gpus: Vec<GpuConditions>,
+}
+
+/// What one GPU did while the benchmark ran, from drainwatch's own samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuConditions {
+    pub index: u32,
+    pub samples: u32,
+    pub util_pct: Option<Spread>,
+    pub power_w: Option<Spread>,
+    /// The power cap it ran under (its lowest during the run).
+    pub power_limit_w: Option<f64>,
+    pub temp_c: Option<Spread>,
+    pub mem_used_gib: Option<Spread>,
 }
 
 /// Progress of the running benchmark, pushed over `/ws`.

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One GPU in one sample.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuSample {
     /// NVML's device index (what `CUDA_VISIBLE_DEVICES` and `nvidia-smi -i` mean).
     pub index: u32,

@@ -264,6 +264,43 @@ fn bench_run() -> bench::BenchRun {
             answer: "Paris".into(),
         }),
         levels: LevelSummary::group_all(std::slice::from_ref(&m), None),
+        provenance: Some(Provenance {
+            drainwatch_version: "0.1.0".into(),
+            hostname: "gpu-07".into(),
+            simulated: false,
+            driver_version: Some("575.57.08".into()),
+            cuda_version: Some("12.9".into()),
+            server_version: Some("0.5.4".into()),
+            server_version_from: Some("/get_server_info".into()),
+            model: "deepseek-ai/DeepSeek-V3.2-Exp".into(),
+            revision: Some("main".into()),
+            seed: 4,
+            gpus: vec![GpuConditions {
+                index: 0,
+                samples: 140,
+                util_pct: Some(Spread {
+                    min: 80.0,
+                    median: 97.0,
+                    max: 100.0,
+                }),
+                power_w: Some(Spread {
+                    min: 300.0,
+                    median: 540.5,
+                    max: 598.0,
+                }),
+                power_limit_w: Some(600.0),
+                temp_c: Some(Spread {
+                    min: 51.0,
+                    median: 66.0,
+                    max: 71.0,
+                }),
+                mem_used_gib: Some(Spread {
+                    min: 88.0,
+                    median: 88.0,
+                    max: 88.25,
+                }),
+            }],
+        }),
         repeats: vec![m],
     }
 }

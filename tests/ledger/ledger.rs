@@ -561,3 +561,53 @@ async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_t
     assert_eq!(run["repeats"][0]["output_tokens"], 16 * 16);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
+    let (_host, app) = ready(&spec()).await?;
+    let mut settings = quick();
+    settings["seed"] = json!(42);
+    let run = app.bench(settings).await?;
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let p = &run["provenance"];
+    assert_eq!(p["seed"], 42, "{p}");
+    // The simulated server says who it is as SGLang does.
+    assert_eq!(p["server_version_from"], "/get_server_info", "{p}");
+    assert!(
+        p["server_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("simserver-")),
+        "{p}"
+    );
+    assert_eq!(p["simulated"], true);
+    assert!(
+        p["driver_version"].is_string() && p["cuda_version"].is_string(),
+        "{p}"
+    );
+    assert!(
+        p["drainwatch_version"].is_string() && p["hostname"].is_string(),
+        "{p}"
+    );
+    // What the GPUs did: the server's GPU holds its ~88 GiB throughout.
+    let gpus = p["gpus"].as_array().expect("gpus");
+    assert!(!gpus.is_empty(), "{p}");
+    let g0 = gpus.iter().find(|g| g["index"] == 0).expect("GPU 0");
+    assert!(g0["samples"].as_u64().is_some_and(|n| n >= 5), "{g0}");
+    let mem = g0["mem_used_gib"]["median"].as_f64().expect("memory");
+    assert!(mem > 80.0, "{g0}");
+    assert!(
+        g0["power_limit_w"].as_f64().is_some_and(|w| w > 0.0),
+        "{g0}"
+    );
+    assert!(
+        g0["temp_c"]["max"].is_number() && g0["util_pct"]["median"].is_number(),
+        "{g0}"
+    );
+    // And it is kept: the stored run reads back the same.
+    let stored = app
+        .get_json(&format!("/api/bench/runs/{}", run["id"]))
+        .await?;
+    assert_eq!(stored["provenance"], *p);
+    Ok(())
+}

@@ -290,6 +290,21 @@ pub async fn one(
     out
 }
 
+/// A response's body, refused past `limit` bytes (a server cannot make the
+/// benchmark hold more).
+pub async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| e.to_string())?;
+        if body.len() + piece.len() > limit {
+            return Err(format!("the answer is over {limit} bytes"));
+        }
+        body.extend_from_slice(&piece);
+    }
+    Ok(body)
+}
+
 /// `(payload length, separator length)` of the first complete event in `buf`.
 fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
     let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));

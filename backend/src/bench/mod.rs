@@ -3,6 +3,7 @@
 //! that ties them together — a correctness check, then per concurrency a warm-up
 //! and the repeats — recording every repeat as it finishes and pushing progress.
 
+pub mod conditions;
 pub mod flagset;
 pub mod load;
 pub mod saturation;
@@ -13,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use shared::bench::{BenchProgress, BenchRun, CorrectnessResult, LevelSummary, RunStatus};
+use shared::bench::{
+    BenchProgress, BenchRun, CorrectnessResult, LevelSummary, Provenance, RunStatus,
+};
 use tokio::sync::watch;
 
 use crate::clock::now_ms;
@@ -29,6 +32,9 @@ pub struct RunContext {
     pub store: Store,
     pub hub: Arc<Hub>,
     pub cancel: watch::Receiver<bool>,
+    /// What the manager knows of the run's context; the run adds the seed,
+    /// the server's version and what the GPUs did.
+    pub provenance: Provenance,
 }
 
 /// Runs the benchmark recorded as `run` (its id set); returns it finished.
@@ -38,21 +44,31 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let levels = s.levels();
     let total = levels.len() as u32 * (s.warmup + s.repeats * s.num_prompts);
     let counters = Arc::new(Counters::default());
+    let seed = s.seed.unwrap_or(run.id as u64);
+    let (server_version, server_version_from) = server_version(&client, &ctx.target).await;
+    run.provenance = Some(Provenance {
+        seed,
+        server_version,
+        server_version_from,
+        ..ctx.provenance.clone()
+    });
+    let recorder = conditions::Recorder::start(&ctx.hub);
 
     if let Some(c) = &s.correctness {
         let mut cancel = ctx.cancel.clone();
         let checked = tokio::select! {
-            r = check(&client, &ctx.target, &c.prompt, &c.expect) => r,
-            _ = cancel.wait_for(|c| *c) => return finish(run, &ctx, RunStatus::Cancelled, None),
+            r = check(&client, &ctx.target, &c.prompt, &c.expect) => Some(r),
+            _ = cancel.wait_for(|c| *c) => None,
         };
         match checked {
-            Ok(result) => run.correctness = Some(result),
-            Err(e) => return finish(run, &ctx, RunStatus::Failed, Some(e)),
+            None => return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await,
+            Some(Ok(result)) => run.correctness = Some(result),
+            Some(Err(e)) => return finish(run, &ctx, recorder, RunStatus::Failed, Some(e)).await,
         }
     }
     for (level, key) in levels.iter().enumerate() {
         let c = key.concurrency;
-        let seed = run.id as u64 * 1_000 + level as u64;
+        let seed = seed.wrapping_mul(1_000).wrapping_add(level as u64);
         if s.warmup > 0 {
             let warm = load::Prompts::new(s.warmup, s.input_len, seed);
             load::level(
@@ -68,7 +84,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
         }
         for repeat in 0..s.repeats {
             if *ctx.cancel.borrow() {
-                return finish(run, &ctx, RunStatus::Cancelled, None);
+                return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await;
             }
             let prompts = load::Prompts::new(
                 s.num_prompts,
@@ -135,7 +151,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                 }
             };
             if *ctx.cancel.borrow() {
-                return finish(run, &ctx, RunStatus::Cancelled, None);
+                return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await;
             }
             let mut m = stats::metrics(c, repeat, &outcomes, duration);
             if let Some(rate) = key.request_rate {
@@ -163,15 +179,20 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             run.repeats.push(m);
         }
     }
-    finish(run, &ctx, RunStatus::Succeeded, None)
+    finish(run, &ctx, recorder, RunStatus::Succeeded, None).await
 }
 
-fn finish(
+async fn finish(
     mut run: BenchRun,
     ctx: &RunContext,
+    recorder: conditions::Recorder,
     status: RunStatus,
     error: Option<String>,
 ) -> BenchRun {
+    let gpus = recorder.finish().await;
+    if let Some(p) = &mut run.provenance {
+        p.gpus = gpus;
+    }
     run.status = status;
     run.error = error;
     run.finished_at_ms = Some(now_ms());
@@ -182,6 +203,39 @@ fn finish(
     );
     ctx.store.bench_finish(run.clone());
     run
+}
+
+/// The server's own version: SGLang's `/get_server_info`, else vLLM's
+/// `/version` (each read up to 1 MiB, with the API key); and which said so.
+async fn server_version(
+    client: &reqwest::Client,
+    target: &Target,
+) -> (Option<String>, Option<String>) {
+    for path in ["/get_server_info", "/version"] {
+        let url = format!("{}{path}", target.base_url);
+        let mut req = client.get(&url).timeout(Duration::from_secs(5));
+        if let Some(key) = &target.api_key {
+            req = req.header(reqwest::header::AUTHORIZATION, key.bearer());
+        }
+        let Ok(resp) = req.send().await else { continue };
+        if !resp.status().is_success() || resp.content_length().is_some_and(|n| n > 1 << 20) {
+            continue;
+        }
+        let Ok(body) = load::read_limited(resp, 1 << 20).await else {
+            continue;
+        };
+        let version = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v["version"]
+                    .as_str()
+                    .map(|s| s.chars().take(100).collect::<String>())
+            });
+        if let Some(v) = version {
+            return (Some(v), Some(path.to_owned()));
+        }
+    }
+    (None, None)
 }
 
 /// The correctness check: one non-streaming request, its answer searched for

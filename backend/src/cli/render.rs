@@ -404,6 +404,66 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
         .unwrap_or_default();
     let per = if source.per_token() { "token" } else { "event" };
     let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
+    if let Some(p) = &run.provenance {
+        out.push_str(&provenance_text(p));
+    }
+    out
+}
+
+/// Two lines: what the run measured with, and what the GPUs did meanwhile.
+fn provenance_text(p: &shared::bench::Provenance) -> String {
+    let or = |v: &Option<String>| v.clone().unwrap_or_else(|| MISSING.to_owned());
+    let mut out = format!(
+        "measured with: server {}, model {}{}, driver {}, CUDA {}, drainwatch {} on {}{}, seed {}\n",
+        or(&p.server_version),
+        p.model,
+        p.revision
+            .as_ref()
+            .map(|r| format!("@{r}"))
+            .unwrap_or_default(),
+        or(&p.driver_version),
+        or(&p.cuda_version),
+        p.drainwatch_version,
+        p.hostname,
+        if p.simulated { " (simulated host)" } else { "" },
+        p.seed
+    );
+    let spread = |f: fn(&shared::bench::GpuConditions) -> Option<shared::bench::Spread>| {
+        let v: Vec<shared::bench::Spread> = p.gpus.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| {
+            (
+                v.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
+                v.iter().map(|s| s.max).fold(f64::NEG_INFINITY, f64::max),
+            )
+        })
+    };
+    if p.gpus.is_empty() {
+        return out;
+    }
+    let mut parts = Vec::new();
+    if let Some((lo, hi)) = spread(|g| g.util_pct) {
+        parts.push(format!("util {lo:.0}–{hi:.0} %"));
+    }
+    if let Some((lo, hi)) = spread(|g| g.power_w) {
+        parts.push(format!("power {lo:.0}–{hi:.0} W"));
+    }
+    if let Some(cap) = p
+        .gpus
+        .iter()
+        .filter_map(|g| g.power_limit_w)
+        .reduce(f64::min)
+    {
+        parts.push(format!("cap {cap:.0} W"));
+    }
+    if let Some((lo, hi)) = spread(|g| g.temp_c) {
+        parts.push(format!("temperature {lo:.0}–{hi:.0} °C"));
+    }
+    let _ = writeln!(
+        out,
+        "GPUs meanwhile ({}): {}",
+        p.gpus.len(),
+        parts.join(", ")
+    );
     out
 }
 
@@ -490,6 +550,7 @@ mod tests {
             correctness: None,
             levels: vec![level(TokenSource::ChunkUsage)],
             repeats: Vec::new(),
+            provenance: None,
         };
         let text = bench_run(&run);
         assert!(
@@ -559,5 +620,28 @@ mod tests {
         run.levels[1].client_saturated = Some("the load generator was saturated: x".into());
         let text = bench_run(&run);
         assert!(text.contains("WARNING at 40 req/s: the load generator was saturated: x; its numbers measure drainwatch, not the server"), "{text}");
+        run.provenance = Some(shared::bench::Provenance {
+            drainwatch_version: "0.1.0".into(),
+            hostname: "gpu-07".into(),
+            simulated: true,
+            cuda_version: Some("12.9".into()),
+            model: "m".into(),
+            revision: Some("abc".into()),
+            seed: 9,
+            gpus: vec![shared::bench::GpuConditions {
+                index: 0,
+                power_w: Some(spread(300.0)),
+                power_limit_w: Some(450.0),
+                temp_c: Some(spread(83.0)),
+                ..shared::bench::GpuConditions::default()
+            }],
+            ..shared::bench::Provenance::default()
+        });
+        let text = bench_run(&run);
+        assert!(text.contains("measured with: server —, model m@abc, driver —, CUDA 12.9, drainwatch 0.1.0 on gpu-07 (simulated host), seed 9"), "{text}");
+        assert!(
+            text.contains("GPUs meanwhile (1): power 300–300 W, cap 450 W, temperature 83–83 °C"),
+            "{text}"
+        );
     }
 }

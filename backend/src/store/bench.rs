@@ -53,7 +53,7 @@ pub(super) fn flagset_by_id(c: &Connection, id: &str) -> rusqlite::Result<Option
     .optional()
 }
 
-const RUN_COLUMNS: &str = "id, flagset, restart_id, requested_by, settings, status, started_at_ms, finished_at_ms, error, correctness";
+const RUN_COLUMNS: &str = "id, flagset, restart_id, requested_by, settings, status, started_at_ms, finished_at_ms, error, correctness, provenance";
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<BenchRun> {
     Ok(BenchRun {
@@ -72,6 +72,10 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<BenchRun> {
             .transpose()?,
         repeats: Vec::new(),
         levels: Vec::new(),
+        provenance: r
+            .get::<_, Option<String>>(10)?
+            .map(|s| parse(&s))
+            .transpose()?,
     })
 }
 
@@ -180,13 +184,14 @@ pub(super) fn repeat(tx: &Connection, run_id: i64, m: &RunMetrics) -> rusqlite::
 
 pub(super) fn finish(tx: &Connection, run: &BenchRun) -> rusqlite::Result<()> {
     tx.execute(
-        "UPDATE bench_runs SET status = ?2, finished_at_ms = ?3, error = ?4, correctness = ?5 WHERE id = ?1",
+        "UPDATE bench_runs SET status = ?2, finished_at_ms = ?3, error = ?4, correctness = ?5, provenance = ?6 WHERE id = ?1",
         params![
             run.id,
             name(&run.status),
             run.finished_at_ms.map(|v| v as i64),
             run.error,
-            run.correctness.as_ref().map(text)
+            run.correctness.as_ref().map(text),
+            run.provenance.as_ref().map(text)
         ],
     )?;
     Ok(())

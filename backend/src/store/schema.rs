@@ -112,6 +112,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_kind ON audit(kind, id);
     CREATE UNIQUE INDEX audit_refusals ON audit(peer, minute) WHERE kind = 'refusals';
     ",
+    // 5: what a benchmark was measured with and under (JSON).
+    "
+    ALTER TABLE bench_runs ADD COLUMN provenance TEXT;
+    ",
 ];
 
 /// Brings the database up to the newest schema.

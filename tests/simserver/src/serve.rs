@@ -92,6 +92,12 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             post(|s, j| generate(s, j, Api::Chat)),
         )
         .route("/generate", post(native))
+        // As SGLang and vLLM say who they are.
+        .route("/get_server_info", get(server_info))
+        .route(
+            "/version",
+            get(|| async { Json(serde_json::json!({"version": VERSION})) }),
+        )
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&server),
@@ -126,6 +132,18 @@ async fn require_key(
         Json(serde_json::json!({"error": "Unauthorized"})),
     )
         .into_response()
+}
+
+/// The version the simulated server reports.
+const VERSION: &str = concat!("simserver-", env!("CARGO_PKG_VERSION"));
+
+/// SGLang's `/get_server_info`: its arguments and version.
+async fn server_info(State(s): State<Arc<Server>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "model_path": "sim",
+        "tp_size": s.tp,
+        "version": VERSION,
+    }))
 }
 
 async fn health(State(s): State<Arc<Server>>) -> (StatusCode, &'static str) {

@@ -86,6 +86,36 @@ impl Manager {
         })
     }
 
+    /// What a run's provenance takes from the host and the config.
+    fn provenance(&self) -> shared::bench::Provenance {
+        let host = self.hub.host();
+        let (driver_version, cuda_version) = match &host.nvml {
+            shared::sample::NvmlStatus::Ok {
+                driver_version,
+                cuda_driver_version,
+                ..
+            } => (
+                driver_version.clone(),
+                cuda_driver_version.map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+            ),
+            shared::sample::NvmlStatus::Unavailable { .. } => (None, None),
+        };
+        let (model, revision) = match self.cfg.model.rsplit_once('@') {
+            Some((m, r)) if !r.is_empty() => (m.to_owned(), Some(r.to_owned())),
+            _ => (self.cfg.model.clone(), None),
+        };
+        shared::bench::Provenance {
+            drainwatch_version: host.version.clone(),
+            hostname: host.hostname.clone(),
+            simulated: host.nvml.is_simulated(),
+            driver_version,
+            cuda_version,
+            model,
+            revision,
+            ..shared::bench::Provenance::default()
+        }
+    }
+
     /// Why a benchmark cannot start now, if it cannot.
     pub(super) fn bench_blocked(&self) -> Option<String> {
         if let Some(b) = &self.bench.current {
@@ -135,6 +165,7 @@ impl Manager {
             correctness: None,
             repeats: Vec::new(),
             levels: Vec::new(),
+            provenance: None,
         };
         run.id = self.store.bench_begin(run.clone()).await.map_err(|e| {
             tracing::error!(error = %e, "cannot record the benchmark");
@@ -155,6 +186,7 @@ impl Manager {
             store: self.store.clone(),
             hub: std::sync::Arc::clone(&self.hub),
             cancel: cancelled,
+            provenance: self.provenance(),
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
         let first = run.settings.levels().first().copied();
