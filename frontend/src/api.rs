@@ -264,6 +264,7 @@ mod tests {
         let row = FlagSetResults {
             rate_levels: Vec::new(),
             best_rate: None,
+            conditions: None,
             set: FlagSet {
                 id: "abc".to_owned(),
                 model: "m".to_owned(),

@@ -687,6 +687,37 @@ pub struct Provenance {
     pub gpus: Vec<GpuConditions>,
 }
 
+/// A run's GPU conditions in brief, for the ledger.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunConditions {
+    /// The lowest power cap of any GPU during the run (W).
+    pub power_limit_w: Option<f64>,
+    /// The hottest any GPU got (°C).
+    pub temp_max_c: Option<f64>,
+    pub server_version: Option<String>,
+}
+
+impl RunConditions {
+    /// From this temperature on, a GPU may be slowing itself down.
+    pub const HOT_C: f64 = 85.0;
+
+    pub fn of(p: &Provenance) -> Self {
+        Self {
+            power_limit_w: p
+                .gpus
+                .iter()
+                .filter_map(|g| g.power_limit_w)
+                .reduce(f64::min),
+            temp_max_c: p
+                .gpus
+                .iter()
+                .filter_map(|g| g.temp_c.map(|t| t.max))
+                .reduce(f64::max),
+            server_version: p.server_version.clone(),
+        }
+    }
+}
+
 /// What one GPU did while the benchmark ran, from drainwatch's own samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuConditions {
@@ -753,6 +784,10 @@ pub struct FlagSetResults {
     pub rate_levels: Vec<LevelSummary>,
     #[serde(default)]
     pub best_rate: Option<f64>,
+    /// What the GPUs did in the newest successful run (none before it was
+    /// recorded): a result at a lower power cap or hot is marked as such.
+    #[serde(default)]
+    pub conditions: Option<RunConditions>,
     pub runs: u32,
     /// A run's correctness check failed with this set.
     pub wrong_answers: bool,

@@ -609,5 +609,10 @@ async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<(
         .get_json(&format!("/api/bench/runs/{}", run["id"]))
         .await?;
     assert_eq!(stored["provenance"], *p);
+    // The ledger's row carries the run's conditions in brief.
+    let ledger = app.get_json("/api/flagsets").await?;
+    let c = &ledger[0]["conditions"];
+    assert!(c["power_limit_w"].as_f64().is_some_and(|w| w > 0.0), "{c}");
+    assert_eq!(c["server_version"], p["server_version"]);
     Ok(())
 }

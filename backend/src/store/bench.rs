@@ -159,6 +159,9 @@ pub(super) fn ledger(c: &Connection) -> rusqlite::Result<Vec<FlagSetResults>> {
             levels,
             rate_levels,
             best_rate,
+            conditions: ok()
+                .find_map(|r| r.provenance.as_ref())
+                .map(shared::bench::RunConditions::of),
             set,
         });
     }

@@ -192,6 +192,30 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
             escape(why)
         );
     }
+    // Measured under other conditions than the baseline: a lower power cap,
+    // or hot enough to slow itself down.
+    let cond = r.conditions.as_ref();
+    let base_cap = x
+        .baseline
+        .and_then(|b| b.conditions.as_ref())
+        .and_then(|c| c.power_limit_w);
+    if let (Some(cap), Some(base)) = (cond.and_then(|c| c.power_limit_w), base_cap)
+        && cap < base - 0.5
+    {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-wrong" data-testid="power-cap-badge" title="its newest run ran with a GPU capped at {cap:.0} W; the baseline's at {base:.0} W">cap {cap:.0} W</span>"#
+        );
+    }
+    if let Some(t) = cond
+        .and_then(|c| c.temp_max_c)
+        .filter(|t| *t >= shared::bench::RunConditions::HOT_C)
+    {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-wrong" data-testid="hot-badge" title="a GPU reached {t:.0} °C in its newest run: it may have slowed itself down">hot {t:.0} °C</span>"#
+        );
+    }
     // What a rate sweep found: the highest rate whose requests met the SLOs.
     if !r.rate_levels.is_empty() {
         let swept: Vec<String> = r
@@ -443,6 +467,36 @@ mod tests {
         // A set measured only by a sweep says so where the bar would be.
         l[0].levels.clear();
         assert!(row_markup(&l[0], &x).contains("measured by request rate only"));
+    }
+
+    #[test]
+    fn a_lower_power_cap_or_a_hot_gpu_is_marked() {
+        use shared::bench::RunConditions;
+        let mut l = ledger();
+        let cond = |cap: f64, temp: f64| {
+            Some(RunConditions {
+                power_limit_w: Some(cap),
+                temp_max_c: Some(temp),
+                server_version: None,
+            })
+        };
+        l[0].conditions = cond(600.0, 70.0);
+        l[1].conditions = cond(450.0, 88.0);
+        let base = l[0].clone();
+        let x = RowCtx {
+            c: Some(16),
+            baseline: Some(&base),
+            running: None,
+            compare: &[],
+            scale: 1200.0,
+            operate: false,
+        };
+        let calm = row_markup(&l[0], &x);
+        assert!(!calm.contains("power-cap-badge") && !calm.contains("hot-badge"));
+        let capped = row_markup(&l[1], &x);
+        assert!(capped.contains(">cap 450 W<"), "{capped}");
+        assert!(capped.contains("the baseline's at 600 W"), "{capped}");
+        assert!(capped.contains(">hot 88 °C<"), "{capped}");
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub(crate) fn set(
         wrong_answers: false,
         rate_levels: Vec::new(),
         best_rate: None,
+        conditions: None,
     }
 }
 
