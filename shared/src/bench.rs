@@ -190,6 +190,15 @@ pub struct BenchSettings {
     pub correctness: Option<Correctness>,
     /// The prompts' seed; unset: the run's id, so every run differs.
     pub seed: Option<u64>,
+    /// Prompts from this file of the server's `[bench] datasets` directory
+    /// (ShareGPT JSON or JSONL) instead of random words; its output lengths
+    /// where it gives them.
+    pub dataset: Option<String>,
+    /// Shared prefixes: the prompts fall in this many groups, each sharing a
+    /// system prompt of `prefix_len` words before its own `input_len` (what
+    /// prefix caching and RadixAttention change).
+    pub prefix_groups: Option<u32>,
+    pub prefix_len: u32,
     /// Open loop: requests per second, one level each (several: a sweep);
     /// empty: closed loop at each `concurrency`.
     pub request_rate: Vec<f64>,
@@ -216,6 +225,9 @@ impl Default for BenchSettings {
             repeats: 3,
             correctness: None,
             seed: None,
+            dataset: None,
+            prefix_groups: None,
+            prefix_len: 0,
             request_rate: Vec::new(),
             burstiness: 1.0,
             max_concurrency: None,
@@ -278,6 +290,25 @@ impl BenchSettings {
         if let Some(slo) = &self.slo {
             slo.validate()?;
         }
+        match self.prefix_groups {
+            Some(g) if !(1..=1024).contains(&g) => {
+                return Err(format!("prefix_groups {g} is out of range (1–1024)"));
+            }
+            Some(_) if !(1..=131_072).contains(&self.prefix_len) => {
+                return Err(
+                    "prefix_len: give the shared prefix's length, 1 to 131072 words".to_owned(),
+                );
+            }
+            Some(_) if self.dataset.is_some() => {
+                return Err(
+                    "a dataset and shared prefixes do not go together: choose one".to_owned(),
+                );
+            }
+            None if self.prefix_len > 0 => {
+                return Err("prefix_len needs prefix_groups".to_owned());
+            }
+            _ => {}
+        }
         let need = self.memory_bytes();
         if need > MAX_BENCH_MEMORY {
             return Err(format!(
@@ -297,7 +328,7 @@ impl BenchSettings {
     /// per-token timings of one repeat (or warm-up), 8 bytes a token each.
     pub fn memory_bytes(&self) -> u64 {
         let c = u64::from(self.max_in_flight());
-        let in_flight = c * u64::from(self.input_len) * 8;
+        let in_flight = c * u64::from(self.input_len + self.prefix_len) * 8;
         let timings = u64::from(self.num_prompts.max(self.warmup)) * u64::from(self.output_len) * 8;
         in_flight + timings
     }
@@ -683,8 +714,55 @@ pub struct Provenance {
     pub revision: Option<String>,
     /// The prompts' seed: each level and repeat derives its own from it.
     pub seed: u64,
+    /// What was asked: random words, a dataset file, or shared prefixes.
+    #[serde(default)]
+    pub workload: Workload,
     /// Per GPU over the run's repeats: min, median and max.
     pub gpus: Vec<GpuConditions>,
+}
+
+/// The prompts of a run. Two results compare only with the same workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// "random", "dataset" or "shared_prefix".
+    pub kind: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// The dataset's file name, its SHA-256 and how many prompts it has.
+    pub dataset: Option<String>,
+    pub dataset_sha256: Option<String>,
+    pub dataset_prompts: Option<u32>,
+    pub prefix_groups: Option<u32>,
+    pub prefix_len: Option<u32>,
+}
+
+impl Workload {
+    /// Why two workloads make two results incomparable, if they do. The
+    /// seed is not part of it: random prompts of one length are alike.
+    pub fn differs(&self, other: &Self) -> Option<String> {
+        if self.kind != other.kind {
+            return Some(format!(
+                "one ran {} prompts, the other {}",
+                self.kind, other.kind
+            ));
+        }
+        if self.dataset_sha256 != other.dataset_sha256 {
+            return Some("they ran different dataset files".to_owned());
+        }
+        if (self.prefix_groups, self.prefix_len) != (other.prefix_groups, other.prefix_len) {
+            return Some("their shared prefixes differ".to_owned());
+        }
+        // A dataset's own lengths make the settings' moot where it gives them.
+        if self.kind != "dataset"
+            && (self.input_len, self.output_len) != (other.input_len, other.output_len)
+        {
+            return Some(format!(
+                "one ran {} → {} tokens, the other {} → {}",
+                self.input_len, self.output_len, other.input_len, other.output_len
+            ));
+        }
+        None
+    }
 }
 
 /// A run's GPU conditions in brief, for the ledger.
@@ -695,6 +773,9 @@ pub struct RunConditions {
     /// The hottest any GPU got (°C).
     pub temp_max_c: Option<f64>,
     pub server_version: Option<String>,
+    /// Its workload: the compare panel says when two sets' differ.
+    #[serde(default)]
+    pub workload: Workload,
 }
 
 impl RunConditions {
@@ -714,6 +795,7 @@ impl RunConditions {
                 .filter_map(|g| g.temp_c.map(|t| t.max))
                 .reduce(f64::max),
             server_version: p.server_version.clone(),
+            workload: p.workload.clone(),
         }
     }
 }

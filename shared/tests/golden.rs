@@ -275,6 +275,16 @@ fn bench_run() -> bench::BenchRun {
             model: "deepseek-ai/DeepSeek-V3.2-Exp".into(),
             revision: Some("main".into()),
             seed: 4,
+            workload: Workload {
+                kind: "dataset".into(),
+                input_len: 256,
+                output_len: 128,
+                dataset: Some("sharegpt-mini.json".into()),
+                dataset_sha256: Some("9f2c".into()),
+                dataset_prompts: Some(12),
+                prefix_groups: None,
+                prefix_len: None,
+            },
             gpus: vec![GpuConditions {
                 index: 0,
                 samples: 140,

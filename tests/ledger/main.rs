@@ -8,6 +8,7 @@ mod client;
 mod ledger;
 mod open_loop;
 mod token_counts;
+mod workloads;
 
 /// The tests that compare measured rates with the true ones hold it alone
 /// (`write`): each measures with the machine's cores to itself. Tests that only

@@ -153,6 +153,13 @@ fn demo_config(program: &std::path::Path, port: u16, warmup_s: f64) -> anyhow::R
             &format!("{:?}", program.display().to_string()),
         )
         .replace(
+            "\"../tests/data/datasets\"",
+            &format!(
+                "{:?}",
+                root().join("tests/data/datasets").display().to_string()
+            ),
+        )
+        .replace(
             "\"../tests/data/sim-model\"",
             &format!(
                 "{:?}",

@@ -4,6 +4,7 @@
 //! and the repeats — recording every repeat as it finishes and pushing progress.
 
 pub mod conditions;
+pub mod dataset;
 pub mod flagset;
 pub mod load;
 pub mod saturation;
@@ -15,7 +16,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use shared::bench::{
-    BenchProgress, BenchRun, CorrectnessResult, LevelSummary, Provenance, RunStatus,
+    BenchProgress, BenchRun, BenchSettings, CorrectnessResult, LevelSummary, Provenance, RunStatus,
+    Workload,
 };
 use tokio::sync::watch;
 
@@ -35,6 +37,44 @@ pub struct RunContext {
     /// What the manager knows of the run's context; the run adds the seed,
     /// the server's version and what the GPUs did.
     pub provenance: Provenance,
+    /// The dataset the settings name, loaded (and checked) before the run.
+    pub dataset: Option<Arc<dataset::Dataset>>,
+}
+
+/// The prompts of `n` requests under `s`: from the dataset, behind shared
+/// prefixes, or random.
+fn prompts(
+    s: &BenchSettings,
+    n: u32,
+    seed: u64,
+    data: Option<&Arc<dataset::Dataset>>,
+) -> load::Prompts {
+    match (data, s.prefix_groups) {
+        (Some(d), _) => load::Prompts::from_dataset(n, Arc::clone(d), seed),
+        (None, Some(groups)) => {
+            load::Prompts::shared_prefix(n, s.input_len, groups, s.prefix_len, seed)
+        }
+        (None, None) => load::Prompts::new(n, s.input_len, seed),
+    }
+}
+
+/// What a run's prompts are, for its provenance.
+fn workload(s: &BenchSettings, data: Option<&dataset::Dataset>) -> Workload {
+    let kind = match (data, s.prefix_groups) {
+        (Some(_), _) => "dataset",
+        (None, Some(_)) => "shared_prefix",
+        (None, None) => "random",
+    };
+    Workload {
+        kind: kind.to_owned(),
+        input_len: s.input_len,
+        output_len: s.output_len,
+        dataset: data.map(|d| d.name.clone()),
+        dataset_sha256: data.map(|d| d.sha256.clone()),
+        dataset_prompts: data.map(|d| d.entries.len() as u32),
+        prefix_groups: s.prefix_groups,
+        prefix_len: s.prefix_groups.map(|_| s.prefix_len),
+    }
 }
 
 /// Runs the benchmark recorded as `run` (its id set); returns it finished.
@@ -48,6 +88,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let (server_version, server_version_from) = server_version(&client, &ctx.target).await;
     run.provenance = Some(Provenance {
         seed,
+        workload: workload(&s, ctx.dataset.as_deref()),
         server_version,
         server_version_from,
         ..ctx.provenance.clone()
@@ -70,7 +111,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
         let c = key.concurrency;
         let seed = seed.wrapping_mul(1_000).wrapping_add(level as u64);
         if s.warmup > 0 {
-            let warm = load::Prompts::new(s.warmup, s.input_len, seed);
+            let warm = prompts(&s, s.warmup, seed, ctx.dataset.as_ref());
             load::level(
                 &client,
                 &ctx.target,
@@ -86,10 +127,11 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             if *ctx.cancel.borrow() {
                 return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await;
             }
-            let prompts = load::Prompts::new(
+            let prompts = prompts(
+                &s,
                 s.num_prompts,
-                s.input_len,
-                seed * 31 + u64::from(repeat) + 1,
+                seed.wrapping_mul(31).wrapping_add(u64::from(repeat) + 1),
+                ctx.dataset.as_ref(),
             );
             let before = counters.output_tokens.load(Ordering::Relaxed);
             let started = tokio::time::Instant::now();
@@ -113,7 +155,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                             s.num_prompts,
                             rate,
                             s.burstiness,
-                            seed * 31 + u64::from(repeat) + 1,
+                            seed.wrapping_mul(31).wrapping_add(u64::from(repeat) + 1),
                         );
                         load::open_level(
                             &client,

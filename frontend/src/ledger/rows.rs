@@ -478,6 +478,7 @@ mod tests {
                 power_limit_w: Some(cap),
                 temp_max_c: Some(temp),
                 server_version: None,
+                workload: Default::default(),
             })
         };
         l[0].conditions = cond(600.0, 70.0);

@@ -32,6 +32,8 @@ pub struct BenchConfig {
     /// The model's tokenizer: `bench.tokenizer`, else the model directory's
     /// `tokenizer.json` if the model is a local directory that has one.
     pub tokenizer: Option<Tokenizer>,
+    /// The directory benchmark requests may name dataset files in.
+    pub datasets: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -42,6 +44,8 @@ pub(super) struct RawBench {
     model: Option<String>,
     /// A `tokenizer.json`, or a model directory holding one.
     tokenizer: Option<PathBuf>,
+    /// Where dataset files are (relative to the config's directory).
+    datasets: Option<PathBuf>,
     defaults: Option<toml::Table>,
 }
 
@@ -81,7 +85,25 @@ impl RawBench {
             }
             None => model_tokenizer(model, dir),
         };
+        let datasets = match self.datasets {
+            Some(path) => {
+                let path = if path.is_relative() {
+                    dir.join(path)
+                } else {
+                    path
+                };
+                if !path.is_dir() {
+                    return Err(format!(
+                        "bench.datasets ({}): not a directory",
+                        path.display()
+                    ));
+                }
+                Some(path)
+            }
+            None => None,
+        };
         Ok(BenchConfig {
+            datasets,
             after_restart: self.after_restart,
             request_model: self.model.unwrap_or_else(|| "default".to_owned()),
             defaults,

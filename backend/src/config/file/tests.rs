@@ -283,6 +283,24 @@ fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
 }
 
 #[test]
+fn the_datasets_directory_is_relative_to_the_config_and_must_exist() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    std::fs::create_dir(dir.path().join("data")).expect("made");
+    let text = format!("{MINIMAL}\n[bench]\ndatasets = \"data\"\n");
+    let c = ServerConfig::parse_in(&text, dir.path()).expect("valid");
+    assert_eq!(
+        c.bench.datasets.as_deref(),
+        Some(dir.path().join("data").as_path())
+    );
+    let text = format!("{MINIMAL}\n[bench]\ndatasets = \"absent\"\n");
+    let err = ServerConfig::parse_in(&text, dir.path()).expect_err("absent");
+    assert!(
+        err.contains("bench.datasets") && err.contains("not a directory"),
+        "{err}"
+    );
+}
+
+#[test]
 fn slos_and_open_loop_defaults_are_configured_per_server() {
     let text = format!(
         "{MINIMAL}\n[bench.defaults]\nrequest_rate = [2.0, 8.0]\nmax_concurrency = 64\n\

@@ -80,10 +80,28 @@ impl Manager {
             Refusal::BadRequest(
                 "invalid settings: a field is unknown or of the wrong type (the fields: api, \
                  concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness, \
-                 request_rate, burstiness, max_concurrency, slo)"
+                 request_rate, burstiness, max_concurrency, slo, seed, dataset, prefix_groups, \
+                 prefix_len)"
                     .to_owned(),
             )
         })
+    }
+
+    /// The dataset a benchmark names, read from the configured directory
+    /// (off the manager's thread: a file may be up to 64 MiB).
+    async fn load_dataset(&self, name: &str) -> Result<crate::bench::dataset::Dataset, Refusal> {
+        let Some(dir) = self.cfg.bench.datasets.clone() else {
+            return Err(Refusal::BadRequest(
+                "dataset: this server's config names no [bench] datasets directory".to_owned(),
+            ));
+        };
+        let (name, tokenizer) = (name.to_owned(), self.cfg.bench.tokenizer.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::bench::dataset::load(&dir, &name, tokenizer.as_ref())
+        })
+        .await
+        .map_err(|_| Refusal::BadRequest("dataset: reading it failed".to_owned()))?
+        .map_err(Refusal::BadRequest)
     }
 
     /// What a run's provenance takes from the host and the config.
@@ -150,6 +168,10 @@ impl Manager {
                 operation: self.op.as_ref().map(|o| o.op.clone()),
             });
         }
+        let dataset = match &settings.dataset {
+            Some(name) => Some(std::sync::Arc::new(self.load_dataset(name).await?)),
+            None => None,
+        };
         let set = self.current_flagset();
         self.store.flagset_seen(set.clone());
         let mut run = BenchRun {
@@ -187,6 +209,7 @@ impl Manager {
             hub: std::sync::Arc::clone(&self.hub),
             cancel: cancelled,
             provenance: self.provenance(),
+            dataset,
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
         let first = run.settings.levels().first().copied();
