@@ -742,8 +742,9 @@ impl Workload {
     pub fn differs(&self, other: &Self) -> Option<String> {
         if self.kind != other.kind {
             return Some(format!(
-                "one ran {} prompts, the other {}",
-                self.kind, other.kind
+                "one ran {} prompts, the other {} prompts",
+                self.kind.replace('_', "-"),
+                other.kind.replace('_', "-")
             ));
         }
         if self.dataset_sha256 != other.dataset_sha256 {
@@ -975,6 +976,52 @@ mod tests {
         let levels =
             LevelSummary::group(&keys, &[repeat(9), repeat(7), repeat(8)], open.slo.as_ref());
         assert_eq!(levels[0].meets_slo, Some(false));
+    }
+
+    #[test]
+    fn workloads_compare_by_what_was_asked_not_the_seed() {
+        let random = Workload {
+            kind: "random".into(),
+            input_len: 256,
+            output_len: 128,
+            ..Workload::default()
+        };
+        assert_eq!(random.differs(&random.clone()), None);
+        let longer = Workload {
+            output_len: 512,
+            ..random.clone()
+        };
+        assert_eq!(
+            random.differs(&longer).as_deref(),
+            Some("one ran 256 → 128 tokens, the other 256 → 512")
+        );
+        let data = |sha: &str| Workload {
+            kind: "dataset".into(),
+            dataset_sha256: Some(sha.into()),
+            ..random.clone()
+        };
+        // A dataset's own lengths win: the settings' do not matter.
+        assert_eq!(
+            data("a").differs(&Workload {
+                output_len: 9,
+                ..data("a")
+            }),
+            None
+        );
+        assert!(
+            data("a")
+                .differs(&data("b"))
+                .is_some_and(|w| w.contains("different dataset"))
+        );
+        let prefix = Workload {
+            kind: "shared_prefix".into(),
+            ..random.clone()
+        };
+        assert!(
+            random
+                .differs(&prefix)
+                .is_some_and(|w| w.contains("shared-prefix prompts"))
+        );
     }
 
     #[test]

@@ -428,6 +428,29 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
         if p.simulated { " (simulated host)" } else { "" },
         p.seed
     );
+    let w = &p.workload;
+    let _ = match (&w.dataset, w.prefix_groups) {
+        (Some(name), _) => writeln!(
+            out,
+            "workload: dataset {name} ({} prompts, sha256 {})",
+            w.dataset_prompts.unwrap_or_default(),
+            w.dataset_sha256
+                .as_deref()
+                .map_or("—", |h| &h[..h.len().min(12)])
+        ),
+        (None, Some(g)) => writeln!(
+            out,
+            "workload: {g} shared prefixes of {} words, then {} → {} tokens",
+            w.prefix_len.unwrap_or_default(),
+            w.input_len,
+            w.output_len
+        ),
+        (None, None) => writeln!(
+            out,
+            "workload: random prompts, {} → {} tokens",
+            w.input_len, w.output_len
+        ),
+    };
     let spread = |f: fn(&shared::bench::GpuConditions) -> Option<shared::bench::Spread>| {
         let v: Vec<shared::bench::Spread> = p.gpus.iter().filter_map(f).collect();
         (!v.is_empty()).then(|| {
@@ -641,6 +664,10 @@ mod tests {
         assert!(text.contains("measured with: server —, model m@abc, driver —, CUDA 12.9, drainwatch 0.1.0 on gpu-07 (simulated host), seed 9"), "{text}");
         assert!(
             text.contains("GPUs meanwhile (1): power 300–300 W, cap 450 W, temperature 83–83 °C"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workload: random prompts, 0 → 0 tokens"),
             "{text}"
         );
     }

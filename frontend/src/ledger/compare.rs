@@ -19,7 +19,19 @@ pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
     cs.sort_unstable();
     cs.dedup();
     let (na, nb) = (escape(set_name(&a.set)), escape(set_name(&b.set)));
-    let mut out = format!(
+    // Results of different workloads do not compare: say so above them.
+    let differs = a
+        .conditions
+        .as_ref()
+        .zip(b.conditions.as_ref())
+        .and_then(|(x, y)| x.workload.differs(&y.workload));
+    let mut out = differs.map_or_else(String::new, |why| {
+        format!(
+            r#"<p class="cmp-note" data-testid="compare-workload">Not comparable: {}.</p>"#,
+            escape(&why)
+        )
+    });
+    out += &format!(
         r#"<table class="proc-table cmp-table" data-testid="compare-results"><thead><tr><th>concurrency</th><th class="num" title="{na}">A tok/s</th><th class="num" title="{nb}">B tok/s</th><th class="num">B vs A</th><th class="num">TTFT p50 A</th><th class="num">TTFT p50 B</th><th class="num">ITL p50 A</th><th class="num">ITL p50 B</th></tr></thead><tbody>"#
     );
     let ms = |l: Option<&LevelSummary>, f: fn(&LevelSummary) -> f64| {
@@ -99,6 +111,24 @@ mod tests {
             t.contains(r#"<td class="num">8.50 ms</td><td class="num">8.50 ms per event</td>"#),
             "{t}"
         );
+        assert!(!t.contains("compare-workload"));
+        // Different workloads: said above the numbers.
+        let cond = |kind: &str| {
+            Some(shared::bench::RunConditions {
+                workload: shared::bench::Workload {
+                    kind: kind.into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        let (mut a, mut b) = (l[0].clone(), l[1].clone());
+        a.conditions = cond("random");
+        b.conditions = cond("dataset");
+        let t = compare_table(&a, &b);
+        assert!(t.starts_with(r#"<p class="cmp-note" data-testid="compare-workload">Not comparable: one ran random prompts, the other dataset prompts.</p>"#), "{t}");
+        b.conditions = cond("random");
+        assert!(!compare_table(&a, &b).contains("Not comparable"));
         let wire = [
             shared::flags::FlagChange::Changed {
                 name: "--tp".into(),
