@@ -154,6 +154,7 @@ async fn bars_per_flag_set_the_diff_of_two_and_restart_with_a_set() -> anyhow::R
     .await?;
     b.click("[data-testid=open-bench]").await?;
     b.wait_count("[data-testid=bench-dialog]", 1, T).await?;
+    b.screenshot("bench-dialog").await?;
     b.fill("[data-testid=bench-concurrency]", "0").await?;
     b.click("[data-testid=bench-start]").await?;
     // Refused by the form's own check, with the reason, and nothing sent.
@@ -165,6 +166,7 @@ async fn bars_per_flag_set_the_diff_of_two_and_restart_with_a_set() -> anyhow::R
         ("bench-input-len", "8"),
         ("bench-repeats", "3"),
         ("bench-warmup", "1"),
+        ("bench-slo-tpot", "1000"),
     ] {
         b.fill(&format!("[data-testid={field}]"), value).await?;
     }
@@ -178,6 +180,9 @@ async fn bars_per_flag_set_the_diff_of_two_and_restart_with_a_set() -> anyhow::R
     let runs = app.get_json("/api/bench/runs").await?;
     let runs = runs.as_array().context("runs")?;
     assert_eq!(runs.len(), 3, "{runs:?}");
+    // The SLO typed in the form came with it: goodput is measured.
+    assert_eq!(runs[0]["settings"]["slo"]["tpot_ms"], 1000.0, "{:?}", runs[0]);
+    assert!(runs[0]["repeats"][0]["goodput_req_s"].is_number(), "{:?}", runs[0]);
     b.client
         .execute("window.scrollTo(0, 0);", Vec::new())
         .await?;

@@ -247,10 +247,19 @@ fn bench_dialog(
                         </label>
                     </div>
                     <section class="dlg-section">
+                        <h3 class="dlg-h">"workload (optional)"</h3>
+                        <p class="dlg-explain">"Random prompts unless a dataset file (from the server's datasets directory: ShareGPT JSON or JSONL) or shared prefixes are given."</p>
+                        <div class="bench-grid">
+                            {field(form, "dataset file", "bench-dataset", "e.g. sharegpt-mini.json", |f| &f.dataset, |f, v| f.dataset = v)}
+                            {field(form, "shared-prefix groups", "bench-prefix-groups", "none", |f| &f.prefix_groups, |f, v| f.prefix_groups = v)}
+                            {field(form, "prefix length (words)", "bench-prefix-len", "none", |f| &f.prefix_len, |f, v| f.prefix_len = v)}
+                        </div>
+                    </section>
+                    <section class="dlg-section">
                         <h3 class="dlg-h">"open loop and goodput (optional)"</h3>
                         <p class="dlg-explain">"Request rates send at that pace whatever the server's (Poisson arrivals), instead of the concurrency; goodput counts the requests that met every objective given."</p>
                         <div class="bench-grid">
-                            {field(form, "request rates (list, req/s)", "bench-rates", "e.g. 2,4,8", |f| &f.rates, |f, v| f.rates = v)}
+                            {field(form, "request rates (req/s)", "bench-rates", "e.g. 2,4,8", |f| &f.rates, |f, v| f.rates = v)}
                             {field(form, "max in flight", "bench-max-in-flight", "no cap", |f| &f.max_in_flight, |f, v| f.max_in_flight = v)}
                             {field(form, "SLO: TTFT at most (ms)", "bench-slo-ttft", "default", |f| &f.slo_ttft, |f, v| f.slo_ttft = v)}
                             {field(form, "SLO: TPOT at most (ms)", "bench-slo-tpot", "default", |f| &f.slo_tpot, |f, v| f.slo_tpot = v)}

@@ -24,6 +24,10 @@ pub(crate) struct BenchForm {
     pub(crate) slo_ttft: String,
     pub(crate) slo_tpot: String,
     pub(crate) slo_e2e: String,
+    /// A dataset file's name, or shared prefixes: groups and their length.
+    pub(crate) dataset: String,
+    pub(crate) prefix_groups: String,
+    pub(crate) prefix_len: String,
 }
 
 /// `POST /api/bench`'s body: only the settings the form changes.
@@ -51,6 +55,12 @@ pub(crate) struct BenchRequest {
     pub(crate) max_concurrency: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) slo: Option<Slo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) dataset: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prefix_groups: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) prefix_len: Option<u32>,
 }
 
 /// A whole number, or `None` for an empty field.
@@ -124,6 +134,9 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
         request_rate: parse_rates(&f.rates)?,
         max_concurrency: whole("max in flight", &f.max_in_flight)?,
         slo: None,
+        dataset: Some(f.dataset.trim().to_owned()).filter(|d| !d.is_empty()),
+        prefix_groups: whole("prefix groups", &f.prefix_groups)?,
+        prefix_len: whole("prefix length", &f.prefix_len)?,
     };
     let (ttft, tpot, e2e) = (
         number("SLO TTFT", &f.slo_ttft)?,
@@ -155,6 +168,9 @@ pub(crate) fn bench_request(f: &BenchForm) -> Result<BenchRequest, String> {
         request_rate: req.request_rate.clone().unwrap_or(d.request_rate),
         max_concurrency: req.max_concurrency.or(d.max_concurrency),
         slo: req.slo.or(d.slo),
+        dataset: req.dataset.clone(),
+        prefix_groups: req.prefix_groups,
+        prefix_len: req.prefix_len.unwrap_or(d.prefix_len),
         ..d
     };
     merged.validate()?;
@@ -248,5 +264,23 @@ mod tests {
             ..BenchForm::default()
         });
         assert!(e.contains("slo.ttft_ms"), "{e}");
+        let w = bench_request(&BenchForm {
+            dataset: " sharegpt-mini.json ".to_owned(),
+            ..BenchForm::default()
+        })
+        .expect("valid");
+        assert_eq!(w.dataset.as_deref(), Some("sharegpt-mini.json"));
+        let e = bad(BenchForm {
+            prefix_len: "100".to_owned(),
+            ..BenchForm::default()
+        });
+        assert!(e.contains("prefix_len needs prefix_groups"), "{e}");
+        let p = bench_request(&BenchForm {
+            prefix_groups: "4".to_owned(),
+            prefix_len: "1000".to_owned(),
+            ..BenchForm::default()
+        })
+        .expect("valid");
+        assert_eq!((p.prefix_groups, p.prefix_len), (Some(4), Some(1000)));
     }
 }
