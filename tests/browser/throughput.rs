@@ -181,8 +181,16 @@ async fn bars_per_flag_set_the_diff_of_two_and_restart_with_a_set() -> anyhow::R
     let runs = runs.as_array().context("runs")?;
     assert_eq!(runs.len(), 3, "{runs:?}");
     // The SLO typed in the form came with it: goodput is measured.
-    assert_eq!(runs[0]["settings"]["slo"]["tpot_ms"], 1000.0, "{:?}", runs[0]);
-    assert!(runs[0]["repeats"][0]["goodput_req_s"].is_number(), "{:?}", runs[0]);
+    assert_eq!(
+        runs[0]["settings"]["slo"]["tpot_ms"], 1000.0,
+        "{:?}",
+        runs[0]
+    );
+    assert!(
+        runs[0]["repeats"][0]["goodput_req_s"].is_number(),
+        "{:?}",
+        runs[0]
+    );
     b.client
         .execute("window.scrollTo(0, 0);", Vec::new())
         .await?;
