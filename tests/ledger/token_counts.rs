@@ -8,13 +8,13 @@ use serde_json::{Value, json};
 use tests::TestApp;
 use tests::managed::{ServerSpec, spawn_managed};
 
-/// 40 ms per token whatever the batch (so the truth per token is exactly that),
+/// 60 ms per token whatever the batch (so the truth per token is exactly that),
 /// slow enough that the server's 1 ms timer is a few per cent of a gap.
 fn spec(extra: &str) -> ServerSpec {
     ServerSpec {
         tp: 1,
         warmup_ms: 200,
-        itl_ms: 40.0,
+        itl_ms: 60.0,
         ttft_ms: 30.0,
         batch_knee: 1e9,
         extra: extra.to_owned(),
@@ -34,11 +34,11 @@ async fn restart_into(app: &TestApp, mode: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Four clients, two waves of 30-token answers, three repeats.
+/// Four clients, two waves of 24-token answers, three repeats.
 async fn bench(app: &TestApp, api: &str) -> anyhow::Result<Value> {
     let run = app
         .bench(
-            json!({"api": api, "concurrency": [4], "num_prompts": 8, "output_len": 30,
+            json!({"api": api, "concurrency": [4], "num_prompts": 8, "output_len": 24,
                       "input_len": 16, "warmup": 4, "repeats": 3}),
         )
         .await?;
@@ -62,7 +62,7 @@ fn per_token(spec: &ServerSpec, run: &Value, source: &str) {
     assert_eq!(level["token_source"], source, "{level}");
     for r in run["repeats"].as_array().expect("repeats") {
         assert_eq!(r["token_source"], source, "{r}");
-        assert_eq!(r["output_tokens"], 8 * 30, "{r}");
+        assert_eq!(r["output_tokens"], 8 * 24, "{r}");
         // Four clients are nothing for the generator: the repeat is the server's.
         assert!(r["client"]["lag_p99_ms"].is_number(), "{r}");
         assert!(r["client"]["saturated"].is_null(), "{r}");
@@ -114,14 +114,14 @@ async fn without_any_count_itl_is_per_event_and_labelled_so() -> anyhow::Result<
         3.0 * itl
     );
     let measured = level["output_tok_s"]["median"].as_f64().expect("rate");
-    let truth = spec.true_rate(4, 30);
+    let truth = spec.true_rate(4, 24);
     assert!(
         (measured / truth - 1.0).abs() < 0.01,
         "measured {measured:.1}, true {truth:.1}"
     );
     for r in run["repeats"].as_array().expect("repeats") {
         assert_eq!(r["token_source"], "event", "{r}");
-        assert_eq!(r["output_tokens"], 8 * 30, "{r}");
+        assert_eq!(r["output_tokens"], 8 * 24, "{r}");
     }
     Ok(())
 }
