@@ -34,6 +34,11 @@ async fn datasets_and_shared_prefixes_drive_the_load_and_are_recorded() -> anyho
         dir.join("broken.jsonl"),
         "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\", \"output_len\": }\n",
     )?;
+    // One 100 KB prompt: fine alone, too much at 1024 in flight.
+    std::fs::write(
+        dir.join("long.jsonl"),
+        format!("{{\"prompt\": \"{}\"}}\n", "w ".repeat(50_000)),
+    )?;
     let mini = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/data/datasets/sharegpt-mini.json"
@@ -102,6 +107,19 @@ async fn datasets_and_shared_prefixes_drive_the_load_and_are_recorded() -> anyho
             "{dataset}: {body}"
         );
     }
+    let (code, body) = app
+        .post(
+            "/api/bench",
+            &json!({"dataset": "long.jsonl", "concurrency": [1024]}),
+        )
+        .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("lower the concurrency")),
+        "{body}"
+    );
     let runs_after = app
         .get_json("/api/bench/runs")
         .await?

@@ -80,6 +80,17 @@ pub fn load(dir: &Path, name: &str, tokenizer: Option<&Tokenizer>) -> Result<Dat
     })
 }
 
+impl Dataset {
+    /// The longest prompt, in bytes: what each request in flight may hold.
+    pub fn max_prompt_bytes(&self) -> u64 {
+        self.entries
+            .iter()
+            .map(|e| e.prompt.len() as u64)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

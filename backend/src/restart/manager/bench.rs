@@ -172,6 +172,20 @@ impl Manager {
             Some(name) => Some(std::sync::Arc::new(self.load_dataset(name).await?)),
             None => None,
         };
+        // Each request in flight holds its prompt: bound them together.
+        if let Some(d) = &dataset {
+            let need = d.max_prompt_bytes() * u64::from(settings.max_in_flight());
+            if need > shared::bench::MAX_BENCH_MEMORY {
+                return Err(Refusal::BadRequest(format!(
+                    "dataset `{}`: its longest prompt ({} KiB) times the requests in flight ({}) is \
+                     over the {} MiB a benchmark may hold: lower the concurrency",
+                    d.name,
+                    d.max_prompt_bytes() / 1024,
+                    settings.max_in_flight(),
+                    shared::bench::MAX_BENCH_MEMORY >> 20
+                )));
+            }
+        }
         let set = self.current_flagset();
         self.store.flagset_seen(set.clone());
         let mut run = BenchRun {
