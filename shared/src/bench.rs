@@ -76,6 +76,15 @@ impl TokenSource {
         }
     }
 
+    /// The least exact of several sources (none: [`Self::Event`]): what a
+    /// group's ITL is per.
+    pub fn least_exact(sources: impl IntoIterator<Item = Self>) -> Self {
+        sources
+            .into_iter()
+            .min_by_key(|s| s.exactness())
+            .unwrap_or_default()
+    }
+
     /// Its name on the wire and in exports.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -640,11 +649,7 @@ impl LevelSummary {
             itl_p99_ms: s(|m| m.itl.p99_ms),
             e2e_p50_ms: s(|m| m.e2e.p50_ms),
             failed: repeats.iter().map(|m| m.failed).sum(),
-            token_source: repeats
-                .iter()
-                .map(|m| m.token_source)
-                .min_by_key(|s| s.exactness())
-                .unwrap_or_default(),
+            token_source: TokenSource::least_exact(repeats.iter().map(|m| m.token_source)),
             request_rate: None,
             achieved_rate: None,
             goodput_req_s: None,

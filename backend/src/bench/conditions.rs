@@ -88,7 +88,7 @@ struct Readings {
 impl Readings {
     fn add(&mut self, gpus: &[GpuSample]) {
         self.seen += 1;
-        if (self.seen - 1) % self.every.max(1) != 0 {
+        if !(self.seen - 1).is_multiple_of(self.every.max(1)) {
             return;
         }
         for g in gpus {

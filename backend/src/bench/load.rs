@@ -324,11 +324,7 @@ fn fill(out: &mut Outcome, ev: &Events, prompt_words: u64) {
     let counted: Option<Vec<(u64, TokenSource)>> = ev.tokens.iter().copied().collect();
     let (per_event, source): (Vec<u64>, TokenSource) = match counted {
         Some(c) => {
-            let source = c
-                .iter()
-                .map(|(_, s)| *s)
-                .min_by_key(|s| s.exactness())
-                .unwrap_or(TokenSource::Event);
+            let source = TokenSource::least_exact(c.iter().map(|(_, s)| *s));
             (c.iter().map(|(k, _)| *k).collect(), source)
         }
         None => (vec![1; ev.at.len()], TokenSource::Event),
@@ -415,15 +411,19 @@ pub async fn level(
             all.extend(mine);
         }
     }
+    let d = duration(&all, t0);
+    (all, d)
+}
+
+/// A level's duration: first send (`t0`) → last completion, or until now when
+/// nothing completed.
+fn duration(all: &[Outcome], t0: Instant) -> f64 {
     let end = all.iter().map(|o| o.end).fold(0.0, f64::max);
-    (
-        all,
-        if end > 0.0 {
-            end
-        } else {
-            t0.elapsed().as_secs_f64()
-        },
-    )
+    if end > 0.0 {
+        end
+    } else {
+        t0.elapsed().as_secs_f64()
+    }
 }
 
 /// When each of `n` requests arrives (seconds from the level's start) at
@@ -518,15 +518,8 @@ pub async fn open_level(
             _ = cancel.wait_for(|c| *c) => break,
         }
     }
-    let end = all.iter().map(|o| o.end).fold(0.0, f64::max);
-    (
-        all,
-        if end > 0.0 {
-            end
-        } else {
-            t0.elapsed().as_secs_f64()
-        },
-    )
+    let d = duration(&all, t0);
+    (all, d)
 }
 
 /// `n` distinct prompts of `len` token-like words (deterministic per seed),

@@ -2,7 +2,7 @@
 //! report: throughput over the level's duration (first send → last completion),
 //! and latency means and percentiles over successful requests.
 
-use shared::bench::{Latency, RunMetrics, Slo};
+use shared::bench::{Latency, RunMetrics, Slo, TokenSource};
 
 use super::load::Outcome;
 
@@ -55,11 +55,7 @@ pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: 
         ),
         itl: latency(ok.iter().flat_map(|o| o.itls.iter().copied()).collect()),
         e2e: latency(ok.iter().map(|o| o.e2e).collect()),
-        token_source: ok
-            .iter()
-            .map(|o| o.token_source)
-            .min_by_key(|s| s.exactness())
-            .unwrap_or_default(),
+        token_source: TokenSource::least_exact(ok.iter().map(|o| o.token_source)),
         request_rate: None,
         achieved_rate: None,
         good: None,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use shared::bench::{BenchRun, RunStatus};
+use shared::bench::{BenchRun, RunStatus, TokenSource};
 use shared::restart::{Failure, Outcome, RestartSummary, ServerStatus};
 use shared::units::{
     MISSING, fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_ms_pair, fmt_percent, fmt_power_mw, fmt_secs,
@@ -396,12 +396,7 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
         "medians of {} repeats; min–max is the output rate's spread",
         run.settings.repeats
     );
-    let source = run
-        .levels
-        .iter()
-        .map(|l| l.token_source)
-        .min_by_key(|s| s.exactness())
-        .unwrap_or_default();
+    let source = TokenSource::least_exact(run.levels.iter().map(|l| l.token_source));
     let per = if source.per_token() { "token" } else { "event" };
     let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
     if let Some(p) = &run.provenance {
