@@ -29,7 +29,7 @@ struct ErrorBody {
 async fn refusal(resp: Response) -> String {
     let status = resp.status();
     let text = resp.text().await.unwrap_or_default();
-    match serde_json::from_str::<ErrorBody>(&text) {
+    match crate::json::from_str::<ErrorBody>(&text) {
         Ok(body) => body.error,
         Err(_) if text.trim().is_empty() => format!("HTTP {status} {}", resp.status_text()),
         Err(_) => format!("HTTP {status}: {}", text.trim()),
@@ -106,7 +106,7 @@ pub(crate) struct SetDiff {
 
 /// A successful answer's body as `T`.
 fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
-    serde_json::from_str(body).map_err(|e| format!("unexpected answer from drainwatch: {e}"))
+    crate::json::from_str(body).map_err(|e| format!("unexpected answer from drainwatch: {e}"))
 }
 
 /// Parses `GET /api/restarts/{id}`'s body.

@@ -14,6 +14,7 @@ mod deeplink;
 mod fetch;
 mod flags;
 mod gpu_markup;
+mod json;
 mod ledger;
 mod localtime;
 mod markup;

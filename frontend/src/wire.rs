@@ -36,7 +36,7 @@ fn split_tag(text: &str) -> Option<(&str, String)> {
 }
 
 fn read<T: DeserializeOwned>(body: &str) -> Result<T, String> {
-    serde_json::from_str(body).map_err(|e| e.to_string())
+    crate::json::from_str(body).map_err(|e| e.to_string())
 }
 
 #[derive(Deserialize)]
