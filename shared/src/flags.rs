@@ -42,6 +42,7 @@ pub enum FlagType {
 
 /// One entry of the allow-list: a restart may change this flag, within these values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "crate::flat::SpecFields")]
 pub struct FlagSpec {
     pub name: String,
     pub kind: FlagKind,
@@ -171,7 +172,11 @@ pub fn apply<E>(
 
 /// One flag's change between two sets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "change", rename_all = "snake_case")]
+#[serde(
+    tag = "change",
+    rename_all = "snake_case",
+    try_from = "crate::flat::ChangeFields"
+)]
 pub enum FlagChange {
     Added {
         name: String,

@@ -135,7 +135,11 @@ pub enum LaunchCause {
 
 /// Why an operation stopped short, or the server died.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    rename_all = "snake_case",
+    try_from = "crate::flat::FailureFields"
+)]
 pub enum Failure {
     /// GPU memory did not return to baseline in time (or a process of ours survived
     /// SIGKILL); nothing was launched.

@@ -9,7 +9,11 @@ use crate::{GpuSample, ProcId, ProcessInfo};
 /// What the backend knows about NVML itself. Initialised once; a failure is kept
 /// and shown, never retried in a loop and never turned into an empty GPU list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+#[serde(
+    tag = "state",
+    rename_all = "snake_case",
+    try_from = "crate::flat::NvmlFields"
+)]
 pub enum NvmlStatus {
     Ok {
         /// The library that was loaded (a path, or the name the loader resolved).
