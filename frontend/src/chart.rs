@@ -325,7 +325,7 @@ fn requests_track(out: &mut String, path: Option<(String, u32)>) {
 /// near the right edge reads leftwards so it stays inside.
 fn markers(out: &mut String, markers: &[Marker], frame: &Frame) {
     let mut markers = markers.to_vec();
-    markers.sort_by_key(|m| m.at_ms);
+    crate::sort::sort_by_key(&mut markers, |m| m.at_ms);
     let xs: Vec<f64> = markers.iter().map(|m| frame.x(m.at_ms)).collect();
     for ((m, x), row) in markers.iter().zip(&xs).zip(label_rows(&xs)) {
         let label_y = MARKER_ROWS[row];

@@ -24,7 +24,7 @@ pub(crate) fn class(change: &FlagChange) -> &'static str {
 /// What changes from `from` to `to`, in name order.
 pub(crate) fn diff(from: &Flags, to: &Flags) -> Vec<FlagChange> {
     let mut out = rules::diff(from, to);
-    out.sort_by(|a, b| a.name().cmp(b.name()));
+    crate::sort::sort_by(&mut out, |a, b| a.name().cmp(b.name()));
     out
 }
 
@@ -98,7 +98,7 @@ pub(crate) fn request_flags(
             .as_ref()
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty());
-        let one = BTreeMap::from([(name.clone(), value.clone())]);
+        let one = crate::sort::map_of([(name.clone(), value.clone())]);
         let after = resolve(specs, current, defaults, &one);
         if after.get(name) != current.get(name) {
             out.insert(name.clone(), value);

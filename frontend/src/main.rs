@@ -20,6 +20,7 @@ mod localtime;
 mod markup;
 mod ops;
 mod series;
+mod sort;
 mod state;
 mod wire;
 mod ws;

@@ -333,7 +333,7 @@ mod tests {
 
         #[derive(Debug, PartialEq, Deserialize)]
         #[serde(tag = "kind", rename_all = "snake_case")]
-        pub enum Failure {
+        pub(super) enum Failure {
             VerifyFailed {
                 reason: String,
                 holders: Vec<Holder>,
@@ -356,7 +356,7 @@ mod tests {
 
         #[derive(Debug, PartialEq, Deserialize)]
         #[serde(tag = "cause", rename_all = "snake_case")]
-        pub enum Cause {
+        pub(super) enum Cause {
             Oom,
             PortInUse {
                 holder_pid: Option<u32>,
@@ -390,13 +390,13 @@ mod tests {
         }
 
         #[derive(Debug, PartialEq, Deserialize)]
-        pub struct Spec {
-            pub name: String,
-            pub kind: FlagKind,
+        pub(super) struct Spec {
+            pub(super) name: String,
+            pub(super) kind: FlagKind,
             #[serde(flatten)]
-            pub ty: FlagType,
+            pub(super) ty: FlagType,
             #[serde(default)]
-            pub help: Option<String>,
+            pub(super) help: Option<String>,
         }
     }
 

@@ -34,8 +34,7 @@ fn role_name(role: ProcessRole) -> &'static str {
 /// "0,1,2": the GPUs the process holds memory on.
 fn gpu_list(p: &ProcessInfo) -> String {
     let mut indices: Vec<u32> = p.gpu_mem.iter().map(|g| g.gpu_index).collect();
-    indices.sort_unstable();
-    indices.dedup();
+    crate::sort::sort_dedup(&mut indices);
     if indices.is_empty() {
         return MISSING.to_owned();
     }

@@ -107,7 +107,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
         );
         Memo::new(move |_| {
             let edited: BTreeMap<String, Option<String>> =
-                values.iter().map(|(n, v)| (n.clone(), v.get())).collect();
+                crate::sort::map_of(values.iter().map(|(n, v)| (n.clone(), v.get())));
             flags::request_flags(&specs, &current, &defaults, &edited)
         })
     };

@@ -16,8 +16,7 @@ use crate::markup::escape;
 /// has: tok/s of each and B's Δ against A, TTFT and ITL p50 of each.
 pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
     let mut cs: Vec<u32> = a.levels.keys().chain(b.levels.keys()).copied().collect();
-    cs.sort_unstable();
-    cs.dedup();
+    crate::sort::sort_dedup(&mut cs);
     let (na, nb) = (escape(set_name(&a.set)), escape(set_name(&b.set)));
     // Results of different workloads do not compare: say so above them.
     let differs = a
@@ -80,10 +79,11 @@ pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
 /// the set's value, or at "(default)" when the set does not name it, so the
 /// launch reproduces the set rather than keeping today's extras.
 pub(crate) fn prefill(specs: &[FlagSpec], set: &Flags) -> BTreeMap<String, Option<String>> {
-    specs
-        .iter()
-        .map(|s| (s.name.clone(), set.get(&s.name).cloned()))
-        .collect()
+    crate::sort::map_of(
+        specs
+            .iter()
+            .map(|s| (s.name.clone(), set.get(&s.name).cloned())),
+    )
 }
 
 #[cfg(test)]

@@ -16,8 +16,7 @@ pub(crate) fn concurrencies(ledger: &[FlagSetResults]) -> Vec<u32> {
         .iter()
         .flat_map(|r| r.levels.keys().copied())
         .collect();
-    out.sort_unstable();
-    out.dedup();
+    crate::sort::sort_dedup(&mut out);
     out
 }
 
@@ -119,7 +118,7 @@ pub(crate) fn order(
     if sort == Sort::Throughput {
         let v = |i: usize| level(&ledger[i], c).map(|l| l.output_tok_s.median);
         // Stable: equal or missing values keep first-seen order.
-        idx.sort_by(|&a, &b| match (v(a), v(b)) {
+        crate::sort::sort_by(&mut idx, |&a, &b| match (v(a), v(b)) {
             (Some(x), Some(y)) => y.total_cmp(&x),
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,

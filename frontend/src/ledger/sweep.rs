@@ -54,8 +54,7 @@ pub(crate) fn sweep_markup(ledger: &[FlagSetResults], shown: &[usize], target: f
         .iter()
         .flat_map(|&i| ledger[i].levels.keys().copied())
         .collect();
-    cs.sort_unstable();
-    cs.dedup();
+    crate::sort::sort_dedup(&mut cs);
     let (Some(&c_lo), Some(&c_hi)) = (cs.first(), cs.last()) else {
         empty_note(
             &mut out,

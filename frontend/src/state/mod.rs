@@ -243,7 +243,7 @@ impl AppState {
         self.host.set(Some(snapshot.host));
         self.latest.set(snapshot.latest);
         let mut restarts = snapshot.restarts;
-        restarts.sort_by_key(|r| std::cmp::Reverse(r.id));
+        crate::sort::sort_by_key(&mut restarts, |r| std::cmp::Reverse(r.id));
         restarts.truncate(MAX_RESTARTS);
         if let Some(status) = &snapshot.server {
             note_running(&mut restarts, status);
