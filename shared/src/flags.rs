@@ -7,7 +7,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
+
+use crate::flat::{Missing, need};
 
 /// Flag name → value. Environment flags keep their variable name; arguments their
 /// `--` spelling. Booleans are `"true"`/`"false"`.
@@ -42,7 +45,7 @@ pub enum FlagType {
 
 /// One entry of the allow-list: a restart may change this flag, within these values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "crate::flat::SpecFields")]
+#[serde(try_from = "SpecFields")]
 pub struct FlagSpec {
     pub name: String,
     pub kind: FlagKind,
@@ -172,11 +175,7 @@ pub fn apply<E>(
 
 /// One flag's change between two sets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "change",
-    rename_all = "snake_case",
-    try_from = "crate::flat::ChangeFields"
-)]
+#[serde(tag = "change", rename_all = "snake_case", try_from = "ChangeFields")]
 pub enum FlagChange {
     Added {
         name: String,
@@ -242,6 +241,165 @@ pub fn diff(a: &Flags, b: &Flags) -> Vec<FlagChange> {
         }
     }
     out
+}
+
+// Reading a `FlagChange` and a `FlagSpec`: one flat struct each, checked
+// against the tag (see [`crate::flat`]).
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ChangeKind {
+    Added,
+    Removed,
+    Changed,
+}
+
+/// Every field of every [`FlagChange`].
+#[derive(Debug, Deserialize)]
+struct ChangeFields {
+    change: ChangeKind,
+    name: String,
+    value: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+impl TryFrom<ChangeFields> for FlagChange {
+    type Error = Missing;
+
+    fn try_from(f: ChangeFields) -> Result<Self, Missing> {
+        let name = f.name;
+        Ok(match f.change {
+            ChangeKind::Added => Self::Added {
+                name,
+                value: need(f.value, "value")?,
+            },
+            ChangeKind::Removed => Self::Removed {
+                name,
+                value: need(f.value, "value")?,
+            },
+            ChangeKind::Changed => Self::Changed {
+                name,
+                from: need(f.from, "from")?,
+                to: need(f.to, "to")?,
+            },
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TypeKind {
+    Bool,
+    Int,
+    Float,
+    Enum,
+}
+
+/// A bound as JSON wrote it: an integer stays exact, as `i64` reads it.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    Int(i64),
+    Float(f64),
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct NumVisitor;
+        impl Visitor<'_> for NumVisitor {
+            type Value = Num;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+                Ok(Num::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+                Ok(i64::try_from(v).map_or(Num::Float(v as f64), Num::Int))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+                Ok(Num::Float(v))
+            }
+        }
+        d.deserialize_any(NumVisitor)
+    }
+}
+
+/// An integer flag's bound: a fraction or an integer past `i64` is refused.
+fn int(bound: Option<Num>, field: &'static str) -> Result<i64, BoundError> {
+    match need(bound, field)? {
+        Num::Int(v) => Ok(v),
+        Num::Float(_) => Err(BoundError::NotInteger(field)),
+    }
+}
+
+fn float(bound: Option<Num>, field: &'static str) -> Result<f64, Missing> {
+    Ok(match need(bound, field)? {
+        Num::Int(v) => v as f64,
+        Num::Float(v) => v,
+    })
+}
+
+/// Why a [`FlagSpec`]'s object does not read.
+#[derive(Debug)]
+pub enum BoundError {
+    Missing(Missing),
+    NotInteger(&'static str),
+}
+
+impl From<Missing> for BoundError {
+    fn from(m: Missing) -> Self {
+        Self::Missing(m)
+    }
+}
+
+impl fmt::Display for BoundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Missing(m) => m.fmt(f),
+            Self::NotInteger(field) => write!(f, "`{field}` of an int flag is not an integer"),
+        }
+    }
+}
+
+/// Every field of a [`FlagSpec`] with any [`FlagType`].
+#[derive(Debug, Deserialize)]
+struct SpecFields {
+    name: String,
+    kind: FlagKind,
+    #[serde(rename = "type")]
+    ty: TypeKind,
+    min: Option<Num>,
+    max: Option<Num>,
+    values: Option<Vec<String>>,
+    help: Option<String>,
+}
+
+impl TryFrom<SpecFields> for FlagSpec {
+    type Error = BoundError;
+
+    fn try_from(f: SpecFields) -> Result<Self, BoundError> {
+        let ty = match f.ty {
+            TypeKind::Bool => FlagType::Bool,
+            TypeKind::Int => FlagType::Int {
+                min: int(f.min, "min")?,
+                max: int(f.max, "max")?,
+            },
+            TypeKind::Float => FlagType::Float {
+                min: float(f.min, "min")?,
+                max: float(f.max, "max")?,
+            },
+            TypeKind::Enum => FlagType::Enum {
+                values: need(f.values, "values")?,
+            },
+        };
+        Ok(Self {
+            name: f.name,
+            kind: f.kind,
+            ty,
+            help: f.help,
+        })
+    }
 }
 
 #[cfg(test)]

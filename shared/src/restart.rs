@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::flat::{Missing, need};
+
 use crate::ProcId;
 
 use crate::flags::{FlagSpec, Flags};
@@ -135,11 +137,7 @@ pub enum LaunchCause {
 
 /// Why an operation stopped short, or the server died.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "kind",
-    rename_all = "snake_case",
-    try_from = "crate::flat::FailureFields"
-)]
+#[serde(tag = "kind", rename_all = "snake_case", try_from = "FailureFields")]
 pub enum Failure {
     /// GPU memory did not return to baseline in time (or a process of ours survived
     /// SIGKILL); nothing was launched.
@@ -532,4 +530,91 @@ pub struct ConfirmRequest {
 pub struct Accepted {
     pub id: i64,
     pub kind: OpKind,
+}
+
+// Reading a `Failure`: one flat struct, checked against the tag (see
+// [`crate::flat`]).
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FailureKind {
+    VerifyFailed,
+    ForeignHolders,
+    LaunchFailed,
+    Crashed,
+    Interrupted,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum CauseKind {
+    Oom,
+    PortInUse,
+    Exited,
+    WarmupTimeout,
+    SpawnError,
+    Refused,
+}
+
+/// Every field of every [`Failure`] (and, for a failed launch, [`LaunchCause`]).
+#[derive(Debug, Deserialize)]
+struct FailureFields {
+    kind: FailureKind,
+    reason: Option<String>,
+    holders: Option<Vec<Holder>>,
+    cause: Option<CauseKind>,
+    holder_pid: Option<u32>,
+    code: Option<i32>,
+    signal: Option<i32>,
+    after_ms: Option<u64>,
+    message: Option<String>,
+    status: Option<u16>,
+    log_tail: Option<Vec<String>>,
+}
+
+impl TryFrom<FailureFields> for Failure {
+    type Error = Missing;
+
+    fn try_from(f: FailureFields) -> Result<Self, Missing> {
+        Ok(match f.kind {
+            FailureKind::VerifyFailed => Self::VerifyFailed {
+                reason: need(f.reason, "reason")?,
+                holders: need(f.holders, "holders")?,
+            },
+            FailureKind::ForeignHolders => Self::ForeignHolders {
+                holders: need(f.holders, "holders")?,
+            },
+            FailureKind::LaunchFailed => {
+                let cause = match need(f.cause, "cause")? {
+                    CauseKind::Oom => LaunchCause::Oom,
+                    CauseKind::PortInUse => LaunchCause::PortInUse {
+                        holder_pid: f.holder_pid,
+                    },
+                    CauseKind::Exited => LaunchCause::Exited {
+                        code: f.code,
+                        signal: f.signal,
+                    },
+                    CauseKind::WarmupTimeout => LaunchCause::WarmupTimeout {
+                        after_ms: need(f.after_ms, "after_ms")?,
+                    },
+                    CauseKind::SpawnError => LaunchCause::SpawnError {
+                        message: need(f.message, "message")?,
+                    },
+                    CauseKind::Refused => LaunchCause::Refused {
+                        status: need(f.status, "status")?,
+                    },
+                };
+                Self::LaunchFailed {
+                    cause,
+                    log_tail: need(f.log_tail, "log_tail")?,
+                }
+            }
+            FailureKind::Crashed => Self::Crashed {
+                code: f.code,
+                signal: f.signal,
+                log_tail: need(f.log_tail, "log_tail")?,
+            },
+            FailureKind::Interrupted => Self::Interrupted,
+        })
+    }
 }

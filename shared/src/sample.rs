@@ -3,17 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::flat::{Missing, need};
+
 use crate::restart::{RestartSummary, ServerStatus};
 use crate::{GpuSample, ProcId, ProcessInfo};
 
 /// What the backend knows about NVML itself. Initialised once; a failure is kept
 /// and shown, never retried in a loop and never turned into an empty GPU list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(
-    tag = "state",
-    rename_all = "snake_case",
-    try_from = "crate::flat::NvmlFields"
-)]
+#[serde(tag = "state", rename_all = "snake_case", try_from = "NvmlFields")]
 pub enum NvmlStatus {
     Ok {
         /// The library that was loaded (a path, or the name the loader resolved).
@@ -126,4 +124,46 @@ pub struct Snapshot {
     /// Who is connected now.
     #[serde(default)]
     pub presence: Vec<crate::auth::Presence>,
+}
+
+// Reading an `NvmlStatus`: one flat struct, checked against the tag (see
+// [`crate::flat`]).
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum NvmlState {
+    Ok,
+    Unavailable,
+}
+
+/// Every field of both [`NvmlStatus`] states.
+#[derive(Debug, Deserialize)]
+struct NvmlFields {
+    state: NvmlState,
+    library: String,
+    driver_version: Option<String>,
+    nvml_version: Option<String>,
+    cuda_driver_version: Option<i32>,
+    simulated: Option<bool>,
+    reason: Option<String>,
+}
+
+impl TryFrom<NvmlFields> for NvmlStatus {
+    type Error = Missing;
+
+    fn try_from(f: NvmlFields) -> Result<Self, Missing> {
+        Ok(match f.state {
+            NvmlState::Ok => Self::Ok {
+                library: f.library,
+                driver_version: f.driver_version,
+                nvml_version: f.nvml_version,
+                cuda_driver_version: f.cuda_driver_version,
+                simulated: need(f.simulated, "simulated")?,
+            },
+            NvmlState::Unavailable => Self::Unavailable {
+                library: f.library,
+                reason: need(f.reason, "reason")?,
+            },
+        })
+    }
 }
