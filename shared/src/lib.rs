@@ -12,6 +12,7 @@
 //! - [`sample`]: one reading of the whole host, the host's static facts and the history.
 //! - [`units`]: how the UI writes numbers (bytes, watts, ages), with their units.
 //! - [`tree`]: how deep each listed process sits in the process tree.
+//! - [`failure`]: why an operation failed, and the processes it names.
 //! - [`flat`]: how the tagged enums are read, each as one flat struct.
 //! - [`holders`]: how a GPU's memory splits among server, foreign and the rest.
 //!
@@ -22,6 +23,7 @@
 
 pub mod auth;
 pub mod bench;
+pub mod failure;
 pub mod flags;
 pub mod flat;
 pub mod gpu;

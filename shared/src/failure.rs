@@ -1,0 +1,203 @@
+//! Why an operation stopped short or the server died ([`Failure`]), why a
+//! launch failed ([`LaunchCause`]), and the processes a failure names
+//! ([`Holder`]). Re-exported from [`crate::restart`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::flat::{Missing, need};
+
+/// A process that holds GPU memory, named in a failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub user: Option<String>,
+    pub cmdline: Vec<String>,
+    pub gpu_index: u32,
+    pub used_bytes: Option<u64>,
+    /// True for a process of the managed server (it survived the kill), false for a
+    /// foreign one.
+    pub ours: bool,
+}
+
+/// Why a launch failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cause", rename_all = "snake_case")]
+pub enum LaunchCause {
+    /// The server ran out of GPU memory while warming up.
+    Oom,
+    /// Something already listens on the server's port.
+    PortInUse { holder_pid: Option<u32> },
+    /// The server exited on its own during warm-up.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+    /// Not ready within the warm-up timeout.
+    WarmupTimeout { after_ms: u64 },
+    /// The program could not be started at all.
+    SpawnError { message: String },
+    /// The server refused the readiness probe's request with this HTTP status
+    /// (401 or 403): it wants an API key drainwatch was not given, or another.
+    Refused { status: u16 },
+}
+
+/// Why an operation stopped short, or the server died.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", try_from = "FailureFields")]
+pub enum Failure {
+    /// GPU memory did not return to baseline in time (or a process of ours survived
+    /// SIGKILL); nothing was launched.
+    VerifyFailed {
+        reason: String,
+        holders: Vec<Holder>,
+    },
+    /// A foreign process holds memory on a GPU the server needs; nothing was launched.
+    ForeignHolders { holders: Vec<Holder> },
+    LaunchFailed {
+        #[serde(flatten)]
+        cause: LaunchCause,
+        log_tail: Vec<String>,
+    },
+    /// The server exited outside an operation.
+    Crashed {
+        code: Option<i32>,
+        signal: Option<i32>,
+        log_tail: Vec<String>,
+    },
+    /// drainwatch itself stopped in the middle of the operation.
+    Interrupted,
+}
+
+impl Failure {
+    /// One line for tables and logs.
+    pub fn summary(&self) -> String {
+        match self {
+            Self::VerifyFailed { reason, .. } => format!("verify failed: {reason}"),
+            Self::ForeignHolders { holders } => {
+                let pids: Vec<String> = holders.iter().map(|h| h.pid.to_string()).collect();
+                format!("foreign process holds GPU memory (pid {})", pids.join(", "))
+            }
+            Self::LaunchFailed { cause, .. } => match cause {
+                LaunchCause::Oom => "launch failed: out of GPU memory".to_owned(),
+                LaunchCause::PortInUse { holder_pid } => match holder_pid {
+                    Some(p) => format!("launch failed: port in use (pid {p})"),
+                    None => "launch failed: port in use".to_owned(),
+                },
+                LaunchCause::Exited { code, signal } => {
+                    format!("launch failed: {}", exit_text(*code, *signal))
+                }
+                LaunchCause::WarmupTimeout { after_ms } => {
+                    format!("launch failed: not ready after {} s", after_ms / 1000)
+                }
+                LaunchCause::SpawnError { message } => format!("launch failed: {message}"),
+                LaunchCause::Refused { status } => format!(
+                    "launch failed: the server refused the readiness request ({}); it wants an API key: \
+                     set server.api_key_file (or api_key_env) to the key it was started with",
+                    match status {
+                        401 => "401 Unauthorized".to_owned(),
+                        403 => "403 Forbidden".to_owned(),
+                        s => format!("HTTP {s}"),
+                    }
+                ),
+            },
+            Self::Crashed { code, signal, .. } => format!("crashed: {}", exit_text(*code, *signal)),
+            Self::Interrupted => "interrupted: drainwatch stopped during the operation".to_owned(),
+        }
+    }
+}
+
+/// "exited with code 1", "killed by signal 9".
+pub fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (_, Some(s)) => format!("killed by signal {s}"),
+        (Some(c), None) => format!("exited with code {c}"),
+        (None, None) => "exited".to_owned(),
+    }
+}
+
+// Reading a `Failure`: one flat struct, checked against the tag (see
+// [`crate::flat`]).
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FailureKind {
+    VerifyFailed,
+    ForeignHolders,
+    LaunchFailed,
+    Crashed,
+    Interrupted,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum CauseKind {
+    Oom,
+    PortInUse,
+    Exited,
+    WarmupTimeout,
+    SpawnError,
+    Refused,
+}
+
+/// Every field of every [`Failure`] (and, for a failed launch, [`LaunchCause`]).
+#[derive(Debug, Deserialize)]
+struct FailureFields {
+    kind: FailureKind,
+    reason: Option<String>,
+    holders: Option<Vec<Holder>>,
+    cause: Option<CauseKind>,
+    holder_pid: Option<u32>,
+    code: Option<i32>,
+    signal: Option<i32>,
+    after_ms: Option<u64>,
+    message: Option<String>,
+    status: Option<u16>,
+    log_tail: Option<Vec<String>>,
+}
+
+impl TryFrom<FailureFields> for Failure {
+    type Error = Missing;
+
+    fn try_from(f: FailureFields) -> Result<Self, Missing> {
+        Ok(match f.kind {
+            FailureKind::VerifyFailed => Self::VerifyFailed {
+                reason: need(f.reason, "reason")?,
+                holders: need(f.holders, "holders")?,
+            },
+            FailureKind::ForeignHolders => Self::ForeignHolders {
+                holders: need(f.holders, "holders")?,
+            },
+            FailureKind::LaunchFailed => {
+                let cause = match need(f.cause, "cause")? {
+                    CauseKind::Oom => LaunchCause::Oom,
+                    CauseKind::PortInUse => LaunchCause::PortInUse {
+                        holder_pid: f.holder_pid,
+                    },
+                    CauseKind::Exited => LaunchCause::Exited {
+                        code: f.code,
+                        signal: f.signal,
+                    },
+                    CauseKind::WarmupTimeout => LaunchCause::WarmupTimeout {
+                        after_ms: need(f.after_ms, "after_ms")?,
+                    },
+                    CauseKind::SpawnError => LaunchCause::SpawnError {
+                        message: need(f.message, "message")?,
+                    },
+                    CauseKind::Refused => LaunchCause::Refused {
+                        status: need(f.status, "status")?,
+                    },
+                };
+                Self::LaunchFailed {
+                    cause,
+                    log_tail: need(f.log_tail, "log_tail")?,
+                }
+            }
+            FailureKind::Crashed => Self::Crashed {
+                code: f.code,
+                signal: f.signal,
+                log_tail: need(f.log_tail, "log_tail")?,
+            },
+            FailureKind::Interrupted => Self::Interrupted,
+        })
+    }
+}
