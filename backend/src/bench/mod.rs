@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod dataset;
 pub mod flagset;
 pub mod load;
+pub mod prompts;
 pub mod saturation;
 pub mod stats;
 pub mod tokens;
@@ -48,13 +49,13 @@ fn prompts(
     n: u32,
     seed: u64,
     data: Option<&Arc<dataset::Dataset>>,
-) -> load::Prompts {
+) -> prompts::Prompts {
     match (data, s.prefix_groups) {
-        (Some(d), _) => load::Prompts::from_dataset(n, Arc::clone(d), seed),
+        (Some(d), _) => prompts::Prompts::from_dataset(n, Arc::clone(d), seed),
         (None, Some(groups)) => {
-            load::Prompts::shared_prefix(n, s.input_len, groups, s.prefix_len, seed)
+            prompts::Prompts::shared_prefix(n, s.input_len, groups, s.prefix_len, seed)
         }
-        (None, None) => load::Prompts::new(n, s.input_len, seed),
+        (None, None) => prompts::Prompts::new(n, s.input_len, seed),
     }
 }
 

@@ -1,0 +1,125 @@
+//! What a result was measured with and under ([`Provenance`]): versions, the
+//! workload, and what the GPUs did meanwhile.
+
+use serde::{Deserialize, Serialize};
+
+use super::spread::Spread;
+
+/// The context that makes a result believable later.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub drainwatch_version: String,
+    pub hostname: String,
+    /// The GPUs were drainwatch's simulated host, not real ones.
+    pub simulated: bool,
+    pub driver_version: Option<String>,
+    /// CUDA driver API version, e.g. "12.9".
+    pub cuda_version: Option<String>,
+    /// The server's own version (SGLang's `/get_server_info`, vLLM's
+    /// `/version`), and which endpoint said so.
+    pub server_version: Option<String>,
+    pub server_version_from: Option<String>,
+    /// The model as the server was told, and its revision when pinned.
+    pub model: String,
+    pub revision: Option<String>,
+    /// The prompts' seed: each level and repeat derives its own from it.
+    pub seed: u64,
+    /// What was asked: random words, a dataset file, or shared prefixes.
+    #[serde(default)]
+    pub workload: Workload,
+    /// Per GPU over the run's repeats: min, median and max.
+    pub gpus: Vec<GpuConditions>,
+}
+
+/// The prompts of a run. Two results compare only with the same workload.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    /// "random", "dataset" or "shared_prefix".
+    pub kind: String,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// The dataset's file name, its SHA-256 and how many prompts it has.
+    pub dataset: Option<String>,
+    pub dataset_sha256: Option<String>,
+    pub dataset_prompts: Option<u32>,
+    pub prefix_groups: Option<u32>,
+    pub prefix_len: Option<u32>,
+}
+
+impl Workload {
+    /// Why two workloads make two results incomparable, if they do. The
+    /// seed is not part of it: random prompts of one length are alike.
+    pub fn differs(&self, other: &Self) -> Option<String> {
+        if self.kind != other.kind {
+            return Some(format!(
+                "one ran {} prompts, the other {} prompts",
+                self.kind.replace('_', "-"),
+                other.kind.replace('_', "-")
+            ));
+        }
+        if self.dataset_sha256 != other.dataset_sha256 {
+            return Some("they ran different dataset files".to_owned());
+        }
+        if (self.prefix_groups, self.prefix_len) != (other.prefix_groups, other.prefix_len) {
+            return Some("their shared prefixes differ".to_owned());
+        }
+        // A dataset's own lengths make the settings' moot where it gives them.
+        if self.kind != "dataset"
+            && (self.input_len, self.output_len) != (other.input_len, other.output_len)
+        {
+            return Some(format!(
+                "one ran {} → {} tokens, the other {} → {}",
+                self.input_len, self.output_len, other.input_len, other.output_len
+            ));
+        }
+        None
+    }
+}
+
+/// A run's GPU conditions in brief, for the ledger.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunConditions {
+    /// The lowest power cap of any GPU during the run (W).
+    pub power_limit_w: Option<f64>,
+    /// The hottest any GPU got (°C).
+    pub temp_max_c: Option<f64>,
+    pub server_version: Option<String>,
+    /// Its workload: the compare panel says when two sets' differ.
+    #[serde(default)]
+    pub workload: Workload,
+}
+
+impl RunConditions {
+    /// From this temperature on, a GPU may be slowing itself down.
+    pub const HOT_C: f64 = 85.0;
+
+    pub fn of(p: &Provenance) -> Self {
+        Self {
+            power_limit_w: p
+                .gpus
+                .iter()
+                .filter_map(|g| g.power_limit_w)
+                .reduce(f64::min),
+            temp_max_c: p
+                .gpus
+                .iter()
+                .filter_map(|g| g.temp_c.map(|t| t.max))
+                .reduce(f64::max),
+            server_version: p.server_version.clone(),
+            workload: p.workload.clone(),
+        }
+    }
+}
+
+/// What one GPU did while the benchmark ran, from drainwatch's own samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuConditions {
+    pub index: u32,
+    pub samples: u32,
+    pub util_pct: Option<Spread>,
+    pub power_w: Option<Spread>,
+    /// The power cap it ran under (its lowest during the run).
+    pub power_limit_w: Option<f64>,
+    pub temp_c: Option<Spread>,
+    pub mem_used_gib: Option<Spread>,
+}
