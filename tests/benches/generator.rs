@@ -145,13 +145,13 @@ fn main() -> anyhow::Result<()> {
             let client = load::client(C);
             let (_stop, cancel) = tokio::sync::watch::channel(false);
             let counters = Arc::new(Counters::default());
-            let warm = load::Prompts::new(C, 16, 1);
+            let warm = drainwatch::bench::prompts::Prompts::new(C, 16, 1);
             load::level(&client, &target, warm, C, N, Arc::clone(&counters), cancel.clone()).await;
             let (me, srv) = (std::process::id(), server.pid());
             let (c0, s0, t0) = (cpu_s(me), cpu_s(srv), Instant::now());
             let mut rates = Vec::new();
             for r in 0..3u64 {
-                let prompts = load::Prompts::new(PROMPTS, 16, 100 + r);
+                let prompts = drainwatch::bench::prompts::Prompts::new(PROMPTS, 16, 100 + r);
                 let (outcomes, d) = load::level(&client, &target, prompts, C, N, Arc::clone(&counters), cancel.clone()).await;
                 let m = stats::metrics(C, r as u32, &outcomes, d);
                 anyhow::ensure!(m.failed == 0, "{} failed requests", m.failed);

@@ -61,7 +61,7 @@ fn repeat(target: &Target, hog: Option<Duration>) -> anyhow::Result<shared::benc
         let (outcomes, _) = load::level(
             &load::client(8),
             target,
-            load::Prompts::new(32, 16, 1),
+            drainwatch::bench::prompts::Prompts::new(32, 16, 1),
             8,
             32,
             Arc::new(Counters::default()),
