@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::flat::{Missing, need};
+use crate::flat::{BadField, need};
 
 /// A process that holds GPU memory, named in a failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,9 +156,9 @@ struct FailureFields {
 }
 
 impl TryFrom<FailureFields> for Failure {
-    type Error = Missing;
+    type Error = BadField;
 
-    fn try_from(f: FailureFields) -> Result<Self, Missing> {
+    fn try_from(f: FailureFields) -> Result<Self, BadField> {
         Ok(match f.kind {
             FailureKind::VerifyFailed => Self::VerifyFailed {
                 reason: need(f.reason, "reason")?,

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::flat::{Missing, need};
+use crate::flat::{BadField, need};
 
 /// Flag name → value. Environment flags keep their variable name; arguments their
 /// `--` spelling. Booleans are `"true"`/`"false"`.
@@ -265,9 +265,9 @@ struct ChangeFields {
 }
 
 impl TryFrom<ChangeFields> for FlagChange {
-    type Error = Missing;
+    type Error = BadField;
 
-    fn try_from(f: ChangeFields) -> Result<Self, Missing> {
+    fn try_from(f: ChangeFields) -> Result<Self, BadField> {
         let name = f.name;
         Ok(match f.change {
             ChangeKind::Added => Self::Added {
@@ -326,40 +326,18 @@ impl<'de> Deserialize<'de> for Num {
 }
 
 /// An integer flag's bound: a fraction or an integer past `i64` is refused.
-fn int(bound: Option<Num>, field: &'static str) -> Result<i64, BoundError> {
+fn int(bound: Option<Num>, field: &'static str) -> Result<i64, BadField> {
     match need(bound, field)? {
         Num::Int(v) => Ok(v),
-        Num::Float(_) => Err(BoundError::NotInteger(field)),
+        Num::Float(_) => Err(BadField::NotInteger(field)),
     }
 }
 
-fn float(bound: Option<Num>, field: &'static str) -> Result<f64, Missing> {
+fn float(bound: Option<Num>, field: &'static str) -> Result<f64, BadField> {
     Ok(match need(bound, field)? {
         Num::Int(v) => v as f64,
         Num::Float(v) => v,
     })
-}
-
-/// Why a [`FlagSpec`]'s object does not read.
-#[derive(Debug)]
-pub enum BoundError {
-    Missing(Missing),
-    NotInteger(&'static str),
-}
-
-impl From<Missing> for BoundError {
-    fn from(m: Missing) -> Self {
-        Self::Missing(m)
-    }
-}
-
-impl fmt::Display for BoundError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Missing(m) => m.fmt(f),
-            Self::NotInteger(field) => write!(f, "`{field}` of an int flag is not an integer"),
-        }
-    }
 }
 
 /// Every field of a [`FlagSpec`] with any [`FlagType`].
@@ -376,9 +354,9 @@ struct SpecFields {
 }
 
 impl TryFrom<SpecFields> for FlagSpec {
-    type Error = BoundError;
+    type Error = BadField;
 
-    fn try_from(f: SpecFields) -> Result<Self, BoundError> {
+    fn try_from(f: SpecFields) -> Result<Self, BadField> {
         let ty = match f.ty {
             TypeKind::Bool => FlagType::Bool,
             TypeKind::Int => FlagType::Int {

@@ -17,16 +17,24 @@
 
 use std::fmt;
 
-/// A field the variant needs and the object lacks.
+/// Why a flat struct does not make its type.
 #[derive(Debug)]
-pub struct Missing(&'static str);
+pub enum BadField {
+    /// A field the variant needs and the object lacks.
+    Missing(&'static str),
+    /// An integer flag's bound that is a fraction or past `i64`.
+    NotInteger(&'static str),
+}
 
-impl fmt::Display for Missing {
+impl fmt::Display for BadField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "missing field `{}`", self.0)
+        match self {
+            Self::Missing(field) => write!(f, "missing field `{field}`"),
+            Self::NotInteger(field) => write!(f, "`{field}` of an int flag is not an integer"),
+        }
     }
 }
 
-pub(crate) fn need<T>(value: Option<T>, field: &'static str) -> Result<T, Missing> {
-    value.ok_or(Missing(field))
+pub(crate) fn need<T>(value: Option<T>, field: &'static str) -> Result<T, BadField> {
+    value.ok_or(BadField::Missing(field))
 }

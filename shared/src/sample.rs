@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::flat::{Missing, need};
-
+use crate::flat::{BadField, need};
 use crate::restart::{RestartSummary, ServerStatus};
 use crate::{GpuSample, ProcId, ProcessInfo};
 
@@ -149,9 +148,9 @@ struct NvmlFields {
 }
 
 impl TryFrom<NvmlFields> for NvmlStatus {
-    type Error = Missing;
+    type Error = BadField;
 
-    fn try_from(f: NvmlFields) -> Result<Self, Missing> {
+    fn try_from(f: NvmlFields) -> Result<Self, BadField> {
         Ok(match f.state {
             NvmlState::Ok => Self::Ok {
                 library: f.library,

@@ -174,14 +174,14 @@ impl Manager {
         };
         // Each request in flight holds its prompt: bound them together.
         if let Some(d) = &dataset {
-            let need = d.max_prompt_bytes() * u64::from(settings.max_in_flight());
-            if need > shared::bench::MAX_BENCH_MEMORY {
+            let (longest, in_flight) = (d.max_prompt_bytes(), settings.max_in_flight());
+            if longest * u64::from(in_flight) > shared::bench::MAX_BENCH_MEMORY {
                 return Err(Refusal::BadRequest(format!(
                     "dataset `{}`: its longest prompt ({} KiB) times the requests in flight ({}) is \
                      over the {} MiB a benchmark may hold: lower the concurrency",
                     d.name,
-                    d.max_prompt_bytes() / 1024,
-                    settings.max_in_flight(),
+                    longest / 1024,
+                    in_flight,
                     shared::bench::MAX_BENCH_MEMORY >> 20
                 )));
             }
