@@ -101,7 +101,23 @@ pub(crate) fn run(args: LaunchArgs) -> anyhow::Result<()> {
 }
 
 async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
-    let modes = Modes::from_env().map_err(anyhow::Error::msg)?;
+    let speed = SpeedFlags {
+        tilelang_indexer: std::env::var("SGLANG_OPT_USE_TILELANG_INDEXER").is_ok_and(|v| v == "1"),
+        torch_compile: args.enable_torch_compile,
+        ep_size: args.ep_size,
+        speculative: args.speculative_algorithm.is_some(),
+        cuda_graph_max_bs: args.cuda_graph_max_bs,
+    };
+    // The flags' own failures join the modes asked for; workers get them all.
+    let mode_text: String = std::env::var(crate::modes::ENV)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .chain(crate::quirks::modes(&speed))
+        .collect::<Vec<_>>()
+        .join(",");
+    let modes = Modes::parse(&mode_text).map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
         .with_context(|| {
@@ -136,21 +152,9 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         ttft: Default::default(),
         itl: Default::default(),
         api_key: serve::api_key_from_env(),
-        rate: RateModel::new(
-            args.itl_ms,
-            args.ttft_ms,
-            args.batch_knee,
-            &SpeedFlags {
-                tilelang_indexer: std::env::var("SGLANG_OPT_USE_TILELANG_INDEXER")
-                    .is_ok_and(|v| v == "1"),
-                torch_compile: args.enable_torch_compile,
-                ep_size: args.ep_size,
-                speculative: args.speculative_algorithm.is_some(),
-                cuda_graph_max_bs: args.cuda_graph_max_bs,
-            },
-        ),
+        rate: RateModel::new(args.itl_ms, args.ttft_ms, args.batch_knee, &speed),
     });
-    let mut workers = spawn_workers(&args, &server)?;
+    let mut workers = spawn_workers(&args, &server, &mode_text)?;
     let app = serve::router(Arc::clone(&server));
     let http = tokio::spawn(async move {
         axum::serve(
@@ -219,7 +223,11 @@ async fn drain(server: &Server, limit: Option<Duration>) {
 }
 
 #[allow(unsafe_code)]
-fn spawn_workers(args: &LaunchArgs, server: &Arc<Server>) -> anyhow::Result<Vec<Child>> {
+fn spawn_workers(
+    args: &LaunchArgs,
+    server: &Arc<Server>,
+    modes: &str,
+) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe()?;
     let parent = std::process::id() as i32;
     let mut workers = Vec::new();
@@ -234,6 +242,7 @@ fn spawn_workers(args: &LaunchArgs, server: &Arc<Server>) -> anyhow::Result<Vec<
         ])
         .args(["--warmup-ms", &args.warmup_ms.to_string()])
         .args(["--mem-gib", &args.mem_gib.to_string()])
+        .env(crate::modes::ENV, modes)
         .stdout(Stdio::piped())
         .kill_on_drop(true);
         if let Some(f) = args.mem_fraction_static {

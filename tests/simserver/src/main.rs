@@ -24,6 +24,7 @@
 mod hist;
 mod launch;
 mod modes;
+mod quirks;
 mod rate;
 mod serve;
 mod worker;

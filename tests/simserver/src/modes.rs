@@ -37,6 +37,10 @@ pub(crate) struct Modes {
     /// On SIGTERM, rank 0 keeps spawning short-lived children in sessions of
     /// their own for a while (a bounded number) before it exits.
     pub(crate) fork_bomb_lite: bool,
+    /// A worker dies halfway through its warm-up (a compile error, say).
+    pub(crate) crash_warmup: bool,
+    /// Answers are wrong: the words never count past two.
+    pub(crate) wrong_answers: bool,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -75,6 +79,8 @@ impl Modes {
                 "mixed-events" => m.mixed_events = true,
                 "escape" => m.escape_after = Some(ms(1_000)?),
                 "fork-bomb-lite" => m.fork_bomb_lite = true,
+                "crash-warmup" => m.crash_warmup = true,
+                "wrong-answers" => m.wrong_answers = true,
                 "drop-every" | "slow-every" => {
                     let every = value
                         .and_then(|v| v.parse().ok())

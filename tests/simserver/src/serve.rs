@@ -266,8 +266,12 @@ fn prompt_tokens(req: &GenRequest) -> u64 {
     n.max(1)
 }
 
-fn text_of(first: u64, count: u64) -> String {
-    (first..first + count).map(|i| format!("tok{i} ")).collect()
+/// Tokens `first..first + count` of every answer: `tok0 tok1 …`; with
+/// `wrong-answers`, `tok0 tok1 tok2 tok0 …` (it never counts to three).
+fn text_of(wrong: bool, first: u64, count: u64) -> String {
+    (first..first + count)
+        .map(|i| format!("tok{} ", if wrong { i % 3 } else { i }))
+        .collect()
 }
 
 fn chunk(api: Api, text: &str, finish: Option<&str>) -> serde_json::Value {
@@ -343,7 +347,7 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     }
     s.wait_until(due).await;
     s.generation_tokens.fetch_add(n, Ordering::SeqCst);
-    let mut body = chunk(api, &text_of(0, n), Some("length"));
+    let mut body = chunk(api, &text_of(s.modes.wrong_answers, 0, n), Some("length"));
     if api == Api::Generate {
         body["meta_info"] = meta_info(p, n, Some("length"));
         drop(guard);
@@ -352,7 +356,7 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     if api == Api::Chat {
         body["object"] = "chat.completion".into();
         body["choices"][0]["message"] =
-            serde_json::json!({"role": "assistant", "content": text_of(0, n)});
+            serde_json::json!({"role": "assistant", "content": text_of(s.modes.wrong_answers, 0, n)});
     }
     body["usage"] = usage(p, n);
     drop(guard);
@@ -436,10 +440,10 @@ fn token_stream(
             let first = st.sent;
             st.sent += k;
             let finish = (st.sent == n).then_some("length");
-            let mut body = chunk(api, &text_of(first, k), finish);
+            let mut body = chunk(api, &text_of(s.modes.wrong_answers, first, k), finish);
             if api == Api::Generate {
                 // The text so far, not just the new part (SGLang's default).
-                body["text"] = text_of(0, st.sent).into();
+                body["text"] = text_of(s.modes.wrong_answers, 0, st.sent).into();
                 body["meta_info"] = meta_info(prompt, st.sent, finish);
             } else if with_usage.every_chunk {
                 body["usage"] = usage(prompt, st.sent);

@@ -141,6 +141,14 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     loop {
         let f = start.elapsed().as_secs_f64() / warmup.as_secs_f64().max(1e-3);
         let (want, util) = warmup_curve(f, target);
+        if modes.crash_warmup && f >= 0.5 {
+            eprintln!(
+                "simserver worker {}: torch._dynamo.exc.BackendCompilerFailed: backend='inductor' \
+                 raised an error (simulated crash in warm-up)",
+                args.rank
+            );
+            std::process::exit(1);
+        }
         if modes.oom && f >= 0.5 {
             oom_exit(args.gpu, want.saturating_sub(held), 0);
         }
