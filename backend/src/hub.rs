@@ -39,6 +39,8 @@ pub struct Hub {
     events: broadcast::Sender<Utf8Bytes>,
     /// Who has sockets open, by name (or address).
     presence: Mutex<BTreeMap<String, Presence>>,
+    /// The newest campaign's header, for snapshots.
+    campaign: Mutex<Option<shared::campaign::CampaignInfo>>,
 }
 
 /// Why a socket may not join.
@@ -80,6 +82,7 @@ impl Hub {
             restarts: Mutex::new(Vec::new()),
             events: broadcast::channel(256).0,
             presence: Mutex::new(BTreeMap::new()),
+            campaign: Mutex::new(None),
         }
     }
 
@@ -182,6 +185,17 @@ impl Hub {
         self.push_event(&ServerMsg::BenchRun(run));
     }
 
+    /// A campaign started or changed: kept for snapshots and pushed.
+    pub fn publish_campaign(&self, info: shared::campaign::CampaignInfo) {
+        self.push_event(&ServerMsg::Campaign(info.clone()));
+        *self.campaign.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+    }
+
+    /// One of a campaign's steps changed (its flags already redacted).
+    pub fn publish_campaign_step(&self, campaign_id: i64, step: shared::campaign::Step) {
+        self.push_event(&ServerMsg::CampaignStep { campaign_id, step });
+    }
+
     /// Server status and restart records as they change (already serialized).
     pub fn subscribe_events(&self) -> broadcast::Receiver<Utf8Bytes> {
         self.events.subscribe()
@@ -270,6 +284,11 @@ impl Hub {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             presence: self.presence(),
+            campaign: self
+                .campaign
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 }

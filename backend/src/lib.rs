@@ -11,6 +11,8 @@
 //!   readers, joined into one [`shared::Sample`] by the sampler thread.
 //! - [`hub`]: latest sample, live stream and history, shared by all clients.
 //! - [`scrape`]: what the managed server's own `/metrics` says it serves now.
+//! - [`campaign`]: unattended searches over flag sets, driving the manager
+//!   step by step, resumable after a crash.
 //! - [`api`]: `/healthz`, `/api/state`, `/ws` and the embedded UI.
 //! - [`cli`]: the client commands (`status`, `restart`, `bench`, `watch`).
 //! - [`startup`]: [`startup::Application`] ties them together; `main.rs` only
@@ -19,6 +21,7 @@
 pub mod api;
 pub mod auth;
 pub mod bench;
+pub mod campaign;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -25,6 +25,7 @@ async fn main() {
         Some(Command::Restart(args)) => client(cli::restart(args)).await,
         Some(Command::Bench(args)) => client(cli::bench(args)).await,
         Some(Command::Watch(args)) => client(cli::watch(args)).await,
+        Some(Command::Campaign(args)) => client(cli::campaign(args)).await,
     };
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("error: invalid --log-level `{}`: {e}", config.log_level);

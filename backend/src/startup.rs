@@ -16,6 +16,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
 use crate::auth::{Auth, AuthConfig};
+use crate::campaign::CampaignHandle;
+use crate::campaign::runner::{self, Runner};
+use crate::campaign::webhook::Webhooks;
 use crate::config::Config;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
@@ -50,6 +53,10 @@ struct Managed {
     handle: ManagerHandle,
     requests: tokio::sync::mpsc::Receiver<crate::restart::manager::Command>,
     store: Store,
+    runner: Runner,
+    campaigns: CampaignHandle,
+    cfg: Arc<ServerConfig>,
+    webhooks: Webhooks,
 }
 
 impl Application {
@@ -123,7 +130,7 @@ impl Application {
                 }
                 hub.set_restarts(store.restarts(20).await.unwrap_or_default());
                 let (manager, handle, requests) = Manager::new(Parts {
-                    cfg,
+                    cfg: Arc::clone(&cfg),
                     hub: Arc::clone(&hub),
                     store: store.clone(),
                     hint,
@@ -133,11 +140,23 @@ impl Application {
                     cgroup: config.cgroup.clone(),
                 })
                 .await;
+                let webhooks = Webhooks::new(cfg.webhooks.clone());
+                let (runner, campaigns) = Runner::new(runner::Parts {
+                    cfg: Arc::clone(&cfg),
+                    hub: Arc::clone(&hub),
+                    store: store.clone(),
+                    manager: handle.clone(),
+                    webhooks: webhooks.clone(),
+                });
                 Some(Managed {
                     manager,
                     handle,
                     requests,
                     store,
+                    runner,
+                    campaigns,
+                    cfg,
+                    webhooks,
                 })
             }
             _ => None,
@@ -167,12 +186,22 @@ impl Application {
     ) -> anyhow::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (sockets, mut sockets_closed) = mpsc::channel::<()>(1);
-        let (manager_task, handle, store) = match self.managed {
+        let (tasks, handle, store, campaigns, server_config, webhooks) = match self.managed {
             Some(m) => {
-                let task = tokio::spawn(m.manager.run(m.requests, stop_rx.clone()));
-                (Some(task), Some(m.handle), Some(m.store))
+                let tasks = [
+                    tokio::spawn(m.manager.run(m.requests, stop_rx.clone())),
+                    tokio::spawn(m.runner.run(stop_rx.clone())),
+                ];
+                (
+                    Some(tasks),
+                    Some(m.handle),
+                    Some(m.store),
+                    Some(m.campaigns),
+                    Some(m.cfg),
+                    Some(m.webhooks),
+                )
             }
-            None => (None, None, None),
+            None => (None, None, None, None, None, None),
         };
         let app = api::router(AppState {
             hub: Arc::clone(&self.hub),
@@ -181,6 +210,9 @@ impl Application {
             manager: handle,
             store,
             auth: self.auth,
+            campaigns,
+            server_config,
+            webhooks,
         });
         let listener = self.listener.tap_io(|tcp| {
             let sock = socket2::SockRef::from(&*tcp);
@@ -203,7 +235,7 @@ impl Application {
         .context("server error");
         // Upgraded sockets outlive axum's graceful wait: give each its close handshake.
         let _ = tokio::time::timeout(SOCKETS_CLOSE_WAIT, sockets_closed.recv()).await;
-        if let Some(task) = manager_task {
+        for task in tasks.into_iter().flatten() {
             let _ = tokio::time::timeout(SOCKETS_CLOSE_WAIT, task).await;
         }
         self.sampler.stop();

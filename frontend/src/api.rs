@@ -262,6 +262,7 @@ mod tests {
             ..Default::default()
         };
         let row = FlagSetResults {
+            campaign: None,
             rate_levels: Vec::new(),
             best_rate: None,
             conditions: None,

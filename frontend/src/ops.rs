@@ -261,6 +261,7 @@ mod tests {
             origin: None,
             server_cgroup: None,
             server_contained: false,
+            held_by: None,
         }
     }
 

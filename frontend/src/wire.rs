@@ -62,6 +62,12 @@ struct Timeline {
 }
 
 #[derive(Deserialize)]
+struct CampaignStep {
+    campaign_id: i64,
+    step: shared::campaign::Step,
+}
+
+#[derive(Deserialize)]
 struct Error {
     code: ErrorCode,
     message: String,
@@ -97,6 +103,14 @@ pub(crate) fn parse_msg(text: &str) -> Result<Msg, String> {
         "presence" => ServerMsg::Presence {
             clients: read::<Clients>(body)?.clients,
         },
+        "campaign" => ServerMsg::Campaign(read(body)?),
+        "campaign_step" => {
+            let c: CampaignStep = read(body)?;
+            ServerMsg::CampaignStep {
+                campaign_id: c.campaign_id,
+                step: c.step,
+            }
+        }
         "pong" => ServerMsg::Pong {
             nonce: read::<Pong>(body)?.nonce,
         },
@@ -116,7 +130,7 @@ mod tests {
     use super::*;
 
     /// Every message fixture, as drainwatch writes it.
-    const FIXTURES: [&str; 11] = [
+    const FIXTURES: [&str; 13] = [
         include_str!("../../shared/tests/fixtures/hello.json"),
         include_str!("../../shared/tests/fixtures/snapshot.json"),
         include_str!("../../shared/tests/fixtures/sample.json"),
@@ -128,6 +142,8 @@ mod tests {
         include_str!("../../shared/tests/fixtures/presence.json"),
         include_str!("../../shared/tests/fixtures/pong.json"),
         include_str!("../../shared/tests/fixtures/error.json"),
+        include_str!("../../shared/tests/fixtures/campaign.json"),
+        include_str!("../../shared/tests/fixtures/campaign_step.json"),
     ];
 
     #[test]

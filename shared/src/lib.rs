@@ -5,6 +5,7 @@
 //! - [`protocol`]: the socket messages ([`ServerMsg`], [`ClientMsg`]) and [`PROTOCOL_VERSION`].
 //! - [`auth`]: roles, the caller's session, who is connected.
 //! - [`bench`]: flag sets, serving benchmarks and their results.
+//! - [`campaign`]: unattended searches over flag sets, step by step, and what views compute from them.
 //! - [`flags`]: the allow-list's entries, the one check of a value, applying changes, diffs.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
@@ -23,6 +24,7 @@
 
 pub mod auth;
 pub mod bench;
+pub mod campaign;
 pub mod failure;
 pub mod flags;
 pub mod flat;

@@ -53,6 +53,13 @@ pub enum ServerMsg<R = BenchRun> {
     BenchRun(R),
     /// Who is connected changed.
     Presence { clients: Vec<crate::auth::Presence> },
+    /// A campaign started or changed state (its header; steps come one by one).
+    Campaign(crate::campaign::CampaignInfo),
+    /// One of a campaign's steps changed.
+    CampaignStep {
+        campaign_id: i64,
+        step: crate::campaign::Step,
+    },
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

@@ -258,6 +258,30 @@ pub struct ServerStatus {
     /// job) drainwatch signals only the server's tracked processes.
     #[serde(default)]
     pub server_contained: bool,
+    /// A campaign holds the server: nobody else restarts or benchmarks it
+    /// until it pauses or ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<HeldBy>,
+}
+
+/// The campaign that holds the server, and how far it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBy {
+    pub campaign_id: i64,
+    pub name: String,
+    /// The step running (from 1), of `steps`.
+    pub step: u32,
+    pub steps: u32,
+}
+
+impl HeldBy {
+    /// "campaign “x” (#3) holds the server: step 2 of 8 is running".
+    pub fn refusal(&self) -> String {
+        format!(
+            "campaign “{}” (#{}) holds the server: step {} of {} is running; pause or cancel it, or wait for it to end",
+            self.name, self.campaign_id, self.step, self.steps
+        )
+    }
 }
 
 /// How an operation ended.

@@ -123,6 +123,9 @@ pub struct Snapshot {
     /// Who is connected now.
     #[serde(default)]
     pub presence: Vec<crate::auth::Presence>,
+    /// The newest campaign (running, paused or ended), without its steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<crate::campaign::CampaignInfo>,
 }
 
 // Reading an `NvmlStatus`: one flat struct, checked against the tag (see

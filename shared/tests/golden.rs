@@ -102,6 +102,7 @@ fn snapshot() -> Snapshot {
         server: Some(server_status()),
         restarts: vec![restart_summary()],
         presence: presence(),
+        campaign: Some(campaign_info()),
     }
 }
 
@@ -173,6 +174,12 @@ fn server_status() -> restart::ServerStatus {
         origin: Some(Origin::Launched),
         server_cgroup: Some("/system.slice/drainwatch.service/server-7".into()),
         server_contained: true,
+        held_by: Some(restart::HeldBy {
+            campaign_id: 3,
+            name: "indexer × EP".into(),
+            step: 3,
+            steps: 4,
+        }),
     }
 }
 
@@ -312,6 +319,8 @@ fn bench_run() -> bench::BenchRun {
             }],
         }),
         repeats: vec![m],
+        campaign_id: Some(3),
+        campaign_step: Some(1),
     }
 }
 
@@ -356,6 +365,67 @@ fn presence() -> Vec<auth::Presence> {
     }]
 }
 
+fn campaign_info() -> campaign::CampaignInfo {
+    campaign::CampaignInfo {
+        id: 3,
+        name: "indexer × EP".into(),
+        state: campaign::CampaignState::Running,
+        reason: None,
+        requested_by: "olga".into(),
+        created_at_ms: 1_764_680_000_000,
+        finished_at_ms: None,
+        order: campaign::PlanOrder::Given,
+        on_failure: campaign::FailurePolicy::Retry,
+        reuse: true,
+        target: Some(1000.0),
+        baseline: 0,
+        current: Some(2),
+        steps: 4,
+        done: 1,
+        reused: 1,
+        failed: 0,
+        skipped: 0,
+        varied: vec!["SGLANG_OPT_USE_TILELANG_INDEXER".into(), "--ep-size".into()],
+        step_estimate_ms: Some(140_000),
+    }
+}
+
+fn campaign_step() -> campaign::Step {
+    campaign::Step {
+        index: 1,
+        plan_index: 1,
+        label: Some("+tilelang".into()),
+        flags: flags("8"),
+        flagset: "9f2c1e0a7b3d".into(),
+        settings: None,
+        state: campaign::StepState::Done,
+        attempts: 1,
+        restart_id: Some(12),
+        run_id: Some(7),
+        failure: None,
+        result: Some(campaign::StepResult {
+            run_id: 7,
+            concurrency: 16,
+            request_rate: None,
+            output_tok_s: bench::Spread {
+                min: 611.0,
+                median: 612.4,
+                max: 615.9,
+            },
+            ttft_p99_ms: bench::Spread {
+                min: 88.0,
+                median: 91.5,
+                max: 97.25,
+            },
+            goodput_req_s: None,
+            achieved_rate: None,
+            client_saturated: false,
+        }),
+        started_at_ms: Some(1_764_680_001_000),
+        finished_at_ms: Some(1_764_680_142_000),
+    }
+}
+
 fn server_cases() -> Vec<(&'static str, ServerMsg)> {
     vec![
         (
@@ -396,6 +466,14 @@ fn server_cases() -> Vec<(&'static str, ServerMsg)> {
             "presence",
             ServerMsg::Presence {
                 clients: presence(),
+            },
+        ),
+        ("campaign", ServerMsg::Campaign(campaign_info())),
+        (
+            "campaign_step",
+            ServerMsg::CampaignStep {
+                campaign_id: 3,
+                step: campaign_step(),
             },
         ),
         (

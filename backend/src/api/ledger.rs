@@ -48,7 +48,7 @@ pub(super) async fn cancel(
         Ok(m) => m,
         Err(e) => return e.into_response(),
     };
-    let result = m.cancel_bench().await;
+    let result = m.cancel_bench(None).await;
     answer(
         &state,
         &caller,
@@ -284,7 +284,7 @@ request_rate,achieved_rate,good,goodput_req_s,client_lag_p99_ms,client_cpu_pct,c
 
 /// A text field, quoted when it must be; one a spreadsheet would run as a
 /// formula (`=`, `+`, `-`, `@`, tab) is kept as text with a leading `'`.
-fn field(s: &str) -> String {
+pub(super) fn field(s: &str) -> String {
     let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         format!("'{s}")
     } else {
@@ -298,7 +298,7 @@ fn field(s: &str) -> String {
 }
 
 /// A number, or an empty field.
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+pub(super) fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
 

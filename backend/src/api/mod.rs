@@ -7,6 +7,7 @@
 mod assets;
 mod audit;
 mod auth;
+mod campaigns;
 mod error;
 mod extract;
 mod ledger;
@@ -70,6 +71,18 @@ pub fn router(state: AppState) -> Router {
         .route("/api/flagsets/{id}", axum::routing::patch(ledger::edit))
         .route("/api/export/bench.json", get(ledger::export_json))
         .route("/api/export/bench.csv", get(ledger::export_csv))
+        .route(
+            "/api/campaigns",
+            get(campaigns::list).post(campaigns::start),
+        )
+        .route("/api/campaigns/{id}", get(campaigns::detail))
+        .route(
+            "/api/campaigns/{id}/export.json",
+            get(campaigns::export_json),
+        )
+        .route("/api/campaigns/{id}/export.csv", get(campaigns::export_csv))
+        .route("/api/campaigns/{id}/{verb}", post(campaigns::act))
+        .route("/api/webhooks/test", post(campaigns::test_webhooks))
         .route("/api/session", get(auth::session))
         .route("/api/login", post(auth::login))
         .route("/api/logout", post(auth::logout))

@@ -86,6 +86,7 @@ pub(super) async fn operation<T: Into<Ask>>(
         flags: ask.flags,
         contain: ask.contain,
         peer: caller.who(),
+        campaign: None,
     };
     audited(match m.submit(req).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),

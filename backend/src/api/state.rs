@@ -24,6 +24,12 @@ pub struct AppState {
     pub store: Option<Store>,
     /// Who may do what (open without `--auth`).
     pub auth: Arc<crate::auth::Auth>,
+    /// The campaign runner, when drainwatch manages a server.
+    pub campaigns: Option<crate::campaign::CampaignHandle>,
+    /// The managed server's config (plans are checked against its allow-list).
+    pub server_config: Option<Arc<crate::config::file::ServerConfig>>,
+    /// Where campaign summaries go.
+    pub webhooks: Option<crate::campaign::webhook::Webhooks>,
 }
 
 impl AppState {
@@ -33,6 +39,26 @@ impl AppState {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "drainwatch runs without a server config (--config): there is no server to control",
+            )
+        })
+    }
+
+    /// The campaign runner, or a 404 that says there is no server to run one on.
+    pub(super) fn campaigns(&self) -> Result<&crate::campaign::CampaignHandle, ApiError> {
+        self.campaigns.as_ref().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "drainwatch runs without a server config (--config): there is no server to run a campaign on",
+            )
+        })
+    }
+
+    /// The managed server's config, or the same 404.
+    pub(super) fn server_config(&self) -> Result<&crate::config::file::ServerConfig, ApiError> {
+        self.server_config.as_deref().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "drainwatch runs without a server config (--config): there is no server to run a campaign on",
             )
         })
     }

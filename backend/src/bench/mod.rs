@@ -28,6 +28,9 @@ use crate::store::Store;
 
 use load::{Counters, Target};
 
+/// A run stopped by its wrong answer says so.
+pub const WRONG_ANSWER: &str = "the correctness check's answer was wrong; nothing was measured";
+
 /// What a run needs besides its record.
 #[derive(Debug, Clone)]
 pub struct RunContext {
@@ -104,6 +107,17 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
         };
         match checked {
             None => return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await,
+            Some(Ok(result)) if !result.passed && s.abort_on_wrong_answer => {
+                run.correctness = Some(result);
+                return finish(
+                    run,
+                    &ctx,
+                    recorder,
+                    RunStatus::Failed,
+                    Some(WRONG_ANSWER.to_owned()),
+                )
+                .await;
+            }
             Some(Ok(result)) => run.correctness = Some(result),
             Some(Err(e)) => return finish(run, &ctx, recorder, RunStatus::Failed, Some(e)).await,
         }

@@ -99,6 +99,24 @@ impl Client {
         parse(path, &text)
     }
 
+    /// POSTs `body` as `content_type` (a plan's TOML or JSON).
+    pub(super) async fn post_text<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: String,
+    ) -> Result<T, CliError> {
+        let resp = self
+            .send(
+                self.request(reqwest::Method::POST, path)
+                    .header(reqwest::header::CONTENT_TYPE, content_type)
+                    .body(body),
+            )
+            .await?;
+        let text = resp.text().await.map_err(|e| self.lost(&e))?;
+        parse(path, &text)
+    }
+
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, CliError> {
         let resp = req.send().await.map_err(|e| self.lost(&e))?;
         let status = resp.status();

@@ -4,12 +4,13 @@
 //!
 //! - [`client`]: the HTTP and WebSocket client, and how a refusal maps to an exit code.
 //! - [`render`]: plain-text tables for the terminal.
-//! - [`status`], [`restart`], [`bench`], [`watch`]: one command each.
+//! - [`status`], [`restart`], [`bench`], [`watch`], [`campaign`]: one command each.
 //!
 //! Results go to stdout (text, or one line of JSON with `--json`); progress and
 //! errors go to stderr, so `drainwatch restart --yes --json | jq` sees only JSON.
 
 mod bench;
+mod campaign;
 mod client;
 mod render;
 mod restart;
@@ -17,6 +18,7 @@ mod status;
 mod watch;
 
 pub use bench::bench;
+pub use campaign::campaign;
 pub use restart::restart;
 pub use status::status;
 pub use watch::watch;
@@ -42,6 +44,10 @@ Exit codes:
   20  benchmark failed or was interrupted
   21  benchmark cancelled
   22  benchmark ran, but the correctness check failed
+  23  campaign done, but some steps failed
+  24  campaign stopped by its failure policy
+  25  campaign cancelled
+  26  campaign paused (by an operator, or a foreign process holds GPU memory)
   130 stopped waiting (Ctrl-C); the operation goes on in drainwatch";
 
 /// How a client command ended: its process exit code.
@@ -63,6 +69,10 @@ pub enum Exit {
     BenchFailed,
     BenchCancelled,
     WrongAnswer,
+    CampaignFailures,
+    CampaignStopped,
+    CampaignCancelled,
+    CampaignPaused,
     StoppedWaiting,
 }
 
@@ -85,6 +95,10 @@ impl Exit {
             Self::BenchFailed => 20,
             Self::BenchCancelled => 21,
             Self::WrongAnswer => 22,
+            Self::CampaignFailures => 23,
+            Self::CampaignStopped => 24,
+            Self::CampaignCancelled => 25,
+            Self::CampaignPaused => 26,
             Self::StoppedWaiting => 130,
         }
     }
@@ -224,6 +238,41 @@ pub enum ApiArg {
     Generate,
 }
 
+/// `drainwatch campaign`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct CampaignArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub verb: CampaignVerb,
+}
+
+/// What `drainwatch campaign` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum CampaignVerb {
+    /// Start the plan in FILE (TOML; JSON if it ends in `.json`) and follow it
+    /// to its end.
+    Start {
+        /// The plan.
+        plan: std::path::PathBuf,
+        /// Only check the plan and show its steps, in the order they would run.
+        #[arg(long)]
+        dry_run: bool,
+        /// Return once drainwatch accepted it, without following it.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Show a campaign's steps, results and effects (the newest without ID).
+    Status { id: Option<i64> },
+    /// Pause after the running step (the newest campaign without ID).
+    Pause { id: Option<i64> },
+    /// Go on from where it paused.
+    Resume { id: Option<i64> },
+    /// Stop now: a running benchmark is cancelled, the steps left are skipped.
+    Cancel { id: Option<i64> },
+}
+
 /// `drainwatch watch`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = EXIT_CODES)]
@@ -338,6 +387,10 @@ mod tests {
             Exit::BenchFailed,
             Exit::BenchCancelled,
             Exit::WrongAnswer,
+            Exit::CampaignFailures,
+            Exit::CampaignStopped,
+            Exit::CampaignCancelled,
+            Exit::CampaignPaused,
             Exit::StoppedWaiting,
         ];
         let codes: std::collections::BTreeSet<i32> = all.iter().map(|e| e.code()).collect();

@@ -569,6 +569,8 @@ mod tests {
             levels: vec![level(TokenSource::ChunkUsage)],
             repeats: Vec::new(),
             provenance: None,
+            campaign_id: None,
+            campaign_step: None,
         };
         let text = bench_run(&run);
         assert!(

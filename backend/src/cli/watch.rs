@@ -109,6 +109,7 @@ fn apply(view: &mut Option<Snapshot>, msg: ServerMsg) {
         ServerMsg::Server(s) => v.server = Some(s),
         ServerMsg::Restart(r) => shared::restart::upsert_summary(&mut v.restarts, r, 20),
         ServerMsg::Presence { clients } => v.presence = clients,
+        ServerMsg::Campaign(c) => v.campaign = Some(c),
         ServerMsg::Bench(p) => {
             if let Some(s) = &mut v.server {
                 s.bench = Some(p);
@@ -167,6 +168,42 @@ fn events_of(view: Option<&Snapshot>, msg: &ServerMsg) -> Vec<String> {
                 .map(|c| format!("{} ({})", c.who, c.role.as_str()))
                 .collect();
             vec![format!("connected: {}", names.join(", "))]
+        }
+        ServerMsg::Campaign(c) => {
+            let before = v
+                .campaign
+                .as_ref()
+                .filter(|b| b.id == c.id)
+                .map(|b| b.state);
+            if before == Some(c.state) {
+                return Vec::new();
+            }
+            vec![format!(
+                "campaign #{} “{}”: {}{}",
+                c.id,
+                c.name,
+                c.state.label(),
+                c.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            )]
+        }
+        ServerMsg::CampaignStep { campaign_id, step } if step.state.is_final() => {
+            vec![format!(
+                "campaign #{campaign_id} step {}: {}{}",
+                step.index + 1,
+                step.state.label(),
+                match (&step.result, &step.failure) {
+                    (Some(r), _) if step.measured() => format!(
+                        " at {} {}",
+                        shared::units::tok_num(r.metric().median),
+                        r.metric_unit()
+                    ),
+                    (_, Some(f)) => format!(" ({})", f.message),
+                    _ => String::new(),
+                }
+            )]
         }
         _ => Vec::new(),
     }

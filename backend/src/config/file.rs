@@ -11,6 +11,7 @@ mod bench;
 mod specs;
 #[cfg(test)]
 mod tests;
+mod webhooks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +69,8 @@ pub struct ServerConfig {
     /// The key the server wants as `Authorization: Bearer` (its `--api-key`),
     /// sent by the probes, the scrape and the benchmark.
     pub api_key: Option<ApiKey>,
+    /// Where campaign summaries go (`[[webhooks]]`).
+    pub webhooks: Vec<crate::campaign::webhook::Hook>,
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -116,6 +119,8 @@ struct RawFile {
     flags: Vec<RawFlag>,
     #[serde(default)]
     bench: bench::RawBench,
+    #[serde(default)]
+    webhooks: Vec<webhooks::RawWebhook>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -296,6 +301,7 @@ impl ServerConfig {
         let allow = AllowList::new(specs, &s.args, &s.env)?.with_secret_names(&redact);
         let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
         let bench = raw.bench.check(s.engine, &model, dir)?;
+        let webhooks = webhooks::check(raw.webhooks)?;
         Ok(Self {
             name: s.name.trim().to_owned(),
             program: s.program,
@@ -316,6 +322,7 @@ impl ServerConfig {
             bench,
             redact,
             api_key,
+            webhooks,
         })
     }
 }

@@ -46,6 +46,9 @@ pub enum Command {
     Bench(crate::cli::BenchArgs),
     /// Follow GPUs, processes, restarts and benchmarks live.
     Watch(crate::cli::WatchArgs),
+    /// Run a campaign (a plan of flag sets, each restarted and benchmarked
+    /// unattended), show one, or pause, resume or cancel the running one.
+    Campaign(crate::cli::CampaignArgs),
 }
 
 /// `--role`.

@@ -53,7 +53,7 @@ pub(super) fn flagset_by_id(c: &Connection, id: &str) -> rusqlite::Result<Option
     .optional()
 }
 
-const RUN_COLUMNS: &str = "id, flagset, restart_id, requested_by, settings, status, started_at_ms, finished_at_ms, error, correctness, provenance";
+const RUN_COLUMNS: &str = "id, flagset, restart_id, requested_by, settings, status, started_at_ms, finished_at_ms, error, correctness, provenance, campaign_id, campaign_step";
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<BenchRun> {
     Ok(BenchRun {
@@ -76,6 +76,8 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<BenchRun> {
             .get::<_, Option<String>>(10)?
             .map(|s| parse(&s))
             .transpose()?,
+        campaign_id: r.get(11)?,
+        campaign_step: r.get(12)?,
     })
 }
 
@@ -162,6 +164,7 @@ pub(super) fn ledger(c: &Connection) -> rusqlite::Result<Vec<FlagSetResults>> {
             conditions: ok()
                 .find_map(|r| r.provenance.as_ref())
                 .map(shared::bench::RunConditions::of),
+            campaign: super::campaign::link(c, &set.id)?,
             set,
         });
     }
@@ -170,9 +173,9 @@ pub(super) fn ledger(c: &Connection) -> rusqlite::Result<Vec<FlagSetResults>> {
 
 pub(super) fn begin(tx: &Connection, run: &BenchRun) -> rusqlite::Result<i64> {
     tx.execute(
-        "INSERT INTO bench_runs (flagset, restart_id, requested_by, settings, status, started_at_ms)
-         VALUES (?1, ?2, ?3, ?4, 'running', ?5)",
-        params![run.flagset, run.restart_id, run.requested_by, text(&run.settings), run.started_at_ms as i64],
+        "INSERT INTO bench_runs (flagset, restart_id, requested_by, settings, status, started_at_ms, campaign_id, campaign_step)
+         VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7)",
+        params![run.flagset, run.restart_id, run.requested_by, text(&run.settings), run.started_at_ms as i64, run.campaign_id, run.campaign_step],
     )?;
     Ok(tx.last_insert_rowid())
 }

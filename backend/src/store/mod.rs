@@ -8,6 +8,7 @@
 //! drainwatch is marked interrupted.
 
 mod bench;
+mod campaign;
 mod codec;
 mod read;
 mod recover;
@@ -177,6 +178,7 @@ enum Write {
     },
     BenchRepeat(i64, Box<RunMetrics>),
     BenchFinish(Box<BenchRun>),
+    Campaign(campaign::CampaignWrite),
     Flush(oneshot::Sender<()>),
 }
 

@@ -31,6 +31,7 @@ pub(super) fn run(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Recove
         )?;
     }
     super::bench::interrupt(&tx, now_ms)?;
+    super::campaign::settle(&tx)?;
     let generation: i64 = tx.query_row(
         "SELECT COALESCE(MAX(generation), 0) FROM instances",
         [],

@@ -116,6 +116,43 @@ const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE bench_runs ADD COLUMN provenance TEXT;
     ",
+    // 6: campaigns and their steps (flags raw: a resumed campaign relaunches
+    // with them); which campaign step a benchmark run measured.
+    "
+    CREATE TABLE campaigns (
+        id             INTEGER PRIMARY KEY,
+        name           TEXT    NOT NULL,
+        state          TEXT    NOT NULL,
+        reason         TEXT,
+        requested_by   TEXT    NOT NULL,
+        created_at_ms  INTEGER NOT NULL,
+        finished_at_ms INTEGER,
+        current        INTEGER,
+        plan           TEXT    NOT NULL
+    );
+    CREATE TABLE campaign_steps (
+        campaign_id    INTEGER NOT NULL REFERENCES campaigns(id),
+        idx            INTEGER NOT NULL,
+        plan_index     INTEGER NOT NULL,
+        label          TEXT,
+        flags          TEXT    NOT NULL,
+        flagset        TEXT    NOT NULL,
+        settings       TEXT,
+        state          TEXT    NOT NULL,
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        restart_id     INTEGER,
+        run_id         INTEGER,
+        failure        TEXT,
+        result         TEXT,
+        started_at_ms  INTEGER,
+        finished_at_ms INTEGER,
+        PRIMARY KEY (campaign_id, idx)
+    );
+    CREATE INDEX campaign_steps_by_flagset ON campaign_steps(flagset);
+    ALTER TABLE bench_runs ADD COLUMN campaign_id INTEGER;
+    ALTER TABLE bench_runs ADD COLUMN campaign_step INTEGER;
+    CREATE INDEX bench_runs_by_campaign ON bench_runs(campaign_id, campaign_step);
+    ",
 ];
 
 /// Brings the database up to the newest schema.

@@ -8,7 +8,9 @@ use std::time::Instant;
 use rusqlite::{Connection, params};
 
 use super::codec::{name, text};
-use super::{AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, cut};
+use super::{
+    AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, campaign, cut,
+};
 
 /// Actions kept in the audit log (the newest; a day of a busy team is a few
 /// hundred).
@@ -41,6 +43,7 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                         | Write::Flush(_)
                         | Write::BenchBegin { .. }
                         | Write::FlagEdit { .. }
+                        | Write::Campaign(campaign::CampaignWrite::Begin { .. })
                 );
                 apply(&tx, w, &mut replies)?;
                 if urgent {
@@ -231,6 +234,7 @@ fn apply(
         }
         Write::BenchRepeat(id, m) => bench::repeat(tx, id, &m)?,
         Write::BenchFinish(run) => bench::finish(tx, &run)?,
+        Write::Campaign(w) => campaign::apply(tx, w, replies)?,
         Write::Flush(done) => replies.push(Box::new(move |_| {
             let _ = done.send(());
         })),

@@ -56,6 +56,7 @@ pub(crate) fn set(
         rate_levels: Vec::new(),
         best_rate: None,
         conditions: None,
+        campaign: None,
     }
 }
 

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use shared::auth::{Presence, SessionInfo};
 use shared::bench::{BenchProgress, FlagSetResults};
+use shared::campaign::{Campaign, CampaignInfo};
 use shared::flags::Flags;
 use shared::restart::{OpKind, RestartSummary, ServerStatus, TimelinePoint};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
@@ -100,6 +101,13 @@ pub(crate) struct AppState {
     pub(crate) session: RwSignal<Option<SessionInfo>>,
     /// Who is connected now.
     pub(crate) presence: RwSignal<Vec<Presence>>,
+    /// The newest campaign's header (snapshot and `campaign` messages).
+    pub(crate) campaign_head: RwSignal<Option<CampaignInfo>>,
+    /// That campaign whole (`GET /api/campaigns/{id}`), kept current by
+    /// `campaign` and `campaign_step` messages.
+    pub(crate) campaign: RwSignal<Option<Campaign>>,
+    /// The plan builder is open.
+    pub(crate) plan_open: RwSignal<bool>,
 }
 
 impl AppState {
@@ -127,6 +135,9 @@ impl AppState {
             ledger_gen: RwSignal::new(0),
             session: RwSignal::new(None),
             presence: RwSignal::new(Vec::new()),
+            campaign_head: RwSignal::new(None),
+            campaign: RwSignal::new(None),
+            plan_open: RwSignal::new(false),
         };
         provide_context(state);
         state
@@ -211,11 +222,52 @@ impl AppState {
                 }
                 self.ledger_gen.update(|g| *g += 1);
             }
+            ServerMsg::Campaign(info) => self.apply_campaign(info),
+            ServerMsg::CampaignStep { campaign_id, step } => {
+                // A measured or failed step changes the ledger below.
+                let step_finished = step.state.is_final();
+                self.campaign.update(|c| {
+                    if let Some(c) = c.as_mut().filter(|c| c.info.id == campaign_id)
+                        && let Some(slot) = c.steps.get_mut(step.index as usize)
+                    {
+                        *slot = step;
+                        c.recount();
+                    }
+                });
+                if step_finished {
+                    self.ledger_gen.update(|g| *g += 1);
+                }
+            }
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
                 self.notice
                     .set(Some(format!("the server rejected a message: {message}")));
             }
+        }
+    }
+
+    /// A campaign's new header: the loaded campaign takes it, or (another
+    /// campaign) it becomes the one to load.
+    fn apply_campaign(&self, info: CampaignInfo) {
+        let same = self
+            .campaign
+            .with_untracked(|c| c.as_ref().is_some_and(|c| c.info.id == info.id));
+        if same {
+            self.campaign.update(|c| {
+                if let Some(c) = c.as_mut() {
+                    let counts = (c.info.done, c.info.reused, c.info.failed, c.info.skipped);
+                    c.info = info.clone();
+                    // The steps this page holds decide the counts it shows.
+                    (c.info.done, c.info.reused, c.info.failed, c.info.skipped) = counts;
+                    c.recount();
+                }
+            });
+        }
+        if self
+            .campaign_head
+            .with_untracked(|h| h.as_ref() != Some(&info))
+        {
+            self.campaign_head.set(Some(info));
         }
     }
 
@@ -252,6 +304,9 @@ impl AppState {
         self.restarts.set(restarts);
         self.server.set(snapshot.server);
         self.presence.set(snapshot.presence);
+        if let Some(info) = snapshot.campaign {
+            self.apply_campaign(info);
+        }
         self.last_data_ms.set(Some(now_ms));
     }
 

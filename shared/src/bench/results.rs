@@ -283,6 +283,11 @@ pub struct BenchRun {
     /// what the GPUs did meanwhile (none for runs recorded before it was kept).
     #[serde(default)]
     pub provenance: Option<Provenance>,
+    /// The campaign and step (from 0) it measured, when a campaign ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign_step: Option<u32>,
 }
 
 /// Progress of the running benchmark, pushed over `/ws`.
@@ -345,4 +350,19 @@ pub struct FlagSetResults {
     pub runs: u32,
     /// A run's correctness check failed with this set.
     pub wrong_answers: bool,
+    /// The newest campaign step that ran this set, and how it came out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub campaign: Option<CampaignLink>,
+}
+
+/// A flag set's place in a campaign: which step ran it, and how that ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignLink {
+    pub campaign_id: i64,
+    /// The campaign's name.
+    pub campaign: String,
+    /// The step, from 0.
+    pub step: u32,
+    /// "done", "reused", or "failed: out of memory at launch".
+    pub outcome: String,
 }

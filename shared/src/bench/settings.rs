@@ -217,6 +217,10 @@ pub struct BenchSettings {
     /// Goodput under these objectives; the server's `[bench.defaults.slo]`
     /// unless the request gives its own.
     pub slo: Option<Slo>,
+    /// Stop at a wrong answer to the correctness check, before the load (a
+    /// campaign's steps do: there is nothing to measure there).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub abort_on_wrong_answer: bool,
 }
 
 impl Default for BenchSettings {
@@ -238,6 +242,7 @@ impl Default for BenchSettings {
             burstiness: 1.0,
             max_concurrency: None,
             slo: None,
+            abort_on_wrong_answer: false,
         }
     }
 }

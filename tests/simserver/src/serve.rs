@@ -355,8 +355,7 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
     }
     if api == Api::Chat {
         body["object"] = "chat.completion".into();
-        body["choices"][0]["message"] =
-            serde_json::json!({"role": "assistant", "content": text_of(s.modes.wrong_answers, 0, n)});
+        body["choices"][0]["message"] = serde_json::json!({"role": "assistant", "content": text_of(s.modes.wrong_answers, 0, n)});
     }
     body["usage"] = usage(p, n);
     drop(guard);

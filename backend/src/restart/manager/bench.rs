@@ -160,6 +160,7 @@ impl Manager {
         settings: BenchSettings,
         peer: String,
         restart_id: Option<i64>,
+        campaign: Option<(i64, u32)>,
     ) -> Result<i64, Refusal> {
         settings.validate().map_err(Refusal::BadRequest)?;
         if let Some(why) = self.bench_blocked() {
@@ -202,6 +203,8 @@ impl Manager {
             repeats: Vec::new(),
             levels: Vec::new(),
             provenance: None,
+            campaign_id: campaign.map(|c| c.0),
+            campaign_step: campaign.map(|c| c.1),
         };
         run.id = self.store.bench_begin(run.clone()).await.map_err(|e| {
             tracing::error!(error = %e, "cannot record the benchmark");
@@ -272,6 +275,9 @@ impl Manager {
     pub(super) fn bench_done(&mut self, run: BenchRun) {
         tracing::info!(run = run.id, status = ?run.status, "benchmark finished");
         self.bench.current = None;
+        let _ = self
+            .events
+            .send(super::Event::BenchFinished(Box::new(run.clone())));
         let (store, hub) = (self.store.clone(), std::sync::Arc::clone(&self.hub));
         tokio::spawn(async move {
             store.flush().await;
@@ -282,12 +288,16 @@ impl Manager {
 
     /// After a successful restart or start: benchmark it, if configured to.
     pub(super) async fn bench_after(&mut self, kind: OpKind, restart_id: i64) {
-        if !self.cfg.bench.after_restart || !matches!(kind, OpKind::Restart | OpKind::Start) {
+        // A campaign benchmarks its own steps.
+        if !self.cfg.bench.after_restart
+            || !matches!(kind, OpKind::Restart | OpKind::Start)
+            || self.lease.is_some()
+        {
             return;
         }
         let settings = self.cfg.bench.defaults.clone();
         if let Err(e) = self
-            .start_bench(settings, "after restart".to_owned(), Some(restart_id))
+            .start_bench(settings, "after restart".to_owned(), Some(restart_id), None)
             .await
         {
             tracing::warn!(?e, "no benchmark after the restart");

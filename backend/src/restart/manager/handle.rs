@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use shared::restart::{Accepted, OpKind, Operation};
-use tokio::sync::{mpsc, oneshot};
+use shared::bench::{BenchRun, BenchSettings};
+use shared::restart::{Accepted, HeldBy, OpKind, Operation, RestartSummary};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// A request the manager refused, and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +43,21 @@ pub struct Request {
     pub contain: bool,
     /// Who asked (the client's address).
     pub peer: String,
+    /// The campaign asking, which may while it holds the server.
+    pub campaign: Option<i64>,
 }
+
+/// What happened in the manager, for whoever follows it (the campaign runner).
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// An operation ended (its record is queued for the store).
+    OpFinished(RestartSummary),
+    /// A benchmark run ended (its record is queued for the store).
+    BenchFinished(Box<BenchRun>),
+}
+
+/// A campaign holding the server: every other request is refused.
+pub type Lease = HeldBy;
 
 /// Everything the API asks of the manager, each with where its answer goes.
 #[derive(Debug)]
@@ -57,8 +72,22 @@ pub enum Command {
         peer: String,
         reply: oneshot::Sender<Result<i64, Refusal>>,
     },
-    CancelBench {
+    /// A campaign's benchmark of step `tag.1`: its settings whole.
+    BenchFor {
+        settings: Box<BenchSettings>,
+        by: String,
+        tag: (i64, u32),
         reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
+    CancelBench {
+        /// The campaign asking, if one is.
+        campaign: Option<i64>,
+        reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
+    /// A campaign takes the server (`Some`) or gives it back (`None`).
+    Lease {
+        lease: Option<Lease>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
 }
 
@@ -66,6 +95,7 @@ pub enum Command {
 #[derive(Debug, Clone)]
 pub struct ManagerHandle {
     pub(super) tx: mpsc::Sender<Command>,
+    pub(super) events: broadcast::Sender<Event>,
 }
 
 fn gone() -> Refusal {
@@ -101,8 +131,35 @@ impl ManagerHandle {
         .await
     }
 
-    /// Cancels the running benchmark; returns its run id.
-    pub async fn cancel_bench(&self) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::CancelBench { reply }).await
+    /// A campaign's benchmark of step `tag.1` of campaign `tag.0`.
+    pub async fn bench_for(
+        &self,
+        settings: BenchSettings,
+        by: String,
+        tag: (i64, u32),
+    ) -> Result<i64, Refusal> {
+        self.ask(|reply| Command::BenchFor {
+            settings: Box::new(settings),
+            by,
+            tag,
+            reply,
+        })
+        .await
+    }
+
+    /// Cancels the running benchmark (`campaign`: as that campaign); returns its run id.
+    pub async fn cancel_bench(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
+        self.ask(|reply| Command::CancelBench { campaign, reply })
+            .await
+    }
+
+    /// Who holds the server from now on: a campaign, or nobody.
+    pub async fn lease(&self, lease: Option<Lease>) {
+        let _ = self.ask(|reply| Command::Lease { lease, reply }).await;
+    }
+
+    /// The manager's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use shared::ProcId;
 use shared::flags::Flags;
 use shared::restart::{Containment, Operation, Origin, Phase, TimelinePoint};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 
 use super::machine::{Input, Machine};
 use super::observe::observe;
@@ -31,7 +31,7 @@ mod inputs;
 mod requests;
 mod status;
 
-pub use handle::{Command, ManagerHandle, Refusal, Request};
+pub use handle::{Command, Event, Lease, ManagerHandle, Refusal, Request};
 
 /// A server instance drainwatch is responsible for.
 #[derive(Debug)]
@@ -86,6 +86,10 @@ pub struct Manager {
     shown: status::Shown,
     /// The benchmarks, here so that a benchmark and an operation exclude each other.
     bench: bench::Benches,
+    /// The campaign holding the server, if one does: every other request is refused.
+    lease: Option<Lease>,
+    /// Operations and benchmarks as they end, for the campaign runner.
+    events: broadcast::Sender<Event>,
 }
 
 /// What [`Manager::new`] needs.
@@ -107,6 +111,7 @@ impl Manager {
     pub async fn new(p: Parts) -> (Self, ManagerHandle, mpsc::Receiver<Command>) {
         let now = now_ms();
         let (tx, rx) = mpsc::channel(16);
+        let events = broadcast::channel(64).0;
         let client = inputs::client(p.cfg.api_key.as_ref());
         let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
@@ -134,12 +139,14 @@ impl Manager {
                 ..Default::default()
             },
             bench: bench::Benches::new(),
+            lease: None,
+            events: events.clone(),
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst);
         }
         m.publish_status(true);
-        (m, ManagerHandle { tx }, rx)
+        (m, ManagerHandle { tx, events }, rx)
     }
 
     /// Picks up the server a previous drainwatch ran, if it still lives.
@@ -210,17 +217,52 @@ impl Manager {
                 peer,
                 reply,
             } => {
-                let r = match self.bench_settings(overrides) {
-                    Ok(settings) => self.start_bench(settings, peer, None).await,
+                let r = match (self.held(None), self.bench_settings(overrides)) {
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                    (Ok(()), Ok(settings)) => self.start_bench(settings, peer, None, None).await,
+                };
+                let _ = reply.send(r);
+            }
+            Command::BenchFor {
+                settings,
+                by,
+                tag,
+                reply,
+            } => {
+                let r = match self.held(Some(tag.0)) {
+                    Ok(()) => self.start_bench(*settings, by, None, Some(tag)).await,
                     Err(e) => Err(e),
                 };
                 let _ = reply.send(r);
             }
-            Command::CancelBench { reply } => {
-                let _ = reply.send(self.cancel_bench());
+            Command::CancelBench { campaign, reply } => {
+                let r = match self.held(campaign) {
+                    Ok(()) => self.cancel_bench(),
+                    Err(e) => Err(e),
+                };
+                let _ = reply.send(r);
+            }
+            Command::Lease { lease, reply } => {
+                if self.lease != lease {
+                    self.lease = lease;
+                    self.publish_status(true);
+                }
+                let _ = reply.send(Ok(()));
             }
         }
         self.after_events().await;
+    }
+
+    /// Refuses a request that is not the holding campaign's (`by`: the
+    /// campaign asking, if one is).
+    fn held(&self, by: Option<i64>) -> Result<(), Refusal> {
+        match &self.lease {
+            Some(l) if by != Some(l.campaign_id) => Err(Refusal::Conflict {
+                message: l.refusal(),
+                operation: self.op.as_ref().map(|o| o.op.clone()),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Work that must wait for an await point: the benchmark after a restart.

@@ -61,6 +61,7 @@ impl Manager {
     }
 
     fn check(&self, req: &Request) -> Result<Flags, Refusal> {
+        self.held(req.campaign)?;
         if let Some(b) = &self.bench.current {
             return Err(Refusal::Conflict {
                 message: format!("benchmark #{} is running; cancel it or wait", b.id),

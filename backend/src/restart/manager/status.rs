@@ -64,6 +64,7 @@ impl Manager {
             origin: running.map(|r| r.origin),
             server_cgroup: running.and_then(|r| r.cgroup.clone()),
             server_contained: running.is_some_and(|r| r.contained),
+            held_by: self.lease.clone(),
             bench: self.bench.current.as_ref().map(|b| BenchProgress {
                 run_id: b.id,
                 status: RunStatus::Running,

@@ -1,0 +1,53 @@
+//! `[[webhooks]]`: where campaign summaries go. Each is named (the name is
+//! what views and logs show: a URL may carry a token), has an http(s) URL,
+//! and a format (`json`, drainwatch's own; `slack`, `{"text": …}`).
+
+use serde::Deserialize;
+
+use crate::campaign::webhook::{Format, Hook};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWebhook {
+    name: Option<String>,
+    url: String,
+    #[serde(default = "json")]
+    format: Format,
+}
+
+fn json() -> Format {
+    Format::Json
+}
+
+/// The checked hooks; an error names the entry (never its URL).
+pub(super) fn check(raw: Vec<RawWebhook>) -> Result<Vec<Hook>, String> {
+    if raw.len() > 16 {
+        return Err("webhooks: at most 16".to_owned());
+    }
+    let mut out: Vec<Hook> = Vec::new();
+    for (i, w) in raw.into_iter().enumerate() {
+        let at = format!("webhooks #{}", i + 1);
+        let url =
+            reqwest::Url::parse(w.url.trim()).map_err(|_| format!("{at}: url is not a URL"))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!(
+                "{at}: url must be an http:// or https:// URL with a host"
+            ));
+        }
+        let name = match w.name.map(|n| n.trim().to_owned()) {
+            Some(n) if !n.is_empty() && n.len() <= 64 && !n.chars().any(char::is_control) => n,
+            Some(_) => return Err(format!("{at}: name must be 1–64 printable characters")),
+            // The host only: the path and query may hold a token.
+            None => url.host_str().unwrap_or("webhook").to_owned(),
+        };
+        if out.iter().any(|h| h.name == name) {
+            return Err(format!("{at}: another webhook is already named `{name}`"));
+        }
+        out.push(Hook {
+            name,
+            url,
+            format: w.format,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,155 @@
+//! The comparison chart: one point per measured step, its metric (output
+//! tok/s, or good req/s in open loop) against its p99 TTFT, the spread over
+//! repeats as a bar, the Pareto frontier drawn through the points no other
+//! beats on both, the target as a dashed line. A point is a button
+//! (`data-act="point"`).
+
+use std::fmt::Write as _;
+
+use shared::campaign::{Campaign, analysis};
+use shared::units::tok_num;
+
+use crate::axis::{empty_note, nice_step, tick_label, y_grid};
+use crate::ledger::scale_max;
+
+/// The chart's drawing box, in user units.
+pub(crate) const PW: f64 = 560.0;
+pub(crate) const PH: f64 = 300.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = PW - 20.0;
+const TOP: f64 = 14.0;
+const BOTTOM: f64 = PH - 40.0;
+
+/// The chart's `<svg>` content; `selected` is the step whose point is ringed.
+pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
+    let mut out = format!(
+        r#"<rect class="plot-bg" x="{LEFT}" y="{TOP}" width="{}" height="{}"/>"#,
+        RIGHT - LEFT,
+        BOTTOM - TOP
+    );
+    let pts = analysis::pareto(c);
+    let unit = c
+        .steps
+        .iter()
+        .find_map(|s| s.result.as_ref().map(|r| r.metric_unit()))
+        .unwrap_or("tok/s");
+    let target = c.info.target.unwrap_or(0.0);
+    if pts.is_empty() {
+        y_grid(
+            &mut out,
+            (LEFT, RIGHT),
+            scale_max(1.0, target),
+            5,
+            unit,
+            |v| BOTTOM - v / scale_max(1.0, target) * (BOTTOM - TOP),
+        );
+        empty_note(
+            &mut out,
+            (LEFT + RIGHT) / 2.0,
+            (TOP + BOTTOM) / 2.0,
+            "points appear as steps are measured",
+        );
+        return out;
+    }
+    let y_max = scale_max(pts.iter().map(|p| p.y_max).fold(0.0, f64::max), target);
+    let x_data = pts.iter().map(|p| p.x).fold(0.0, f64::max).max(1.0) * 1.1;
+    let x_step = nice_step(x_data, 6);
+    let x_max = (x_data / x_step).ceil() * x_step;
+    let y_of = |v: f64| BOTTOM - v / y_max * (BOTTOM - TOP);
+    let x_of = |v: f64| LEFT + v / x_max * (RIGHT - LEFT);
+    y_grid(&mut out, (LEFT, RIGHT), y_max, 5, unit, y_of);
+    let mut v = 0.0;
+    while v <= x_max * (1.0 + 1e-9) {
+        let x = x_of(v);
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            BOTTOM + 16.0,
+            tick_label(v, x_step, "ms")
+        );
+        v += x_step;
+    }
+    let _ = write!(
+        out,
+        r#"<text class="axis-title" x="{}" y="{}" text-anchor="middle">p99 time to first token →  lower is better</text>"#,
+        (LEFT + RIGHT) / 2.0,
+        PH - 4.0
+    );
+    if target > 0.0 {
+        let y = y_of(target);
+        let _ = write!(
+            out,
+            r#"<line class="target" data-testid="pareto-target" x1="{LEFT}" x2="{RIGHT}" y1="{y:.1}" y2="{y:.1}"/><text class="target-label" x="{}" y="{:.1}" text-anchor="end">target {} {unit}</text>"#,
+            RIGHT - 4.0,
+            y - 5.0,
+            tok_num(target)
+        );
+    }
+    let frontier: Vec<String> = pts
+        .iter()
+        .filter(|p| p.on_frontier)
+        .map(|p| format!("{:.1},{:.1}", x_of(p.x), y_of(p.y)))
+        .collect();
+    if frontier.len() >= 2 {
+        let _ = write!(
+            out,
+            r#"<polyline class="frontier" data-testid="pareto-frontier" points="{}"/>"#,
+            frontier.join(" ")
+        );
+    }
+    for p in &pts {
+        let (x, y) = (x_of(p.x), y_of(p.y));
+        let _ = write!(
+            out,
+            r#"<g class="pt{}{}" data-testid="pareto-point" data-act="point" data-step="{}" role="button" tabindex="0"><title>step {}: {} {unit}, p99 TTFT {:.0} ms</title><line class="spread" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><circle cx="{x:.1}" cy="{y:.1}" r="5"/><text class="pt-label" x="{:.1}" y="{:.1}">{}</text></g>"#,
+            if p.on_frontier { " on-frontier" } else { "" },
+            if selected == Some(p.step) {
+                " selected"
+            } else {
+                ""
+            },
+            p.step,
+            p.step + 1,
+            tok_num(p.y),
+            p.x,
+            y_of(p.y_min),
+            y_of(p.y_max),
+            x + 8.0,
+            y - 6.0,
+            p.step + 1
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::test_data::{campaign, step};
+    use shared::campaign::StepState;
+
+    #[test]
+    fn points_frontier_and_target_are_drawn() {
+        let mut c = campaign();
+        let empty = pareto_markup(
+            &Campaign {
+                steps: vec![],
+                ..c.clone()
+            },
+            None,
+        );
+        assert!(empty.contains("points appear as steps are measured"));
+        c.steps.push(step(4, "3", StepState::Done, Some(900.0)));
+        let svg = pareto_markup(&c, Some(4));
+        assert_eq!(svg.matches(r#"data-testid="pareto-point""#).count(), 2);
+        assert!(svg.contains(r#"data-testid="pareto-target""#));
+        assert!(svg.contains("target 1000 tok/s"));
+        // Step 5 is faster and answers sooner: alone on the frontier.
+        assert!(!svg.contains("pareto-frontier"), "{svg}");
+        assert!(svg.contains(r#"class="pt on-frontier selected" data-testid="pareto-point" data-act="point" data-step="4""#), "{svg}");
+        assert!(
+            svg.contains(r#"class="pt" data-testid="pareto-point" data-act="point" data-step="0""#),
+            "{svg}"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! The plan builder's model: which allow-listed flags vary and over which
+//! values, the benchmark every step runs, what a failure leads to; the number
+//! of combinations; and the JSON plan `POST /api/campaigns` takes. The backend
+//! checks the plan whole; the builder shows its answer.
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use shared::campaign::{FailurePolicy, PlanOrder};
+use shared::flags::{FlagSpec, FlagType, Flags};
+
+/// One varied flag and its values ("" is the config's own value).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Axis {
+    pub(crate) name: String,
+    pub(crate) values: Vec<String>,
+}
+
+/// Everything the builder's form holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Builder {
+    pub(crate) name: String,
+    /// Flags in the allow-list's order; an axis with no values is not varied.
+    pub(crate) axes: Vec<Axis>,
+    /// "16" or "1, 4, 16".
+    pub(crate) concurrency: String,
+    pub(crate) repeats: String,
+    pub(crate) num_prompts: String,
+    pub(crate) on_failure: FailurePolicy,
+    pub(crate) order: PlanOrder,
+    pub(crate) reuse: bool,
+    /// The goal in tok/s ("" for none).
+    pub(crate) target: String,
+}
+
+impl Builder {
+    /// An empty plan over `specs` (nothing varied yet).
+    pub(crate) fn new(specs: &[FlagSpec]) -> Self {
+        Self {
+            name: String::new(),
+            axes: specs
+                .iter()
+                .map(|s| Axis {
+                    name: s.name.clone(),
+                    values: Vec::new(),
+                })
+                .collect(),
+            concurrency: "16".to_owned(),
+            repeats: "3".to_owned(),
+            num_prompts: String::new(),
+            on_failure: FailurePolicy::Continue,
+            order: PlanOrder::Given,
+            reuse: true,
+            target: String::new(),
+        }
+    }
+
+    /// Adds `value` to flag `name`'s values, or takes it out.
+    pub(crate) fn toggle(&mut self, name: &str, value: &str) {
+        if let Some(a) = self.axes.iter_mut().find(|a| a.name == name) {
+            match a.values.iter().position(|v| v == value) {
+                Some(i) => {
+                    a.values.remove(i);
+                }
+                None => a.values.push(value.to_owned()),
+            }
+        }
+    }
+
+    /// Sets a number flag's values from "1, 4, 8".
+    pub(crate) fn set_list(&mut self, name: &str, text: &str) {
+        if let Some(a) = self.axes.iter_mut().find(|a| a.name == name) {
+            a.values = text
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+    }
+
+    /// Flag sets the grid makes: the product of the varied flags' counts
+    /// (one, the config's own flags, when none varies).
+    pub(crate) fn combinations(&self) -> u64 {
+        self.axes
+            .iter()
+            .filter(|a| !a.values.is_empty())
+            .map(|a| a.values.len() as u64)
+            .product()
+    }
+
+    /// The plan as JSON, or what is missing.
+    pub(crate) fn to_json(&self) -> Result<String, String> {
+        let name = self.name.trim();
+        if name.is_empty() {
+            return Err("give the campaign a name".to_owned());
+        }
+        let list = |text: &str, what: &str| -> Result<Vec<u32>, String> {
+            text.split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    v.parse()
+                        .map_err(|_| format!("{what}: `{v}` is not a whole number"))
+                })
+                .collect()
+        };
+        let concurrency = list(&self.concurrency, "concurrency")?;
+        if concurrency.is_empty() {
+            return Err("give at least one concurrency".to_owned());
+        }
+        let repeats = list(&self.repeats, "repeats")?;
+        let prompts = list(&self.num_prompts, "prompts")?;
+        let target = match self.target.trim() {
+            "" => None,
+            t => Some(
+                t.parse::<f64>()
+                    .map_err(|_| format!("target: `{t}` is not a number"))?,
+            ),
+        };
+        let plan = PlanJson {
+            name,
+            order: self.order,
+            on_failure: self.on_failure,
+            reuse: self.reuse,
+            target,
+            bench: BenchJson {
+                concurrency,
+                repeats: repeats.first().copied(),
+                num_prompts: prompts.first().copied(),
+            },
+            grid: Grid(&self.axes),
+        };
+        serde_json::to_string(&plan).map_err(|e| e.to_string())
+    }
+}
+
+/// The values a flag offers as boxes to tick (enums and booleans), with the
+/// config's own value first; `None` for numbers, which take a list.
+pub(crate) fn choices(spec: &FlagSpec, defaults: &Flags) -> Option<Vec<(String, String)>> {
+    let own = match defaults.get(&spec.name) {
+        Some(v) => format!("config ({v})"),
+        None => "config (unset)".to_owned(),
+    };
+    let mut out = vec![(String::new(), own)];
+    match &spec.ty {
+        FlagType::Bool => {
+            for v in ["true", "false"] {
+                out.push((v.to_owned(), v.to_owned()));
+            }
+        }
+        FlagType::Enum { values } => {
+            for v in values {
+                out.push((v.clone(), v.clone()));
+            }
+        }
+        FlagType::Int { .. } | FlagType::Float { .. } => return None,
+    }
+    Some(out)
+}
+
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    name: &'a str,
+    order: PlanOrder,
+    on_failure: FailurePolicy,
+    reuse: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<f64>,
+    bench: BenchJson,
+    grid: Grid<'a>,
+}
+
+#[derive(Serialize)]
+struct BenchJson {
+    concurrency: Vec<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repeats: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    num_prompts: Option<u32>,
+}
+
+/// The varied flags as a JSON object in the builder's order (the first
+/// varies slowest); "" is written as `null`, the config's own value.
+struct Grid<'a>(&'a [Axis]);
+
+impl Serialize for Grid<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let varied: Vec<&Axis> = self.0.iter().filter(|a| !a.values.is_empty()).collect();
+        let mut m = s.serialize_map(Some(varied.len()))?;
+        for a in varied {
+            let values: Vec<Option<&str>> = a
+                .values
+                .iter()
+                .map(|v| (!v.is_empty()).then_some(v.as_str()))
+                .collect();
+            m.serialize_entry(&a.name, &values)?;
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::flags::FlagKind;
+
+    fn specs() -> Vec<FlagSpec> {
+        vec![
+            FlagSpec {
+                name: "SGLANG_OPT_USE_TILELANG_INDEXER".into(),
+                kind: FlagKind::Env,
+                ty: FlagType::Enum {
+                    values: vec!["0".into(), "1".into()],
+                },
+                help: None,
+            },
+            FlagSpec {
+                name: "--ep-size".into(),
+                kind: FlagKind::Arg,
+                ty: FlagType::Int { min: 1, max: 8 },
+                help: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_builder_counts_combinations_and_writes_the_plan() {
+        let mut b = Builder::new(&specs());
+        assert_eq!(b.combinations(), 1);
+        assert_eq!(b.to_json(), Err("give the campaign a name".to_owned()));
+        b.name = " tilelang × EP ".into();
+        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "");
+        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "1");
+        b.set_list("--ep-size", "1, 4,8,");
+        assert_eq!(b.combinations(), 6);
+        b.target = "1000".into();
+        b.concurrency = "16".into();
+        assert_eq!(
+            b.to_json().expect("a plan"),
+            r#"{"name":"tilelang × EP","order":"given","on_failure":"continue","reuse":true,"target":1000.0,"bench":{"concurrency":[16],"repeats":3},"grid":{"SGLANG_OPT_USE_TILELANG_INDEXER":[null,"1"],"--ep-size":["1","4","8"]}}"#
+        );
+        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "1");
+        assert_eq!(b.combinations(), 3);
+        b.concurrency = "16, x".into();
+        assert_eq!(
+            b.to_json(),
+            Err("concurrency: `x` is not a whole number".to_owned())
+        );
+    }
+
+    #[test]
+    fn enums_and_booleans_are_ticked_numbers_listed() {
+        let s = specs();
+        let defaults: Flags = [("SGLANG_OPT_USE_TILELANG_INDEXER".to_owned(), "0".to_owned())]
+            .into_iter()
+            .collect();
+        let c = choices(&s[0], &defaults).expect("an enum");
+        assert_eq!(c[0], (String::new(), "config (0)".to_owned()));
+        assert_eq!(c.len(), 3);
+        assert_eq!(choices(&s[1], &defaults), None);
+    }
+}

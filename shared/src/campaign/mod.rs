@@ -1,0 +1,344 @@
+//! Campaigns: an unattended search over flag sets, each step a guarded restart,
+//! a correctness check and a benchmark, every result tied to its step. The
+//! plan as resolved and run ([`Campaign`], [`Step`]), where each stands
+//! ([`CampaignState`], [`StepState`]), why a step failed ([`StepFailure`]),
+//! what it measured ([`StepResult`]); and what the views compute from them
+//! ([`analysis`]: Δ against the baseline, the best set, the Pareto frontier,
+//! each flag's effect, the time left).
+//!
+//! Every enum here is a unit enum and every struct flat: the UI reads them
+//! without serde's buffering path.
+
+pub mod analysis;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bench::{BenchSettings, Spread};
+use crate::flags::Flags;
+
+/// The most steps one plan may have.
+pub const MAX_STEPS: usize = 1_000;
+
+/// In which order a plan's flag sets run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanOrder {
+    /// As written (a grid: the first flag's values vary slowest).
+    #[default]
+    Given,
+    /// Sets that differ from the one before only in environment variables
+    /// first: grouped by their arguments, a step toward cheaper restarts.
+    EnvFirst,
+}
+
+/// What a failed step leads to. A foreign process holding GPU memory always
+/// pauses the campaign, whatever the policy: it is not the campaign's to resolve.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailurePolicy {
+    /// Record it and go on with the next step.
+    #[default]
+    Continue,
+    /// Try the step once more, then go on.
+    Retry,
+    /// Stop the campaign.
+    Stop,
+}
+
+/// Where a campaign stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CampaignState {
+    /// Running its steps; it holds the server: nobody else restarts or benchmarks it.
+    Running,
+    /// Asked to pause: the running step finishes first.
+    Pausing,
+    /// Paused by an operator, or because a foreign process holds GPU memory
+    /// (see the reason); the server is free for people until it resumes.
+    Paused,
+    /// Every step ran (some may have failed).
+    Done,
+    /// An operator cancelled it.
+    Cancelled,
+    /// A failed step stopped it (policy `stop`).
+    Stopped,
+}
+
+impl CampaignState {
+    /// Running or about to pause: it holds the server.
+    pub fn holds_server(self) -> bool {
+        matches!(self, Self::Running | Self::Pausing)
+    }
+
+    /// It will run no more steps.
+    pub fn is_over(self) -> bool {
+        matches!(self, Self::Done | Self::Cancelled | Self::Stopped)
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Pausing => "pausing after this step",
+            Self::Paused => "paused",
+            Self::Done => "done",
+            Self::Cancelled => "cancelled",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
+/// Where one step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    Pending,
+    /// Its guarded restart runs: drain, verify, launch, warm up.
+    Restarting,
+    /// Its correctness check and benchmark run.
+    Benchmarking,
+    /// Measured.
+    Done,
+    /// Not run: the same flag set was measured before with the same
+    /// benchmark settings on the same server version; that result stands.
+    Reused,
+    Failed,
+    /// Not run: the campaign was cancelled or stopped first.
+    Skipped,
+}
+
+impl StepState {
+    /// It will not run again.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Self::Done | Self::Reused | Self::Failed | Self::Skipped
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Restarting => "restarting",
+            Self::Benchmarking => "benchmarking",
+            Self::Done => "done",
+            Self::Reused => "reused",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// Why a step failed, classified as restarts are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The server ran out of GPU memory while it launched.
+    Oom,
+    WarmupTimeout,
+    /// The server exited during its warm-up or benchmark.
+    Crashed,
+    /// Any other launch failure (port in use, refused, could not start).
+    LaunchFailed,
+    /// GPU memory did not come back to baseline: nothing was launched.
+    VerifyFailed,
+    /// A foreign process holds GPU memory the server needs (the campaign pauses).
+    ForeignHolders,
+    /// The correctness check's answer was wrong: the benchmark did not run.
+    WrongAnswer,
+    /// The benchmark itself failed (the server stopped answering, say).
+    BenchFailed,
+}
+
+impl FailureKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Oom => "out of memory at launch",
+            Self::WarmupTimeout => "warm-up timeout",
+            Self::Crashed => "crashed",
+            Self::LaunchFailed => "launch failed",
+            Self::VerifyFailed => "verify failed",
+            Self::ForeignHolders => "foreign process holds GPU memory",
+            Self::WrongAnswer => "wrong answer",
+            Self::BenchFailed => "benchmark failed",
+        }
+    }
+}
+
+/// A step's failure: its class and the one-line reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepFailure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+/// What a step measured, at its first level (a concurrency, or a request rate).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// The benchmark run (for a reused step: the earlier run it stands on).
+    pub run_id: i64,
+    pub concurrency: u32,
+    /// Open loop: the level's request rate (req/s).
+    #[serde(default)]
+    pub request_rate: Option<f64>,
+    pub output_tok_s: Spread,
+    pub ttft_p99_ms: Spread,
+    /// With SLOs: good requests per second.
+    #[serde(default)]
+    pub goodput_req_s: Option<Spread>,
+    /// Open loop: the rate the requests were sent at.
+    #[serde(default)]
+    pub achieved_rate: Option<Spread>,
+    /// The load generator was the bottleneck in some repeat.
+    #[serde(default)]
+    pub client_saturated: bool,
+}
+
+impl StepResult {
+    /// The number the campaign optimises: goodput for an open-loop level that
+    /// has SLOs, otherwise output tok/s.
+    pub fn metric(&self) -> Spread {
+        match (self.request_rate, self.goodput_req_s) {
+            (Some(_), Some(g)) => g,
+            _ => self.output_tok_s,
+        }
+    }
+
+    /// "tok/s" or "req/s": the metric's unit.
+    pub fn metric_unit(&self) -> &'static str {
+        match (self.request_rate, self.goodput_req_s) {
+            (Some(_), Some(_)) => "good req/s",
+            _ => "tok/s",
+        }
+    }
+}
+
+/// One flag set of the plan and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Position in the order run, from 0.
+    pub index: u32,
+    /// Position in the plan as written, from 0.
+    pub plan_index: u32,
+    /// A name from the plan, if it gave one.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Every allow-listed flag's value for this step (secrets redacted in views).
+    pub flags: Flags,
+    /// The flag set's id in the ledger.
+    pub flagset: String,
+    /// This step's own benchmark settings, where the plan gave it some;
+    /// otherwise the campaign's.
+    #[serde(default)]
+    pub settings: Option<BenchSettings>,
+    pub state: StepState,
+    /// Attempts begun (a retry is a second one).
+    pub attempts: u32,
+    /// The newest restart of this step.
+    #[serde(default)]
+    pub restart_id: Option<i64>,
+    /// The newest benchmark run of this step (a reused step: none; its result
+    /// names the run it stands on).
+    #[serde(default)]
+    pub run_id: Option<i64>,
+    #[serde(default)]
+    pub failure: Option<StepFailure>,
+    #[serde(default)]
+    pub result: Option<StepResult>,
+    #[serde(default)]
+    pub started_at_ms: Option<u64>,
+    #[serde(default)]
+    pub finished_at_ms: Option<u64>,
+}
+
+impl Step {
+    /// How long it took (running: so far).
+    pub fn took_ms(&self, now_ms: u64) -> Option<u64> {
+        let start = self.started_at_ms?;
+        Some(self.finished_at_ms.unwrap_or(now_ms).saturating_sub(start))
+    }
+
+    /// Measured, by itself or by an earlier run.
+    pub fn measured(&self) -> bool {
+        matches!(self.state, StepState::Done | StepState::Reused) && self.result.is_some()
+    }
+}
+
+/// A campaign's header: everything but its steps. Pushed over `/ws` when it changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CampaignInfo {
+    pub id: i64,
+    pub name: String,
+    pub state: CampaignState,
+    /// Why it paused or stopped.
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub requested_by: String,
+    pub created_at_ms: u64,
+    #[serde(default)]
+    pub finished_at_ms: Option<u64>,
+    pub order: PlanOrder,
+    pub on_failure: FailurePolicy,
+    /// Skip a set already measured with the same settings on the same server version.
+    pub reuse: bool,
+    /// The goal, in the metric's unit (output tok/s, or good req/s in open loop).
+    #[serde(default)]
+    pub target: Option<f64>,
+    /// The step every other is compared with (plan index 0).
+    pub baseline: u32,
+    /// The step running (or next to run).
+    #[serde(default)]
+    pub current: Option<u32>,
+    pub steps: u32,
+    /// Steps per state so far: done, reused, failed, skipped.
+    pub done: u32,
+    pub reused: u32,
+    pub failed: u32,
+    pub skipped: u32,
+    /// The flags the plan varies, in the plan's order: what attribution is over.
+    pub varied: Vec<String>,
+    /// A step's likely duration before any has run (ms): typical restart
+    /// phases and benchmark, when drainwatch has seen some.
+    #[serde(default)]
+    pub step_estimate_ms: Option<u64>,
+}
+
+/// A campaign with its steps and the benchmark its steps run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Campaign {
+    pub info: CampaignInfo,
+    /// The benchmark of every step that gives none of its own.
+    pub bench: BenchSettings,
+    pub steps: Vec<Step>,
+}
+
+impl Campaign {
+    /// The settings step `s` runs with.
+    pub fn settings_of<'a>(&'a self, s: &'a Step) -> &'a BenchSettings {
+        s.settings.as_ref().unwrap_or(&self.bench)
+    }
+
+    /// The baseline step.
+    pub fn baseline(&self) -> Option<&Step> {
+        self.steps
+            .iter()
+            .find(|s| s.plan_index == self.info.baseline)
+    }
+
+    /// Recounts the header's per-state counts from the steps.
+    pub fn recount(&mut self) {
+        let n = |st: StepState| self.steps.iter().filter(|s| s.state == st).count() as u32;
+        self.info.steps = self.steps.len() as u32;
+        self.info.done = n(StepState::Done);
+        self.info.reused = n(StepState::Reused);
+        self.info.failed = n(StepState::Failed);
+        self.info.skipped = n(StepState::Skipped);
+    }
+}
+
+/// `POST /api/campaigns/{id}/pause | resume | cancel` and `POST /api/campaigns`
+/// answer with this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignAccepted {
+    pub id: i64,
+    pub state: CampaignState,
+}
