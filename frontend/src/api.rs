@@ -12,6 +12,7 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
 use shared::bench::{FlagSet, FlagSetResults};
+use shared::campaign::Campaign;
 use shared::flags::FlagChange;
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
@@ -206,6 +207,57 @@ pub(crate) async fn submit(
     } else {
         Err(refusal(resp).await)
     }
+}
+
+/// `GET /api/campaigns/{id}`: a campaign whole.
+pub(crate) async fn campaign(id: i64) -> Result<Campaign, String> {
+    let url = format!("/api/campaigns/{id}");
+    parse(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
+}
+
+/// `POST /api/campaigns` with the plan as JSON (`dry_run`: only laid out, and
+/// the laid-out campaign comes back).
+pub(crate) async fn post_plan(json: String, dry_run: bool) -> Result<Option<Campaign>, String> {
+    let url = if dry_run {
+        "/api/campaigns?dry_run=true"
+    } else {
+        "/api/campaigns"
+    };
+    let req = changing(Request::post(url))
+        .header("Content-Type", "application/json")
+        .body(json)
+        .map_err(|e| format!("could not write the request: {e}"))?;
+    let body = body_of(req).await?;
+    if dry_run {
+        parse(&body).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// `POST /api/campaigns/{id}/{pause|resume|cancel}`.
+pub(crate) async fn campaign_act(id: i64, verb: &str) -> Result<(), String> {
+    accepted(changing(Request::post(&format!("/api/campaigns/{id}/{verb}"))).build()).await
+}
+
+/// One webhook's answer to a test.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Delivery {
+    pub(crate) name: String,
+    pub(crate) ok: bool,
+    pub(crate) error: Option<String>,
+}
+
+/// `POST /api/webhooks/test`: how each hook answered.
+pub(crate) async fn test_webhooks() -> Result<Vec<Delivery>, String> {
+    parse(
+        &body_of(
+            changing(Request::post("/api/webhooks/test"))
+                .build()
+                .map_err(unreachable)?,
+        )
+        .await?,
+    )
 }
 
 /// `GET /api/restarts/{id}`.

@@ -9,9 +9,11 @@ use leptos_use::use_interval_fn;
 use shared::restart::OpKind;
 
 use crate::api;
+use crate::components::campaign_panel::CampaignPanel;
 use crate::components::gpu_grid::GpuGrid;
 use crate::components::header::Header;
 use crate::components::history_table::HistoryTable;
+use crate::components::plan_builder::PlanBuilder;
 use crate::components::process_table::ProcessTable;
 use crate::components::restart_detail::RestartDetailPanel;
 use crate::components::restart_dialog::RestartDialog;
@@ -104,6 +106,9 @@ pub(crate) fn App() -> impl IntoView {
                     <ProcessTable />
                 </section>
                 <Show when=move || managed.get()>
+                    <section class="panel campaign" data-testid="campaign" aria-label="campaign">
+                        <CampaignPanel />
+                    </section>
                     <section class="panel history" aria-label="restart history">
                         <HistoryTable />
                     </section>
@@ -114,6 +119,7 @@ pub(crate) fn App() -> impl IntoView {
             </main>
             <Show when=move || managed.get()>
                 <RestartDialog />
+                <PlanBuilder />
             </Show>
             <RestartDetailPanel />
         </div>

@@ -75,7 +75,7 @@ pub(crate) fn takes_flags(kind: OpKind) -> bool {
 
 /// "Benchmark…" is enabled while the server is ready and nothing else runs.
 pub(crate) fn can_bench(s: &ServerStatus) -> bool {
-    s.phase == Phase::Ready && s.operation.is_none() && s.bench.is_none()
+    s.phase == Phase::Ready && s.operation.is_none() && s.bench.is_none() && s.held_by.is_none()
 }
 
 /// The operation that brings the server up with other flags: a restart while
@@ -93,7 +93,7 @@ pub(crate) fn relaunch_kind(s: &ServerStatus) -> Option<OpKind> {
 
 /// "Restart…" is enabled while no operation runs.
 pub(crate) fn can_restart(s: &ServerStatus) -> bool {
-    s.operation.is_none()
+    s.operation.is_none() && s.held_by.is_none()
 }
 
 /// "Stop…" is enabled while the server is up, coming up, or left failed or
@@ -102,7 +102,7 @@ pub(crate) fn can_stop(s: &ServerStatus) -> bool {
     matches!(
         s.phase,
         Phase::Ready | Phase::WarmingUp | Phase::Crashed | Phase::Failed
-    )
+    ) && s.held_by.is_none()
 }
 
 /// "Start…" is enabled when no server runs and none waits to be adopted.
@@ -110,12 +110,13 @@ pub(crate) fn can_start(s: &ServerStatus) -> bool {
     matches!(s.phase, Phase::Stopped | Phase::Failed | Phase::Crashed)
         && s.adoptable.is_none()
         && s.operation.is_none()
+        && s.held_by.is_none()
 }
 
 /// "Adopt…" is offered when a server listens on the port and drainwatch
 /// manages none.
 pub(crate) fn can_adopt(s: &ServerStatus) -> bool {
-    s.adoptable.is_some() && s.root.is_none() && s.operation.is_none()
+    s.adoptable.is_some() && s.root.is_none() && s.operation.is_none() && s.held_by.is_none()
 }
 
 /// A signed offset in seconds from a start: "+4.2 s".

@@ -8,6 +8,7 @@ use tests::browser::Browser;
 use tests::{SimHost, SimServer, spawn_app, spawn_foreign};
 use tokio::sync::Mutex;
 
+mod campaign;
 mod login;
 mod throughput;
 

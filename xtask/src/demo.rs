@@ -20,6 +20,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .unwrap_or("30")
         .parse()
         .context("--warmup takes seconds")?;
+    let campaign = args.iter().any(|a| a == "--campaign");
     let port: u16 = flag(args, "--server-port")
         .unwrap_or("30000")
         .parse()
@@ -96,10 +97,21 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let start = post(
         addr,
         "/api/start",
+        "application/json",
         r#"{"generation":0,"flags":{},"confirm":"demo"}"#,
     );
     if let Err(e) = &start {
         eprintln!("xtask: could not start the model server through drainwatch: {e:#}");
+    }
+    let plan = root().join("examples/demo-campaign.toml");
+    if campaign {
+        // The campaign's first restart waits for the start to finish.
+        let posted = std::fs::read_to_string(&plan)
+            .context("reading examples/demo-campaign.toml")
+            .and_then(|text| post(addr, "/api/campaigns", "application/toml", &text));
+        if let Err(e) = posted {
+            eprintln!("xtask: could not start the demo campaign: {e:#}");
+        }
     }
     println!();
     println!("  drainwatch demo: open {url}");
@@ -109,6 +121,15 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     );
     println!("  a foreign process with the same command line holds 1.5 GiB on GPU 7");
     println!("  restart it from the UI (type \"demo\" to confirm); Ctrl-C stops everything");
+    if campaign {
+        println!("  the demo campaign runs: 8 flag sets, about four minutes (the campaign panel)");
+    } else {
+        println!(
+            "  a demo campaign of 8 flag sets (about four minutes): New campaign… in the UI, or\n    {} campaign --url {url} start {}",
+            bin.join("drainwatch").display(),
+            plan.display()
+        );
+    }
     println!();
 
     let exited = loop {
@@ -175,13 +196,13 @@ fn demo_config(program: &std::path::Path, port: u16, warmup_s: f64) -> anyhow::R
     Ok(text)
 }
 
-/// A minimal HTTP/1.1 POST of a JSON body; fails on a non-2xx answer.
-fn post(addr: &str, path: &str, body: &str) -> anyhow::Result<()> {
+/// A minimal HTTP/1.1 POST of a body of `content_type`; fails on a non-2xx answer.
+fn post(addr: &str, path: &str, content_type: &str, body: &str) -> anyhow::Result<()> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )?;
     let mut answer = String::new();

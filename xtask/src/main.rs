@@ -31,6 +31,7 @@ tasks:
       --bind ADDR          where drainwatch listens (default 127.0.0.1:7878)
       --warmup SECS        model server warm-up (default 30; a real one takes ~90)
       --server-port PORT   the simulated model server's port (default 30000)
+      --campaign           also start the demo campaign (examples/demo-campaign.toml)
   test                   install test tools, build, run every test
   bench                  run the benchmarks of docs/PERFORMANCE.md (release build)
 ";

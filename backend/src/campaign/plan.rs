@@ -203,6 +203,17 @@ pub struct Resolved {
     pub varied: Vec<String>,
 }
 
+/// A set before it is resolved: its label, its changes from the config's
+/// flags, its own benchmark settings.
+type SetChanges = (
+    Option<String>,
+    BTreeMap<String, Option<String>>,
+    Option<BenchSettings>,
+);
+
+/// A step's argument flags' values: what [`PlanOrder::EnvFirst`] groups by.
+type ArgValues = Vec<(String, Option<String>)>;
+
 /// `defaults` with `changes` on top, checked: a benchmark's settings.
 pub fn bench_settings(
     defaults: &BenchSettings,
@@ -249,11 +260,7 @@ pub fn resolve(
             .map_err(|e| bad(format!("{at}: {e}")))?;
         Ok(flags.get(flag).cloned())
     };
-    let mut sets: Vec<(
-        Option<String>,
-        BTreeMap<String, Option<String>>,
-        Option<BenchSettings>,
-    )> = Vec::new();
+    let mut sets: Vec<SetChanges> = Vec::new();
     let mut varied: Vec<String> = Vec::new();
     if !spec.grid.0.is_empty() {
         let mut axes: Vec<(String, Vec<Option<String>>)> = Vec::new();
@@ -411,7 +418,7 @@ pub fn resolve(
 /// the plan's order within each): consecutive steps differ only in
 /// environment variables wherever they can.
 fn env_first(steps: Vec<ResolvedStep>, allow: &AllowList) -> Vec<ResolvedStep> {
-    let args = |s: &ResolvedStep| -> Vec<(String, Option<String>)> {
+    let args = |s: &ResolvedStep| -> ArgValues {
         allow
             .specs()
             .iter()
@@ -419,7 +426,7 @@ fn env_first(steps: Vec<ResolvedStep>, allow: &AllowList) -> Vec<ResolvedStep> {
             .map(|f| (f.name.clone(), s.flags.get(&f.name).cloned()))
             .collect()
     };
-    let mut groups: Vec<(Vec<(String, Option<String>)>, Vec<ResolvedStep>)> = Vec::new();
+    let mut groups: Vec<(ArgValues, Vec<ResolvedStep>)> = Vec::new();
     for s in steps {
         let key = args(&s);
         match groups.iter_mut().find(|(k, _)| *k == key) {

@@ -210,7 +210,7 @@ impl Runner {
                 if let Ok(Some(d)) = self.store.detail(op).await
                     && d.summary.finished_at_ms.is_some()
                 {
-                    self.on_event(Event::OpFinished(d.summary)).await;
+                    self.on_event(Event::OpFinished(Box::new(d.summary))).await;
                 }
             }
             Doing::Run { run, .. } => {

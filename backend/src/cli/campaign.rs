@@ -63,15 +63,17 @@ pub async fn campaign(args: CampaignArgs) -> Result<Exit, CliError> {
             let follow = async {
                 while let Some((_, msg)) = events.next().await? {
                     match msg {
-                        ServerMsg::CampaignStep { campaign_id, step } if campaign_id == id => {
-                            if step.state.is_final() || step.state != StepState::Pending {
-                                eprintln!("{}", step_line(&step));
-                            }
+                        ServerMsg::CampaignStep { campaign_id, step }
+                            if campaign_id == id && step.state != StepState::Pending =>
+                        {
+                            eprintln!("{}", step_line(&step));
                         }
-                        ServerMsg::Campaign(info) if info.id == id => {
-                            if info.state.is_over() || info.state == CampaignState::Paused {
-                                return Ok(Some(info));
-                            }
+                        ServerMsg::Campaign(info)
+                            if info.id == id
+                                && (info.state.is_over()
+                                    || info.state == CampaignState::Paused) =>
+                        {
+                            return Ok(Some(info));
                         }
                         _ => {}
                     }

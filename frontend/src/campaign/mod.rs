@@ -62,14 +62,14 @@ pub(crate) fn duration(ms: u64) -> String {
 /// unit, Δ against the baseline, and whether it reached the target.
 pub(crate) fn best_markup(c: &Campaign) -> String {
     let Some(best) = analysis::best(c) else {
-        return r#"<span class="cmp-muted">no step measured yet</span>"#.to_owned();
+        return r#"<span class="cpg-muted">no step measured yet</span>"#.to_owned();
     };
     let Some(r) = &best.result else {
         return String::new();
     };
     let m = r.metric().median;
     let mut out = format!(
-        r#"<span class="cmp-best" data-testid="campaign-best" data-step="{}">best: step {}{} — <b>{} {}</b>"#,
+        r#"<span class="cpg-best" data-testid="campaign-best" data-step="{}">best: step {}{} — <b>{} {}</b>"#,
         best.index,
         best.index + 1,
         best.label
@@ -87,7 +87,7 @@ pub(crate) fn best_markup(c: &Campaign) -> String {
         let reached = m >= t;
         let _ = write!(
             out,
-            r#" <span class="cmp-target" data-reached="{reached}">target {} {} — {}</span>"#,
+            r#" <span class="cpg-target" data-reached="{reached}">target {} {} — {}</span>"#,
             tok_num(t),
             r.metric_unit(),
             if reached {
@@ -104,7 +104,7 @@ pub(crate) fn best_markup(c: &Campaign) -> String {
 pub(crate) fn effects_markup(c: &Campaign) -> String {
     let effects = analysis::attribution(c);
     if effects.is_empty() {
-        return r#"<li class="cmp-muted">no flag varies</li>"#.to_owned();
+        return r#"<li class="cpg-muted">no flag varies</li>"#.to_owned();
     }
     let mut out = String::new();
     for e in effects {

@@ -52,13 +52,19 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
         return out;
     }
     let y_max = scale_max(pts.iter().map(|p| p.y_max).fold(0.0, f64::max), target);
-    let x_data = pts.iter().map(|p| p.x).fold(0.0, f64::max).max(1.0) * 1.1;
-    let x_step = nice_step(x_data, 6);
-    let x_max = (x_data / x_step).ceil() * x_step;
+    // The x axis spans the points (TTFTs of one server sit close together),
+    // with room either side, on whole ticks.
+    let (lo, hi) = pts
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(p.x), hi.max(p.x)));
+    let pad = ((hi - lo) * 0.15).max(hi * 0.05).max(1.0);
+    let x_step = nice_step(hi - lo + 2.0 * pad, 6);
+    let x_min = ((lo - pad) / x_step).floor().max(0.0) * x_step;
+    let x_max = ((hi + pad) / x_step).ceil() * x_step;
     let y_of = |v: f64| BOTTOM - v / y_max * (BOTTOM - TOP);
-    let x_of = |v: f64| LEFT + v / x_max * (RIGHT - LEFT);
+    let x_of = |v: f64| LEFT + (v - x_min) / (x_max - x_min).max(1e-9) * (RIGHT - LEFT);
     y_grid(&mut out, (LEFT, RIGHT), y_max, 5, unit, y_of);
-    let mut v = 0.0;
+    let mut v = x_min;
     while v <= x_max * (1.0 + 1e-9) {
         let x = x_of(v);
         let _ = write!(
@@ -101,7 +107,7 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
         let (x, y) = (x_of(p.x), y_of(p.y));
         let _ = write!(
             out,
-            r#"<g class="pt{}{}" data-testid="pareto-point" data-act="point" data-step="{}" role="button" tabindex="0"><title>step {}: {} {unit}, p99 TTFT {:.0} ms</title><line class="spread" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><circle cx="{x:.1}" cy="{y:.1}" r="5"/><text class="pt-label" x="{:.1}" y="{:.1}">{}</text></g>"#,
+            r#"<g class="pt{}{}" data-testid="pareto-point" data-act="point" data-step="{}" role="button" tabindex="0"><title>step {}: {} {unit}, p99 TTFT {:.0} ms</title><line class="spread" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><circle cx="{x:.1}" cy="{y:.1}" r="5"/><text class="pt-label" x="{:.1}" y="{:.1}">{}</text><rect class="hit" x="{:.1}" y="{:.1}" width="22" height="22"/></g>"#,
             if p.on_frontier { " on-frontier" } else { "" },
             if selected == Some(p.step) {
                 " selected"
@@ -116,7 +122,9 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
             y_of(p.y_max),
             x + 8.0,
             y - 6.0,
-            p.step + 1
+            p.step + 1,
+            x - 11.0,
+            y - 11.0
         );
     }
     out

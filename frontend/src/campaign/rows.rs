@@ -23,7 +23,7 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
         let current = c.info.current == Some(s.index) && !s.state.is_final();
         let _ = write!(
             out,
-            r#"<tr class="cmp-step{}{}" data-testid="campaign-step" data-step="{}" data-state="{}">"#,
+            r#"<tr class="cpg-step{}{}" data-testid="campaign-step" data-step="{}" data-state="{}">"#,
             if current { " current" } else { "" },
             if best == Some(s.index) { " best" } else { "" },
             s.index,
@@ -37,28 +37,31 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
             s.state.label(),
             if s.attempts > 1 {
                 format!(
-                    r#" <span class="cmp-muted" title="attempts">×{}</span>"#,
+                    r#" <span class="cpg-muted" title="attempts">×{}</span>"#,
                     s.attempts
                 )
             } else {
                 String::new()
             }
         );
-        // The flags against the baseline, as compact chips.
-        out.push_str(r#"<td class="cmp-flags">"#);
+        // The flags against the baseline, as compact chips; all of them on hover.
+        let changes: Vec<String> = diff(&base, &s.flags)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let _ = write!(
+            out,
+            r#"<td class="cpg-flags" title="{}">"#,
+            escape(&changes.join("\n"))
+        );
         if let Some(l) = &s.label {
-            let _ = write!(out, r#"<span class="cmp-label">{}</span> "#, escape(l));
+            let _ = write!(out, r#"<span class="cpg-label">{}</span> "#, escape(l));
         }
         if s.plan_index == c.info.baseline {
-            out.push_str(r#"<span class="cmp-muted">baseline</span>"#);
+            out.push_str(r#"<span class="cpg-muted">baseline</span>"#);
         } else {
-            for ch in diff(&base, &s.flags) {
-                let text = ch.to_string();
-                let _ = write!(
-                    out,
-                    r#"<span class="cmp-chip" title="{0}">{0}</span>"#,
-                    escape(&text)
-                );
+            for text in &changes {
+                let _ = write!(out, r#"<span class="cpg-chip">{}</span>"#, escape(text));
             }
         }
         out.push_str("</td>");
@@ -73,7 +76,7 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
                     tok_num(m.median),
                     r.metric_unit(),
                     if r.client_saturated {
-                        r#" <span class="cmp-warn" title="the load generator was saturated: this measures it, not the server">client saturated</span>"#
+                        r#" <span class="cpg-warn" title="the load generator was saturated: this measures it, not the server">client saturated</span>"#
                     } else {
                         ""
                     }
@@ -82,12 +85,12 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
             (_, Some(f)) => {
                 let _ = write!(
                     out,
-                    r#"<td class="cmp-fail" title="{}">{}</td>"#,
+                    r#"<td class="cpg-fail" title="{}">{}</td>"#,
                     escape(&f.message),
                     f.kind.label()
                 );
             }
-            _ => out.push_str(r#"<td class="num cmp-muted">—</td>"#),
+            _ => out.push_str(r#"<td class="num cpg-muted">—</td>"#),
         }
         let _ = write!(
             out,
@@ -145,7 +148,7 @@ mod tests {
         assert_eq!(html.matches(r#"data-testid="campaign-step""#).count(), 4);
         assert!(html.contains(r#"data-state="done""#));
         assert!(
-            html.contains("<span class=\"cmp-label\">base &lt;line&gt;</span>"),
+            html.contains("<span class=\"cpg-label\">base &lt;line&gt;</span>"),
             "{html}"
         );
         assert!(
@@ -154,7 +157,7 @@ mod tests {
         );
         assert!(html.contains("IDX: 0 → 2"), "{html}");
         assert!(html.contains(">out of memory at launch</td>"), "{html}");
-        assert!(html.contains(r#"class="cmp-step current""#), "{html}");
+        assert!(html.contains(r#"class="cpg-step current""#), "{html}");
         assert!(
             html.contains(r#"data-act="restart" data-id="40""#),
             "{html}"

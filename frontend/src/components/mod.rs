@@ -3,6 +3,7 @@
 //! socket.
 
 pub(crate) mod bench_bar;
+pub(crate) mod campaign_panel;
 pub(crate) mod close_button;
 pub(crate) mod compare_panel;
 pub(crate) mod conn_badge;
@@ -17,6 +18,7 @@ pub(crate) mod kill_list;
 pub(crate) mod log_tail;
 pub(crate) mod mem_bar;
 pub(crate) mod phase_badge;
+pub(crate) mod plan_builder;
 pub(crate) mod process_row;
 pub(crate) mod process_table;
 pub(crate) mod restart_detail;

@@ -270,7 +270,16 @@ fn bar_cell(out: &mut String, r: &FlagSetResults, lv: Option<&LevelSummary>, x: 
         let what = match x.c {
             Some(c) if !r.levels.is_empty() => format!("not measured at c={c}"),
             _ if !r.rate_levels.is_empty() => "measured by request rate only".to_owned(),
-            _ => "not measured yet".to_owned(),
+            // A campaign tried it: say how that ended.
+            _ => match &r.campaign {
+                Some(l) if l.outcome.starts_with("failed") => format!(
+                    "{} (campaign #{} step {})",
+                    escape(&l.outcome),
+                    l.campaign_id,
+                    l.step + 1
+                ),
+                _ => "not measured yet".to_owned(),
+            },
         };
         let _ = write!(out, r#"<span class="fs-none">{what}</span>"#);
     }

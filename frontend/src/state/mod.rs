@@ -106,6 +106,9 @@ pub(crate) struct AppState {
     /// That campaign whole (`GET /api/campaigns/{id}`), kept current by
     /// `campaign` and `campaign_step` messages.
     pub(crate) campaign: RwSignal<Option<Campaign>>,
+    /// Bumped when the campaign should be fetched whole again (a snapshot:
+    /// steps may have changed while the socket was down).
+    pub(crate) campaign_gen: RwSignal<u64>,
     /// The plan builder is open.
     pub(crate) plan_open: RwSignal<bool>,
 }
@@ -137,6 +140,7 @@ impl AppState {
             presence: RwSignal::new(Vec::new()),
             campaign_head: RwSignal::new(None),
             campaign: RwSignal::new(None),
+            campaign_gen: RwSignal::new(0),
             plan_open: RwSignal::new(false),
         };
         provide_context(state);
@@ -306,6 +310,7 @@ impl AppState {
         self.presence.set(snapshot.presence);
         if let Some(info) = snapshot.campaign {
             self.apply_campaign(info);
+            self.campaign_gen.update(|g| *g += 1);
         }
         self.last_data_ms.set(Some(now_ms));
     }

@@ -295,7 +295,9 @@ impl Manager {
             failure,
             durations: d,
         };
-        let _ = self.events.send(super::Event::OpFinished(summary.clone()));
+        let _ = self
+            .events
+            .send(super::Event::OpFinished(Box::new(summary.clone())));
         // Announce the finished record only once it is committed, so a client
         // that fetches it on the announcement reads it whole.
         let (store, hub) = (self.store.clone(), Arc::clone(&self.hub));

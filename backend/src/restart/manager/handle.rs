@@ -51,7 +51,7 @@ pub struct Request {
 #[derive(Debug, Clone)]
 pub enum Event {
     /// An operation ended (its record is queued for the store).
-    OpFinished(RestartSummary),
+    OpFinished(Box<RestartSummary>),
     /// A benchmark run ended (its record is queued for the store).
     BenchFinished(Box<BenchRun>),
 }
