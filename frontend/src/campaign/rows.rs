@@ -13,13 +13,43 @@ use crate::flags::diff;
 use crate::ledger::fmt_delta;
 use crate::markup::escape;
 
-/// Every step's row, in the order they run. `now_ms` times the running one.
-pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
+/// A row's height in CSS pixels (`.cpg-table td`): the window of rows drawn
+/// is worked out from it.
+pub(crate) const ROW_PX: f64 = 28.0;
+/// Rows drawn beyond those in view, above and below.
+const OVERSCAN: usize = 10;
+
+/// The rows to draw for a box scrolled to `scroll_px` showing `view_px`, of
+/// `n`: a window around what is in view, whatever the plan's length.
+pub(crate) fn window(n: usize, scroll_px: f64, view_px: f64) -> std::ops::Range<usize> {
+    let first = (scroll_px.max(0.0) / ROW_PX) as usize;
+    let shown = (view_px.max(0.0) / ROW_PX).ceil() as usize;
+    let start = first.saturating_sub(OVERSCAN).min(n);
+    let end = (first + shown + OVERSCAN).min(n);
+    start..end.max(start)
+}
+
+/// The rows of steps `range`, in the order they run, between two spacer rows
+/// that stand for the rest: a plan of hundreds of steps draws a few dozen
+/// rows. Nothing here follows the clock (the running step's time is in the
+/// panel's "now" line): rows are redrawn only when a step changes.
+pub(crate) fn step_rows(c: &Campaign, range: std::ops::Range<usize>) -> String {
     let base = c.baseline().map(|b| b.flags.clone()).unwrap_or_default();
     let deltas = analysis::deltas(c);
     let best = analysis::best(c).map(|s| s.index);
-    let mut out = String::with_capacity(c.steps.len() * 600);
-    for (s, d) in c.steps.iter().zip(deltas) {
+    let n = c.steps.len();
+    let range = range.start.min(n)..range.end.min(n);
+    let mut out = String::with_capacity(range.len() * 600 + 200);
+    if range.start > 0 {
+        let _ = write!(
+            out,
+            r#"<tr class="cpg-spacer" style="height:{}px"></tr>"#,
+            range.start as f64 * ROW_PX
+        );
+    }
+    let after = n - range.end;
+    for (s, d) in c.steps[range.clone()].iter().zip(&deltas[range]) {
+        let d = *d;
         let current = c.info.current == Some(s.index) && !s.state.is_final();
         let _ = write!(
             out,
@@ -117,9 +147,11 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
         let _ = write!(
             out,
             r#"<td class="num">{}</td>"#,
-            match (s.state, s.took_ms(now_ms)) {
-                (StepState::Pending | StepState::Skipped, _) | (_, None) => "—".to_owned(),
-                (_, Some(ms)) => duration(ms),
+            match (s.state, s.started_at_ms, s.finished_at_ms) {
+                (StepState::Restarting | StepState::Benchmarking, _, _) => "…".to_owned(),
+                (StepState::Pending | StepState::Skipped, _, _) => "—".to_owned(),
+                (_, Some(a), Some(b)) => duration(b.saturating_sub(a)),
+                _ => "—".to_owned(),
             }
         );
         match s.restart_id {
@@ -133,6 +165,13 @@ pub(crate) fn step_rows(c: &Campaign, now_ms: u64) -> String {
         }
         out.push_str("</tr>");
     }
+    if after > 0 {
+        let _ = write!(
+            out,
+            r#"<tr class="cpg-spacer" style="height:{}px"></tr>"#,
+            after as f64 * ROW_PX
+        );
+    }
     out
 }
 
@@ -144,7 +183,7 @@ mod tests {
     #[test]
     fn rows_show_state_diff_metric_delta_and_failures() {
         let c = campaign();
-        let html = step_rows(&c, 10_000);
+        let html = step_rows(&c, 0..4);
         assert_eq!(html.matches(r#"data-testid="campaign-step""#).count(), 4);
         assert!(html.contains(r#"data-state="done""#));
         assert!(
@@ -163,5 +202,27 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("±0.0 %"), "the baseline's own Δ: {html}");
+        assert!(!html.contains("cpg-spacer"));
+        // A window: the rows before and after it are spacers of their height.
+        let part = step_rows(&c, 1..3);
+        assert_eq!(part.matches(r#"data-testid="campaign-step""#).count(), 2);
+        assert!(
+            part.starts_with(r#"<tr class="cpg-spacer" style="height:28px"></tr>"#),
+            "{part}"
+        );
+        assert!(
+            part.ends_with(r#"<tr class="cpg-spacer" style="height:28px"></tr>"#),
+            "{part}"
+        );
+    }
+
+    #[test]
+    fn the_window_covers_what_is_in_view_and_some_more() {
+        assert_eq!(window(4, 0.0, 420.0), 0..4);
+        assert_eq!(window(500, 0.0, 420.0), 0..25);
+        // Scrolled to row 100: rows 90 to 125.
+        assert_eq!(window(500, 2800.0, 420.0), 90..125);
+        assert_eq!(window(500, 1e9, 420.0), 500..500);
+        assert_eq!(window(0, 0.0, 420.0), 0..0);
     }
 }

@@ -14,14 +14,17 @@
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
-use shared::campaign::{Campaign, CampaignState};
+use shared::campaign::CampaignState;
 use shared::restart::OpKind;
 
 use crate::api;
 use crate::campaign::pareto::{PH, PW, pareto_markup};
-use crate::campaign::rows::step_rows;
+use crate::campaign::rows::{ROW_PX, step_rows, window};
 use crate::campaign::{best_markup, effects_markup, progress, state_key, time_left};
+use crate::chart::empty_detail;
+use crate::components::drain_chart::DrainChart;
 use crate::components::phase_badge::PhaseBadge;
+use crate::components::restart_detail::live_detail;
 use crate::fetch::SingleFlight;
 use crate::flags::diff;
 use crate::markup::diff_lines;
@@ -98,15 +101,22 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         });
     };
 
+    // What the panel's parts are rebuilt on: never the whole campaign, which
+    // changes with every step.
+    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
+    let title = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            c.as_ref()
+                .map(|c| (c.info.id, c.info.name.clone(), c.info.state))
+        })
+    });
+    let reason = Memo::new(move |_| {
+        state
+            .campaign
+            .with(|c| c.as_ref().and_then(|c| c.info.reason.clone()))
+    });
     let state_of = Memo::new(move |_| state.campaign.with(|c| c.as_ref().map(|c| c.info.state)));
     let now = move || state.now_ms.get() as u64;
-    let with_c = move |f: fn(&Campaign, u64) -> String| {
-        move || {
-            state
-                .campaign
-                .with(|c| c.as_ref().map(|c| f(c, 0)).unwrap_or_default())
-        }
-    };
     let on_click = move |ev: web_sys::MouseEvent| {
         let Some((act, el)) = acted_on(&ev) else {
             return;
@@ -149,14 +159,14 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     };
 
     // The step running now: its phase from the server's status.
-    let current = move || {
+    let current = Memo::new(move |_| {
         state.campaign.with(|c| {
             let c = c.as_ref()?;
             let i = c.info.current?;
             let s = c.steps.get(i as usize)?;
-            (!s.state.is_final()).then(|| (i, s.state.label(), c.info.steps))
+            (!s.state.is_final()).then(|| (i, s.state.label(), c.info.steps, s.started_at_ms))
         })
-    };
+    });
     let phase = Signal::derive(move || {
         state.server.with(|s| {
             s.as_ref()
@@ -164,12 +174,130 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         })
     });
 
-    let point_box = move || {
+    // The drain chart of the running step's restart, else of the newest one.
+    let live_restart = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            let c = c.as_ref()?;
+            let current = c
+                .info
+                .current
+                .and_then(|i| c.steps.get(i as usize))
+                .filter(|s| !s.state.is_final())
+                .and_then(|s| s.restart_id);
+            current.or_else(|| {
+                c.steps
+                    .iter()
+                    .filter(|s| s.restart_id.is_some())
+                    .max_by_key(|s| s.started_at_ms)
+                    .and_then(|s| s.restart_id)
+            })
+        })
+    });
+    let bench_line = move || {
+        state.bench.with(|b| {
+            b.as_ref().map(|b| {
+                format!(
+                    "benchmark #{}: {} · repeat {} of {} · {} of {} requests · {} tok/s",
+                    b.run_id,
+                    match b.request_rate {
+                        Some(r) => format!("{} req/s", shared::units::rate_num(r)),
+                        None => format!("concurrency {}", b.concurrency),
+                    },
+                    b.repeat + 1,
+                    b.repeats.max(1),
+                    b.done,
+                    b.total,
+                    shared::units::tok_num(b.output_tok_s)
+                )
+            })
+        })
+    };
+    let live = move || {
+        live_restart.get().map(|id| {
+            let (loaded, _) = live_detail(state, id);
+            view! {
+                <div class="cpg-live-head">
+                    <button type="button" class="link" data-act="restart" data-id=id.to_string()>{format!("restart #{id}")}</button>
+                    <span class="cpg-muted num" data-testid="campaign-bench-line">{bench_line}</span>
+                </div>
+                <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty_detail(id))) />
+            }
+        })
+    };
+
+    // The rows drawn: a window around what the steps' box shows.
+    let scroll = RwSignal::new(0.0f64);
+    let view_px = RwSignal::new(700.0f64);
+    let count = Memo::new(move |_| {
+        state
+            .campaign
+            .with(|c| c.as_ref().map_or(0, |c| c.steps.len()))
+    });
+    let win = Memo::new(move |_| window(count.get(), scroll.get(), view_px.get()));
+    let steps_box = NodeRef::<leptos::html::Div>::new();
+    // The box follows the running step while the one before it was in view
+    // (nobody scrolled away to read something else).
+    // Without reading the page's layout (which would make the browser lay
+    // out everything at once): where the box is scrolled to comes from its
+    // scroll events.
+    Effect::new(move |prev: Option<Option<u32>>| {
+        let now = current.with(|c| c.map(|c| c.0));
+        if let (Some(i), Some(el)) = (now, steps_box.get_untracked()) {
+            let shown = win.get_untracked();
+            let was_seen = prev.flatten().is_none_or(|p| shown.contains(&(p as usize)));
+            let (top, view) = (scroll.get_untracked(), view_px.get_untracked().min(420.0));
+            let row = f64::from(i) * ROW_PX;
+            if was_seen && (row < top || row + 2.0 * ROW_PX > top + view) {
+                el.set_scroll_top((row - 3.0 * ROW_PX).max(0.0) as i32);
+            }
+        }
+        now
+    });
+    // The markup of each part, as a memo: a message that changes nothing a
+    // part shows (most change one row, or only the header) leaves its
+    // element alone, so the browser parses and lays out only what changed.
+    let rows = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            c.as_ref()
+                .map(|c| step_rows(c, win.get()))
+                .unwrap_or_default()
+        })
+    });
+    let chart = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            c.as_ref()
+                .map(|c| pareto_markup(c, selected.get()))
+                .unwrap_or_default()
+        })
+    });
+    let effects = Memo::new(move |_| {
+        state
+            .campaign
+            .with(|c| c.as_ref().map(effects_markup).unwrap_or_default())
+    });
+    let progress_of = Memo::new(move |_| {
+        state
+            .campaign
+            .with(|c| c.as_ref().map(progress).unwrap_or_default())
+    });
+    let best = Memo::new(move |_| {
+        state
+            .campaign
+            .with(|c| c.as_ref().map(best_markup).unwrap_or_default())
+    });
+
+    // The chosen point's step and the baseline's flags, as they change.
+    let chosen = Memo::new(move |_| {
         let step = selected.get()?;
         state.campaign.with(|c| {
             let c = c.as_ref()?;
             let s = c.steps.iter().find(|s| s.index == step)?.clone();
-            let base = c.baseline().map(|b| b.flags.clone()).unwrap_or_default();
+            Some((s, c.baseline().map(|b| b.flags.clone()).unwrap_or_default()))
+        })
+    });
+    let point_box = move || {
+        chosen.get().map(|(s, base)| {
+            let step = s.index;
             let changes = diff_lines(&diff(&base, &s.flags), "the baseline's flags");
             let metric = s
                 .result
@@ -226,29 +354,26 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     view! {
         <div class="proc-head">
             <h2 class="proc-title">"campaign"</h2>
-            {move || state.campaign.with(|c| c.as_ref().map(|c| {
-                let name = format!("#{} {}", c.info.id, c.info.name);
+            {move || title.get().map(|(id, name, st)| {
+                let name = format!("#{id} {name}");
                 view! {
                     <span class="cpg-name" data-testid="campaign-name">{name}</span>
-                    <span class="cpg-state" data-testid="campaign-state" data-state=state_key(c.info.state)>{c.info.state.label()}</span>
+                    <span class="cpg-state" data-testid="campaign-state" data-state=state_key(st)>{st.label()}</span>
                 }
-            }))}
+            })}
             {buttons}
             <span class="proc-spacer"></span>
-            {move || state.campaign.with(|c| c.as_ref().map(|c| {
-                let id = c.info.id;
-                view! {
-                    <a class="link" href=format!("/api/campaigns/{id}/export.csv") download="">"CSV"</a>
-                    <a class="link" href=format!("/api/campaigns/{id}/export.json") download="">"JSON"</a>
-                }
-            }))}
+            {move || title.get().map(|(id, _, _)| view! {
+                <a class="link" href=format!("/api/campaigns/{id}/export.csv") download="">"CSV"</a>
+                <a class="link" href=format!("/api/campaigns/{id}/export.json") download="">"JSON"</a>
+            })}
             {move || may().then(|| view! {
                 <button type="button" class="btn" data-testid="test-webhooks" on:click=test_hooks>"Test webhooks"</button>
                 <button type="button" class="btn btn-primary" data-testid="new-campaign" on:click=move |_| state.plan_open.set(true)>"New campaign…"</button>
             })}
         </div>
         <div class="notice-line" data-testid="campaign-message">{move || error.get()}</div>
-        {move || match state.campaign.with(Option::is_some) {
+        {move || match loaded.get() {
             false => view! {
                 <p class="cpg-empty" data-testid="campaign-empty">
                     "No campaign yet. A campaign restarts the server into each flag set of a plan — a list, or a grid of values — "
@@ -258,38 +383,51 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             true => view! {
                 <div class="cpg-summary">
                     <div class="cpg-progress">
-                        <span class="num" data-testid="campaign-progress">{move || state.campaign.with(|c| c.as_ref().map(|c| progress(c).0).unwrap_or_default())}</span>
-                        <div class="cpg-bar"><div class="cpg-bar-fill" style:width=move || format!("{:.1}%", state.campaign.with(|c| c.as_ref().map_or(0.0, |c| progress(c).1)))></div></div>
+                        <span class="num" data-testid="campaign-progress">{move || progress_of.get().0}</span>
+                        <div class="cpg-bar"><div class="cpg-bar-fill" style:transform=move || format!("scaleX({:.4})", progress_of.get().1 / 100.0)></div></div>
                         <span class="num cpg-eta" data-testid="campaign-eta">{move || state.campaign.with(|c| c.as_ref().map(|c| time_left(c, now())).unwrap_or_default())}</span>
                     </div>
-                    <div class="cpg-best-line" inner_html=with_c(|c, _| best_markup(c))></div>
+                    <div class="cpg-best-line" inner_html=best></div>
                     <div class="cpg-now">
-                        {move || current().map(|(i, label, n)| view! {
+                        {move || current.get().map(|(i, label, n, since)| view! {
                             <span data-testid="campaign-current">{format!("step {} of {n}: {label}", i + 1)}</span>
                             <PhaseBadge phase=phase />
+                            <span class="num cpg-muted">{move || since.map(|t| crate::campaign::duration(now().saturating_sub(t))).unwrap_or_default()}</span>
                         })}
-                        {move || state.campaign.with(|c| c.as_ref().and_then(|c| c.info.reason.clone())).map(|r| view! {
+                        {move || reason.get().map(|r| view! {
                             <span class="cpg-reason" data-testid="campaign-reason">{r}</span>
                         })}
                     </div>
                 </div>
                 <div class="cpg-body" on:click=on_click>
-                    <div class="cpg-steps">
+                    <div class="cpg-main">
+                    <div
+                        class="cpg-steps"
+                        node_ref=steps_box
+                        on:scroll=move |ev| {
+                            if let Some(el) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) {
+                                scroll.set(f64::from(el.scroll_top()));
+                                view_px.set(f64::from(el.client_height()));
+                            }
+                        }
+                    >
                         <table class="cpg-table">
                             <colgroup>
                                 <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
                             </colgroup>
                             <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
-                            <tbody data-testid="campaign-steps" inner_html=move || state.campaign.with(|c| c.as_ref().map(|c| step_rows(c, now())).unwrap_or_default())></tbody>
+                            <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() inner_html=rows></tbody>
                         </table>
+                    </div>
+                    <div class="cpg-live" data-testid="campaign-live">{live}</div>
                     </div>
                     <div class="cpg-side">
                         <svg class="chart pareto" data-testid="pareto-chart" viewBox=format!("0 0 {PW} {PH}") preserveAspectRatio="xMidYMid meet" role="img" aria-label="throughput against p99 time to first token"
-                            inner_html=move || state.campaign.with(|c| c.as_ref().map(|c| pareto_markup(c, selected.get())).unwrap_or_default())>
+                            inner_html=chart>
                         </svg>
                         {point_box}
                         <h3 class="cpg-h">"effect of each flag"</h3>
-                        <ul class="cpg-effects" data-testid="campaign-effects" inner_html=with_c(|c, _| effects_markup(c))></ul>
+                        <ul class="cpg-effects" data-testid="campaign-effects" inner_html=effects></ul>
                     </div>
                 </div>
             }.into_any(),

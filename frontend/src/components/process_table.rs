@@ -11,6 +11,11 @@ use shared::tree::tree_depths;
 use crate::components::process_row::{ProcessRow, RowKey};
 use crate::state::AppState;
 
+/// Rows whose space the table keeps once it has shown them.
+const MAX_RESERVED_ROWS: usize = 20;
+/// A row's height (`.proc-table td`: 2rem of the 14 px root, and its border), in CSS pixels.
+const ROW_PX: f64 = 29.0;
+
 /// All processes of the latest sample.
 #[component]
 pub(crate) fn ProcessTable() -> impl IntoView {
@@ -53,6 +58,13 @@ pub(crate) fn ProcessTable() -> impl IntoView {
             .latest
             .with(|l| l.as_ref().and_then(|s| s.processes_error.clone()))
     });
+    // The most rows seen (up to 20) keep their space: a server's processes
+    // that go and come back with each restart never move what is below.
+    let reserved = Memo::new(move |prev: Option<&usize>| {
+        rows.with(Vec::len)
+            .min(MAX_RESERVED_ROWS)
+            .max(prev.copied().unwrap_or(0))
+    });
     let empty_text = move || {
         if state.latest.with(Option::is_none) {
             "waiting for data…"
@@ -88,6 +100,7 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                 }}
             </span>
         </div>
+        <div class="proc-reserve" style:min-height=move || format!("{}px", reserved.get().max(1) as f64 * ROW_PX + ROW_PX + 2.0)>
         <table class="proc-table" data-testid="process-table">
             <colgroup>
                 <col class="c-pid" />
@@ -122,5 +135,6 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                 </Show>
             </tbody>
         </table>
+        </div>
     }
 }

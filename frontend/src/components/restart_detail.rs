@@ -38,8 +38,14 @@ pub(crate) fn RestartDetailPanel() -> impl IntoView {
     move || state.detail.get().map(|id| body(state, id))
 }
 
-/// The modal of restart `id`.
-fn body(state: AppState, id: i64) -> impl IntoView {
+/// Restart `id`'s record, kept current while this component lives: fetched
+/// first, again on every `restart` message for it and every phase its
+/// operation enters, and its timeline grown from `timeline` messages in
+/// between. The record (once in) and why it could not be read.
+pub(crate) fn live_detail(
+    state: AppState,
+    id: i64,
+) -> (Memo<Option<RestartDetail>>, RwSignal<Option<String>>) {
     let data = RwSignal::new(None::<RestartDetail>);
     let error = RwSignal::new(None::<String>);
     let fetcher = SingleFlight::new();
@@ -100,8 +106,13 @@ fn body(state: AppState, id: i64) -> impl IntoView {
         });
     });
 
+    (Memo::new(move |_| data.get()), error)
+}
+
+/// The modal of restart `id`.
+fn body(state: AppState, id: i64) -> impl IntoView {
+    let (loaded, error) = live_detail(state, id);
     let close = move || state.detail.set(None);
-    let loaded = Memo::new(move |_| data.get());
 
     view! {
         <div class="modal-backdrop" on:click=move |_| close()>

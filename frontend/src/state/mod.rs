@@ -228,8 +228,6 @@ impl AppState {
             }
             ServerMsg::Campaign(info) => self.apply_campaign(info),
             ServerMsg::CampaignStep { campaign_id, step } => {
-                // A measured or failed step changes the ledger below.
-                let step_finished = step.state.is_final();
                 self.campaign.update(|c| {
                     if let Some(c) = c.as_mut().filter(|c| c.info.id == campaign_id)
                         && let Some(slot) = c.steps.get_mut(step.index as usize)
@@ -238,9 +236,6 @@ impl AppState {
                         c.recount();
                     }
                 });
-                if step_finished {
-                    self.ledger_gen.update(|g| *g += 1);
-                }
             }
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");

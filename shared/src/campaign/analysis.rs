@@ -145,30 +145,42 @@ pub fn attribution(c: &Campaign) -> Vec<Effect> {
         return Vec::new();
     };
     let measured: Vec<&Step> = c.steps.iter().filter(|s| s.measured()).collect();
+    let plan = by_plan(c);
     let mut out = Vec::new();
+    // One pass over the steps per flag: a plan that varies a flag over many
+    // values costs no more than one that varies it over two.
     for flag in &c.info.varied {
-        let from = base.flags.get(flag).cloned().unwrap_or_default();
-        // Values in the order they first appear in the plan.
-        let mut values: Vec<String> = Vec::new();
-        for s in by_plan(c) {
-            let v = s.flags.get(flag).cloned().unwrap_or_default();
-            if v != from && !values.contains(&v) {
-                values.push(v);
+        let value = |s: &Step| s.flags.get(flag).cloned().unwrap_or_default();
+        let from = value(base);
+        // Values in the order they first appear in the plan, each with the
+        // Δ of its pairs.
+        let mut values: Vec<(String, Vec<f64>)> = Vec::new();
+        for s in &plan {
+            let v = value(s);
+            if v != from && !values.iter().any(|(x, _)| *x == v) {
+                values.push((v, Vec::new()));
             }
         }
         // The steps measured with the baseline's value, by everything else.
         let mut at_from: BTreeMap<Vec<(&String, &String)>, &Step> = BTreeMap::new();
         for s in &measured {
-            if s.flags.get(flag).cloned().unwrap_or_default() == from {
+            if value(s) == from {
                 at_from.insert(rest(s, flag), s);
             }
         }
-        for to in values {
-            let mut pcts: Vec<f64> = measured
-                .iter()
-                .filter(|s| s.flags.get(flag).cloned().unwrap_or_default() == to)
-                .filter_map(|s| at_from.get(&rest(s, flag)).and_then(|a| delta_pct(s, a)))
-                .collect();
+        for s in &measured {
+            let v = value(s);
+            if v == from {
+                continue;
+            }
+            let Some(d) = at_from.get(&rest(s, flag)).and_then(|a| delta_pct(s, a)) else {
+                continue;
+            };
+            if let Some((_, pcts)) = values.iter_mut().find(|(x, _)| *x == v) {
+                pcts.push(d);
+            }
+        }
+        for (to, mut pcts) in values {
             let pairs = pcts.len() as u32;
             let median = median(&mut pcts);
             let note = match pairs {
