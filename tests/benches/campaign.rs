@@ -280,6 +280,14 @@ async fn ui() -> anyhow::Result<()> {
     .await?;
     b.wait_count("[data-testid=campaign-step]", 1, Duration::from_secs(30))
         .await?;
+    if let Ok(hide) = std::env::var("HIDE") {
+        b.client
+            .execute(
+                "const s = document.createElement('style'); s.textContent = arguments[0] + ' { display: none !important; }'; document.head.appendChild(s);",
+                vec![Value::String(hide)],
+            )
+            .await?;
+    }
     let before = app.get_json(&format!("/api/campaigns/{id}")).await?["info"]["done"]
         .as_u64()
         .unwrap_or(0);

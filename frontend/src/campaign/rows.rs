@@ -29,27 +29,59 @@ pub(crate) fn window(n: usize, scroll_px: f64, view_px: f64) -> std::ops::Range<
     start..end.max(start)
 }
 
-/// The rows of steps `range`, in the order they run, between two spacer rows
-/// that stand for the rest: a plan of hundreds of steps draws a few dozen
-/// rows. Nothing here follows the clock (the running step's time is in the
-/// panel's "now" line): rows are redrawn only when a step changes.
+/// The window of rows drawn: the spacer heights above and below it (px),
+/// and each row's markup, in the order the steps run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Drawn {
+    pub(crate) range: std::ops::Range<usize>,
+    pub(crate) above_px: f64,
+    pub(crate) below_px: f64,
+    pub(crate) rows: Vec<String>,
+}
+
+impl Drawn {
+    /// The whole tbody: a spacer row standing for the rows above, the rows,
+    /// a spacer for those below.
+    pub(crate) fn html(&self) -> String {
+        let mut out = spacer(self.above_px);
+        for r in &self.rows {
+            out.push_str(r);
+        }
+        out.push_str(&spacer(self.below_px));
+        out
+    }
+}
+
+/// A row that holds the place of `px` of rows not drawn (nothing for 0).
+fn spacer(px: f64) -> String {
+    if px > 0.0 {
+        format!(r#"<tr class="cpg-spacer" style="height:{px}px"></tr>"#)
+    } else {
+        String::new()
+    }
+}
+
+/// The rows of steps `range`, in the order they run, as [`Drawn::html`]
+/// writes them.
+#[cfg(test)]
 pub(crate) fn step_rows(c: &Campaign, range: std::ops::Range<usize>) -> String {
+    drawn(c, range).html()
+}
+
+/// Steps `range` of the campaign drawn: a plan of hundreds of steps draws a
+/// few dozen rows, and the page replaces only the rows whose markup changed.
+/// Nothing here follows the clock (the running step's time is in the
+/// panel's "now" line): a row changes only when its step does.
+pub(crate) fn drawn(c: &Campaign, range: std::ops::Range<usize>) -> Drawn {
     let base = c.baseline().map(|b| b.flags.clone()).unwrap_or_default();
     let deltas = analysis::deltas(c);
     let best = analysis::best(c).map(|s| s.index);
     let n = c.steps.len();
     let range = range.start.min(n)..range.end.min(n);
-    let mut out = String::with_capacity(range.len() * 600 + 200);
-    if range.start > 0 {
-        let _ = write!(
-            out,
-            r#"<tr class="cpg-spacer" style="height:{}px"></tr>"#,
-            range.start as f64 * ROW_PX
-        );
-    }
-    let after = n - range.end;
-    for (s, d) in c.steps[range.clone()].iter().zip(&deltas[range]) {
+    let mut rows = Vec::with_capacity(range.len());
+    for (s, d) in c.steps[range.clone()].iter().zip(&deltas[range.clone()]) {
         let d = *d;
+        let mut out = String::with_capacity(600);
         let current = c.info.current == Some(s.index) && !s.state.is_final();
         let _ = write!(
             out,
@@ -164,15 +196,14 @@ pub(crate) fn step_rows(c: &Campaign, range: std::ops::Range<usize>) -> String {
             None => out.push_str("<td></td>"),
         }
         out.push_str("</tr>");
+        rows.push(out);
     }
-    if after > 0 {
-        let _ = write!(
-            out,
-            r#"<tr class="cpg-spacer" style="height:{}px"></tr>"#,
-            after as f64 * ROW_PX
-        );
+    Drawn {
+        above_px: range.start as f64 * ROW_PX,
+        below_px: (n - range.end) as f64 * ROW_PX,
+        range,
+        rows,
     }
-    out
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use shared::restart::OpKind;
 
 use crate::api;
 use crate::campaign::pareto::{PH, PW, pareto_markup};
-use crate::campaign::rows::{ROW_PX, step_rows, window};
+use crate::campaign::rows::{Drawn, ROW_PX, drawn, window};
 use crate::campaign::{best_markup, effects_markup, progress, state_key, time_left};
 use crate::chart::empty_detail;
 use crate::components::drain_chart::DrainChart;
@@ -36,6 +36,24 @@ fn acted_on(ev: &web_sys::MouseEvent) -> Option<(String, web_sys::Element)> {
     let target = ev.target()?.dyn_into::<web_sys::Element>().ok()?;
     let el = target.closest("[data-act]").ok()??;
     Some((el.get_attribute("data-act")?, el))
+}
+
+/// Brings the steps' table body from `prev` to `next`: the rows that changed
+/// only, when the window and the plan are the same; else the whole body.
+fn patch(el: &web_sys::Element, prev: &Drawn, next: &Drawn) {
+    if prev.range != next.range || prev.rows.len() != next.rows.len() || prev.rows.is_empty() {
+        el.set_inner_html(&next.html());
+        return;
+    }
+    let children = el.children();
+    let offset = u32::from(next.above_px > 0.0);
+    for (i, (a, b)) in prev.rows.iter().zip(&next.rows).enumerate() {
+        if a != b
+            && let Some(tr) = children.item(i as u32 + offset)
+        {
+            tr.set_outer_html(b);
+        }
+    }
 }
 
 /// Keeps `state.campaign` the newest campaign, fetched whole.
@@ -257,11 +275,23 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     // part shows (most change one row, or only the header) leaves its
     // element alone, so the browser parses and lays out only what changed.
     let rows = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            c.as_ref()
-                .map(|c| step_rows(c, win.get()))
-                .unwrap_or_default()
-        })
+        state
+            .campaign
+            .with(|c| c.as_ref().map(|c| drawn(c, win.get())).unwrap_or_default())
+    });
+    // The rows are patched, not redrawn: a step that changed replaces its own
+    // row (the browser styles and lays out that row), a new window or plan
+    // redraws the body.
+    let tbody = NodeRef::<leptos::html::Tbody>::new();
+    let shown = StoredValue::new(Drawn::default());
+    Effect::new(move |_| {
+        let Some(el) = tbody.get() else { return };
+        rows.with(|next| {
+            shown.update_value(|prev| {
+                patch(&el, prev, next);
+                prev.clone_from(next);
+            })
+        });
     });
     let chart = Memo::new(move |_| {
         state.campaign.with(|c| {
@@ -416,7 +446,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                                 <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
                             </colgroup>
                             <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
-                            <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() inner_html=rows></tbody>
+                            <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() node_ref=tbody></tbody>
                         </table>
                     </div>
                     <div class="cpg-live" data-testid="campaign-live">{live}</div>
