@@ -319,3 +319,54 @@ async fn plans_are_refused_whole_and_viewers_cannot_steer() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// A baseline, a set that runs out of memory at launch (EP 8 with
+/// speculative decoding), another set.
+fn with_oom(policy: &str) -> String {
+    format!(
+        r#"name = "{policy}"
+reuse = false
+on_failure = "{policy}"
+{BENCH}
+[[sets]]
+[[sets]]
+flags = {{ "--ep-size" = 8, "--speculative-algorithm" = "EAGLE" }}
+[[sets]]
+flags = {{ "--ep-size" = 2 }}
+"#
+    )
+}
+
+#[tokio::test]
+async fn retry_tries_a_failed_step_once_more_and_stop_ends_the_campaign() -> anyhow::Result<()> {
+    let _load = MEASURING.read().await;
+    let host = SimHost::new(100);
+    let app = spawn_managed(&host, &crate::spec(""), &[])?;
+    app.start_server().await?;
+
+    let id = start(&app, &with_oom("retry")).await?;
+    let c = wait_over(&app, id, Duration::from_secs(120)).await?;
+    assert_eq!(c["info"]["state"], "done", "{c:#}");
+    assert_eq!(states(&c), ["done", "failed", "done"], "{c:#}");
+    assert_eq!(
+        c["steps"][1]["attempts"], 2,
+        "tried once more: {:#}",
+        c["steps"][1]
+    );
+    assert_eq!(c["steps"][1]["failure"]["kind"], "oom");
+
+    let id = start(&app, &with_oom("stop")).await?;
+    let c = wait_over(&app, id, Duration::from_secs(120)).await?;
+    assert_eq!(c["info"]["state"], "stopped", "{c:#}");
+    assert_eq!(states(&c), ["done", "failed", "skipped"], "{c:#}");
+    assert_eq!(c["steps"][1]["attempts"], 1);
+    let reason = c["info"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("step 2 failed") && reason.contains("out of GPU memory"),
+        "{reason}"
+    );
+    // The server is left as the failed step left it: a person may start it.
+    let s = app.server().await?;
+    assert!(s.held_by.is_none());
+    Ok(())
+}

@@ -4,6 +4,7 @@
 //! again; pause, resume, cancel, a person's restart refused, a foreign holder,
 //! webhooks received by a local listener.
 
+mod cli;
 mod control;
 mod grid;
 mod resume;

@@ -125,14 +125,19 @@ impl CliError {
 #[derive(Debug, Clone, Args)]
 pub struct Remote {
     /// The drainwatch to talk to (its address, or the public URL behind a proxy).
-    #[arg(long, env = "DRAINWATCH_URL", default_value = "http://127.0.0.1:7878")]
+    #[arg(
+        long,
+        env = "DRAINWATCH_URL",
+        default_value = "http://127.0.0.1:7878",
+        global = true
+    )]
     pub url: String,
     /// A bearer token (see `drainwatch token`). Prefer the environment
     /// variable: a command-line argument is visible to every user in `ps`.
-    #[arg(long, env = "DRAINWATCH_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "DRAINWATCH_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
     /// Print the result as one line of JSON (for `watch`, one line per message).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub json: bool,
 }
 
