@@ -4,8 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-use tests::managed::spawn_managed;
-use tests::{SimHost, TestApp, bin};
+use tests::{TestApp, bin};
 
 use crate::{BENCH, MEASURING};
 
@@ -29,9 +28,7 @@ async fn campaign(app: &TestApp, args: &[&str]) -> anyhow::Result<(i32, String, 
 #[tokio::test]
 async fn the_cli_runs_a_plan_to_its_end_and_its_exit_code_says_how_it_went() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &crate::spec(""), &[])?;
-    app.start_server().await?;
+    let (host, app) = crate::ready("").await?;
     let plan = host.scratch().join("plan.toml");
     std::fs::write(
         &plan,

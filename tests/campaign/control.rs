@@ -30,9 +30,7 @@ flags = {{ "--ep-size" = 2 }}
 #[tokio::test]
 async fn a_persons_restart_waits_its_turn_and_pause_holds_at_the_steps_end() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &crate::spec(""), &[])?;
-    app.start_server().await?;
+    let (_host, app) = crate::ready("").await?;
     let id = start(&app, &three()).await?;
     let c = wait_campaign(&app, id, "step 1 running", Duration::from_secs(30), |c| {
         matches!(
@@ -113,9 +111,7 @@ async fn a_persons_restart_waits_its_turn_and_pause_holds_at_the_steps_end() -> 
 #[tokio::test]
 async fn cancel_mid_benchmark_stops_it_at_once_and_skips_the_rest() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &crate::spec(""), &[])?;
-    app.start_server().await?;
+    let (_host, app) = crate::ready("").await?;
     let id = start(&app, &three()).await?;
     wait_campaign(
         &app,
@@ -155,9 +151,7 @@ async fn a_foreign_holder_pauses_the_campaign_and_the_webhooks_hear_of_it() -> a
         "\n[[webhooks]]\nname = \"team\"\nurl = \"{}\"\nformat = \"json\"\n\n[[webhooks]]\nname = \"slack\"\nurl = \"{}\"\nformat = \"slack\"\n",
         hook.url, slack.url
     );
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &crate::spec(&hooks), &[])?;
-    app.start_server().await?;
+    let (host, app) = crate::ready(&hooks).await?;
 
     // Testing the hooks from the API: both answer, and neither URL is shown.
     let (code, body) = app.post("/api/webhooks/test", &json!({})).await?;
@@ -340,9 +334,7 @@ flags = {{ "--ep-size" = 2 }}
 #[tokio::test]
 async fn retry_tries_a_failed_step_once_more_and_stop_ends_the_campaign() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &crate::spec(""), &[])?;
-    app.start_server().await?;
+    let (_host, app) = crate::ready("").await?;
 
     let id = start(&app, &with_oom("retry")).await?;
     let c = wait_over(&app, id, Duration::from_secs(120)).await?;

@@ -7,8 +7,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
-use tests::SimHost;
-use tests::managed::spawn_managed;
 
 use crate::{BENCH, MEASURING, bench_json, spec, start, states, wait_over};
 
@@ -44,9 +42,7 @@ fn truth(speed: f64) -> f64 {
 #[tokio::test]
 async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyhow::Result<()> {
     let _alone = MEASURING.write().await;
-    let host = SimHost::new(100);
-    let app = spawn_managed(&host, &spec(""), &[])?;
-    app.start_server().await?;
+    let (_host, app) = crate::ready("").await?;
     // The baseline, measured before with the campaign's settings: reused.
     let before = app.bench(bench_json()).await?;
     assert_eq!(before["status"], "succeeded", "{before}");

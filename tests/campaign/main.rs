@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde_json::Value;
-use tests::TestApp;
 use tests::managed::ServerSpec;
+use tests::{SimHost, TestApp};
 
 /// The test that compares measured effects with the formula holds it alone
 /// (`write`); the others share it (`read`).
@@ -55,6 +55,15 @@ pub(crate) fn spec(extra: &str) -> ServerSpec {
         extra: format!("{EP_FLAG}{extra}"),
         ..ServerSpec::default()
     }
+}
+
+/// drainwatch managing the campaigns' server (`extra`: more TOML for its
+/// config), the server started and ready.
+pub(crate) async fn ready(extra: &str) -> anyhow::Result<(SimHost, TestApp)> {
+    let host = SimHost::new(100);
+    let app = tests::managed::spawn_managed(&host, &spec(extra), &[])?;
+    app.start_server().await?;
+    Ok((host, app))
 }
 
 /// POSTs a TOML plan; the status and the JSON answer.

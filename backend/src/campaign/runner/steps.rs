@@ -230,7 +230,9 @@ impl Runner {
                 a.doing = Doing::Bench { step: i };
                 self.begin_bench(i).await;
             }
-            AfterRestart::Interrupted => {
+            // Not the step's failure: it runs again (unless the campaign is
+            // cancelled), and this attempt does not count.
+            AfterRestart::Interrupted | AfterRestart::Foreign(_) => {
                 self.set_step(i, |s| {
                     s.state = if cancelled {
                         StepState::Skipped
@@ -239,17 +241,7 @@ impl Runner {
                     };
                     s.attempts = s.attempts.saturating_sub(1);
                 });
-            }
-            AfterRestart::Foreign(why) => {
-                self.set_step(i, |s| {
-                    s.state = if cancelled {
-                        StepState::Skipped
-                    } else {
-                        StepState::Pending
-                    };
-                    s.attempts = s.attempts.saturating_sub(1);
-                });
-                if !cancelled {
+                if let (AfterRestart::Foreign(why), false) = (after, cancelled) {
                     self.pause_for_person(why).await;
                 }
             }
