@@ -122,10 +122,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     println!("  a foreign process with the same command line holds 1.5 GiB on GPU 7");
     println!("  restart it from the UI (type \"demo\" to confirm); Ctrl-C stops everything");
     if campaign {
-        println!("  the demo campaign runs: 8 flag sets, about four minutes (the campaign panel)");
+        println!("  the demo campaign runs: 8 flag sets, about three minutes (the campaign panel)");
     } else {
         println!(
-            "  a demo campaign of 8 flag sets (about four minutes): New campaign… in the UI, or\n    {} campaign --url {url} start {}",
+            "  a demo campaign of 8 flag sets (about three minutes): New campaign… in the UI, or\n    {} campaign --url {url} start {}",
             bin.join("drainwatch").display(),
             plan.display()
         );

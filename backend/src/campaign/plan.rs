@@ -288,7 +288,10 @@ pub fn resolve(
                         "grid: more than {MAX_STEPS} combinations; split the campaign"
                     ))
                 })?;
-            varied.push(flag.clone());
+            // One value is a setting of every step, not something varied.
+            if canon_values.len() > 1 {
+                varied.push(flag.clone());
+            }
             axes.push((flag.clone(), canon_values));
         }
         let mut excludes: Vec<Vec<(String, Option<String>)>> = Vec::new();

@@ -147,9 +147,10 @@ pub(crate) fn drawn(c: &Campaign, range: std::ops::Range<usize>) -> Drawn {
             (_, Some(f)) => {
                 let _ = write!(
                     out,
-                    r#"<td class="cpg-fail" title="{}">{}</td>"#,
+                    r#"<td class="cpg-fail" title="{}: {}">{}</td>"#,
+                    f.kind.label(),
                     escape(&f.message),
-                    f.kind.label()
+                    f.kind.short()
                 );
             }
             _ => out.push_str(r#"<td class="num cpg-muted">—</td>"#),
@@ -226,7 +227,7 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("IDX: 0 → 2"), "{html}");
-        assert!(html.contains(">out of memory at launch</td>"), "{html}");
+        assert!(html.contains(">OOM at launch</td>"), "{html}");
         assert!(html.contains(r#"class="cpg-step current""#), "{html}");
         assert!(
             html.contains(r#"data-act="restart" data-id="40""#),

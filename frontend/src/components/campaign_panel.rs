@@ -133,6 +133,13 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             .campaign
             .with(|c| c.as_ref().and_then(|c| c.info.reason.clone()))
     });
+    // How long an ended campaign took.
+    let ended = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            let i = &c.as_ref()?.info;
+            Some(i.finished_at_ms?.saturating_sub(i.created_at_ms))
+        })
+    });
     let state_of = Memo::new(move |_| state.campaign.with(|c| c.as_ref().map(|c| c.info.state)));
     let now = move || state.now_ms.get() as u64;
     let on_click = move |ev: web_sys::MouseEvent| {
@@ -423,6 +430,9 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                             <span data-testid="campaign-current">{format!("step {} of {n}: {label}", i + 1)}</span>
                             <PhaseBadge phase=phase />
                             <span class="num cpg-muted">{move || since.map(|t| crate::campaign::duration(now().saturating_sub(t))).unwrap_or_default()}</span>
+                        })}
+                        {move || ended.get().map(|took| view! {
+                            <span class="cpg-muted num" data-testid="campaign-took">{format!("ended after {}", crate::campaign::duration(took))}</span>
                         })}
                         {move || reason.get().map(|r| view! {
                             <span class="cpg-reason" data-testid="campaign-reason">{r}</span>

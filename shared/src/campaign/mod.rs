@@ -162,6 +162,20 @@ impl FailureKind {
             Self::BenchFailed => "benchmark failed",
         }
     }
+
+    /// A few words, for a table's cell.
+    pub fn short(self) -> &'static str {
+        match self {
+            Self::Oom => "OOM at launch",
+            Self::WarmupTimeout => "warm-up timeout",
+            Self::Crashed => "crashed",
+            Self::LaunchFailed => "launch failed",
+            Self::VerifyFailed => "verify failed",
+            Self::ForeignHolders => "foreign holder",
+            Self::WrongAnswer => "wrong answer",
+            Self::BenchFailed => "bench failed",
+        }
+    }
 }
 
 /// A step's failure: its class and the one-line reason.
