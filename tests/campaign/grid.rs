@@ -143,6 +143,7 @@ async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyho
     let export = app
         .get_json(&format!("/api/campaigns/{id}/export.json"))
         .await?;
+    assert_eq!(export["simulated"], true, "a simulated host says so");
     let effects = export["effects"].as_array().expect("effects");
     let effect = |flag: &str, to: &str| {
         effects

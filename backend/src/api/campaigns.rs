@@ -215,7 +215,11 @@ pub(super) async fn export_json(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let c = read(&state, &id).await?;
+    let host = state.hub.host();
     let body = serde_json::json!({
+        // Never a simulated number taken for a real one.
+        "host": host.hostname,
+        "simulated": host.nvml.is_simulated(),
         "delta_pct": analysis::deltas(&c),
         "best_step": analysis::best(&c).map(|s| s.index),
         "effects": analysis::attribution(&c),

@@ -54,14 +54,16 @@ impl Builder {
         }
     }
 
-    /// Adds `value` to flag `name`'s values, or takes it out.
-    pub(crate) fn toggle(&mut self, name: &str, value: &str) {
+    /// Adds `value` to flag `name`'s values (`on`), or takes it out.
+    pub(crate) fn set(&mut self, name: &str, value: &str, on: bool) {
         if let Some(a) = self.axes.iter_mut().find(|a| a.name == name) {
-            match a.values.iter().position(|v| v == value) {
-                Some(i) => {
+            let at = a.values.iter().position(|v| v == value);
+            match (at, on) {
+                (Some(i), false) => {
                     a.values.remove(i);
                 }
-                None => a.values.push(value.to_owned()),
+                (None, true) => a.values.push(value.to_owned()),
+                _ => {}
             }
         }
     }
@@ -132,6 +134,50 @@ impl Builder {
         };
         serde_json::to_string(&plan).map_err(|e| e.to_string())
     }
+}
+
+/// The flags as the builder lists them, as HTML: for each, its name (its
+/// help on hover) and its values — a box to tick per value of an enum or a
+/// boolean (`data-flag`, `data-value`), a text field for a list of numbers
+/// (`data-flag`). The page reads what is ticked or typed from the events.
+pub(crate) fn flag_rows(specs: &[FlagSpec], defaults: &Flags) -> String {
+    use std::fmt::Write as _;
+
+    use crate::markup::escape;
+    let mut out = String::new();
+    for spec in specs {
+        let name = escape(&spec.name);
+        let _ = write!(
+            out,
+            r#"<div class="plan-flag" data-testid="plan-flag"><code class="plan-flag-name" title="{}">{name}</code><div class="plan-values">"#,
+            escape(spec.help.as_deref().unwrap_or(""))
+        );
+        match choices(spec, defaults) {
+            Some(options) => {
+                for (value, label) in options {
+                    let _ = write!(
+                        out,
+                        r#"<label class="plan-choice"><input type="checkbox" data-testid="plan-value" data-flag="{name}" data-value="{}"/>{}</label>"#,
+                        escape(&value),
+                        escape(&label)
+                    );
+                }
+            }
+            None => {
+                let hint = spec
+                    .range_text()
+                    .map(|r| format!("e.g. values in {r}, comma-separated"))
+                    .unwrap_or_default();
+                let _ = write!(
+                    out,
+                    r#"<input type="text" class="plan-list" data-testid="plan-list" data-flag="{name}" placeholder="{}"/>"#,
+                    escape(&hint)
+                );
+            }
+        }
+        out.push_str("</div></div>");
+    }
+    out
 }
 
 /// The values a flag offers as boxes to tick (enums and booleans), with the
@@ -229,8 +275,9 @@ mod tests {
         assert_eq!(b.combinations(), 1);
         assert_eq!(b.to_json(), Err("give the campaign a name".to_owned()));
         b.name = " tilelang × EP ".into();
-        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "");
-        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "1");
+        b.set("SGLANG_OPT_USE_TILELANG_INDEXER", "", true);
+        b.set("SGLANG_OPT_USE_TILELANG_INDEXER", "1", true);
+        b.set("SGLANG_OPT_USE_TILELANG_INDEXER", "1", true);
         b.set_list("--ep-size", "1, 4,8,");
         assert_eq!(b.combinations(), 6);
         b.target = "1000".into();
@@ -239,7 +286,7 @@ mod tests {
             b.to_json().expect("a plan"),
             r#"{"name":"tilelang × EP","order":"given","on_failure":"continue","reuse":true,"target":1000.0,"bench":{"concurrency":[16],"repeats":3},"grid":{"SGLANG_OPT_USE_TILELANG_INDEXER":[null,"1"],"--ep-size":["1","4","8"]}}"#
         );
-        b.toggle("SGLANG_OPT_USE_TILELANG_INDEXER", "1");
+        b.set("SGLANG_OPT_USE_TILELANG_INDEXER", "1", false);
         assert_eq!(b.combinations(), 3);
         b.concurrency = "16, x".into();
         assert_eq!(
@@ -258,5 +305,13 @@ mod tests {
         assert_eq!(c[0], (String::new(), "config (0)".to_owned()));
         assert_eq!(c.len(), 3);
         assert_eq!(choices(&s[1], &defaults), None);
+        let html = flag_rows(&s, &defaults);
+        assert_eq!(html.matches(r#"data-testid="plan-value""#).count(), 3);
+        assert!(
+            html.contains(
+                r#"data-flag="--ep-size" placeholder="e.g. values in 1–8, comma-separated""#
+            ),
+            "{html}"
+        );
     }
 }

@@ -9,12 +9,13 @@
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use leptos::wasm_bindgen::JsCast;
 use shared::campaign::{Campaign, FailurePolicy, PlanOrder};
 use shared::flags::FlagSpec;
 
 use crate::api;
 use crate::campaign::duration;
-use crate::campaign::plan::{Builder, choices};
+use crate::campaign::plan::{Builder, flag_rows};
 use crate::components::close_button::close_button;
 use crate::fetch::SingleFlight;
 use crate::state::AppState;
@@ -93,57 +94,26 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
         });
     };
 
-    let rows = specs
-        .iter()
-        .map(|spec| {
-            let name = spec.name.clone();
-            let help = spec.help.clone().unwrap_or_default();
-            let input = match choices(spec, &defaults) {
-                Some(options) => options
-                    .into_iter()
-                    .map(|(value, label)| {
-                        let (n1, n2, n3) = (name.clone(), name.clone(), name.clone());
-                        let (v1, v2) = (value.clone(), value.clone());
-                        view! {
-                            <label class="plan-choice">
-                                <input
-                                    type="checkbox"
-                                    data-testid="plan-value"
-                                    data-flag=n1
-                                    data-value=v1
-                                    prop:checked=move || plan.with(|p| p.axes.iter().any(|a| a.name == n2 && a.values.contains(&v2)))
-                                    on:change=move |_| plan.update(|p| p.toggle(&n3, &value))
-                                />
-                                {label}
-                            </label>
-                        }
-                        .into_any()
-                    })
-                    .collect::<Vec<_>>(),
-                None => {
-                    let (n1, n2) = (name.clone(), name.clone());
-                    let hint = spec.range_text().map(|r| format!("e.g. values in {r}, comma-separated")).unwrap_or_default();
-                    vec![view! {
-                        <input
-                            type="text"
-                            class="plan-list"
-                            data-testid="plan-list"
-                            data-flag=n1
-                            placeholder=hint
-                            on:input=move |ev| plan.update(|p| p.set_list(&n2, &event_target_value(&ev)))
-                        />
-                    }
-                    .into_any()]
-                }
-            };
-            view! {
-                <div class="plan-flag" data-testid="plan-flag">
-                    <code class="plan-flag-name" title=help>{name.clone()}</code>
-                    <div class="plan-values">{input}</div>
-                </div>
-            }
-        })
-        .collect::<Vec<_>>();
+    // The flags and their values are text (`flag_rows`); what is ticked or
+    // typed reaches the plan through the events they bubble up here.
+    let rows = flag_rows(&specs, &defaults);
+    let on_edit = move |ev: web_sys::Event| {
+        let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
+        let Some(flag) = input.get_attribute("data-flag") else {
+            return;
+        };
+        if input.type_() == "checkbox" {
+            let value = input.get_attribute("data-value").unwrap_or_default();
+            plan.update(|p| p.set(&flag, &value, input.checked()));
+        } else {
+            plan.update(|p| p.set_list(&flag, &input.value()));
+        }
+    };
 
     let text_field = move |label: &'static str,
                            testid: &'static str,
@@ -200,7 +170,7 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
                     {text_field("name", "plan-name", |p| p.name.clone(), |p, v| p.name = v)}
                     <section class="dlg-section">
                         <h3 class="dlg-h">"flags to vary"</h3>
-                        <div class="plan-flags">{rows}</div>
+                        <div class="plan-flags" inner_html=rows on:change=on_edit on:input=on_edit></div>
                     </section>
                     <section class="dlg-section plan-bench">
                         <h3 class="dlg-h">"every step's benchmark"</h3>

@@ -241,8 +241,10 @@ pub struct Step {
     /// The flag set's id in the ledger.
     pub flagset: String,
     /// This step's own benchmark settings, where the plan gave it some;
-    /// otherwise the campaign's.
+    /// otherwise the campaign's. (The browser's page does not read them: it
+    /// shows none, and their reader would weigh on its bundle.)
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub settings: Option<BenchSettings>,
     pub state: StepState,
     /// Attempts begun (a retry is a second one).
@@ -320,7 +322,9 @@ pub struct CampaignInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Campaign {
     pub info: CampaignInfo,
-    /// The benchmark of every step that gives none of its own.
+    /// The benchmark of every step that gives none of its own (not read by
+    /// the browser's page, as [`Step::settings`]).
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub bench: BenchSettings,
     pub steps: Vec<Step>,
 }
