@@ -45,7 +45,7 @@ pub(crate) fn escape(text: &str) -> String {
 }
 
 /// A phase pill, as the `PhaseBadge` component draws it.
-fn phase_pill(out: &mut String, phase: shared::restart::Phase) {
+pub(crate) fn phase_pill(out: &mut String, phase: shared::restart::Phase) {
     let _ = write!(
         out,
         r#"<span class="phase" data-phase="{}">{}</span>"#,

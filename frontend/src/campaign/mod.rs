@@ -5,6 +5,7 @@
 //! Read-only parts are HTML or SVG text; everything from outside goes through
 //! [`crate::markup::escape`].
 
+pub(crate) mod panel;
 pub(crate) mod pareto;
 pub(crate) mod plan;
 pub(crate) mod rows;

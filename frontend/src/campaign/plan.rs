@@ -68,6 +68,34 @@ impl Builder {
         }
     }
 
+    /// A field of the form (`data-field`) as edited: its text, or for a box,
+    /// whether it is ticked.
+    pub(crate) fn edit(&mut self, field: &str, text: &str, ticked: bool) {
+        let text = text.to_owned();
+        match field {
+            "name" => self.name = text,
+            "concurrency" => self.concurrency = text,
+            "repeats" => self.repeats = text,
+            "prompts" => self.num_prompts = text,
+            "target" => self.target = text,
+            "on_failure" => {
+                self.on_failure = match text.as_str() {
+                    "retry" => FailurePolicy::Retry,
+                    "stop" => FailurePolicy::Stop,
+                    _ => FailurePolicy::Continue,
+                }
+            }
+            "order" => {
+                self.order = match text.as_str() {
+                    "env_first" => PlanOrder::EnvFirst,
+                    _ => PlanOrder::Given,
+                }
+            }
+            "reuse" => self.reuse = ticked,
+            _ => {}
+        }
+    }
+
     /// Sets a number flag's values from "1, 4, 8".
     pub(crate) fn set_list(&mut self, name: &str, text: &str) {
         if let Some(a) = self.axes.iter_mut().find(|a| a.name == name) {
@@ -133,6 +161,83 @@ impl Builder {
             grid: Grid(&self.axes),
         };
         serde_json::to_string(&plan).map_err(|e| e.to_string())
+    }
+}
+
+/// The builder's form as HTML, at [`Builder::new`]'s values: the name, the
+/// flags ([`flag_rows`]), every step's benchmark, the failure policy, the
+/// order, reuse. Every field names itself (`data-field`, or `data-flag` for
+/// a flag's values); the page reads the edits from the events.
+pub(crate) fn form(specs: &[FlagSpec], defaults: &Flags) -> String {
+    let b = Builder::new(specs);
+    let field = |label: &str, key: &str, testid: &str, value: &str| {
+        format!(
+            r#"<label class="plan-field"><span class="dlg-label">{label}</span><input type="text" data-field="{key}" data-testid="{testid}" value="{value}"/></label>"#
+        )
+    };
+    format!(
+        r#"{}<section class="dlg-section"><h3 class="dlg-h">flags to vary</h3><div class="plan-flags">{}</div></section><section class="dlg-section plan-bench"><h3 class="dlg-h">every step's benchmark</h3>{}{}{}{}</section><section class="dlg-section plan-policy"><label class="plan-field"><span class="dlg-label">when a step fails</span><select data-field="on_failure" data-testid="plan-on-failure"><option value="continue">record it and go on</option><option value="retry">retry once</option><option value="stop">stop the campaign</option></select></label><label class="plan-field"><span class="dlg-label">order</span><select data-field="order" data-testid="plan-order"><option value="given">as written</option><option value="env_first">group by arguments (environment changes first)</option></select></label><label class="plan-check-box"><input type="checkbox" data-field="reuse"{}/> reuse a set already measured with these settings on this server version</label></section>"#,
+        field("name", "name", "plan-name", &b.name),
+        flag_rows(specs, defaults),
+        field(
+            "concurrency",
+            "concurrency",
+            "plan-concurrency",
+            &b.concurrency
+        ),
+        field("repeats", "repeats", "plan-repeats", &b.repeats),
+        field(
+            "prompts per repeat",
+            "prompts",
+            "plan-prompts",
+            &b.num_prompts
+        ),
+        field("target tok/s", "target", "plan-target", &b.target),
+        if b.reuse { " checked" } else { "" }
+    )
+}
+
+/// What the builder says of the plan as it stands: `n` combinations, and
+/// drainwatch's check of it — the steps laid out (how many, the time they
+/// would take, the order), or why it is refused.
+pub(crate) fn check_markup(
+    n: u64,
+    laid: Option<&shared::campaign::Campaign>,
+    refused: Option<&str>,
+) -> String {
+    use crate::markup::escape;
+    match (laid, refused) {
+        (_, Some(why)) => format!(
+            r#"<div class="plan-bad" data-testid="plan-check" data-steps="0">{n} combinations · {}</div>"#,
+            escape(why)
+        ),
+        (Some(c), None) => {
+            let steps = c.steps.len() as u64;
+            let time = c
+                .info
+                .step_estimate_ms
+                .map(|ms| {
+                    format!(
+                        " · ≈ {} at past phase and benchmark times",
+                        super::duration(ms * steps)
+                    )
+                })
+                .unwrap_or_else(|| " · time: after the first step".to_owned());
+            let order: Vec<String> = c
+                .steps
+                .iter()
+                .take(12)
+                .map(|s| (s.plan_index + 1).to_string())
+                .collect();
+            format!(
+                r#"<div class="plan-ok" data-testid="plan-check" data-steps="{steps}">{steps} steps{time}<span class="cpg-muted"> · runs sets {}{}</span></div>"#,
+                order.join(", "),
+                if c.steps.len() > 12 { " …" } else { "" }
+            )
+        }
+        (None, None) => {
+            format!(r#"<div class="plan-ok" data-testid="plan-check">{n} combinations</div>"#)
+        }
     }
 }
 
@@ -305,6 +410,24 @@ mod tests {
         assert_eq!(c[0], (String::new(), "config (0)".to_owned()));
         assert_eq!(c.len(), 3);
         assert_eq!(choices(&s[1], &defaults), None);
+        let mut b = Builder::new(&s);
+        b.edit("on_failure", "stop", false);
+        b.edit("reuse", "", false);
+        b.edit("prompts", "32", false);
+        assert_eq!(
+            (b.on_failure, b.reuse, b.num_prompts.as_str()),
+            (FailurePolicy::Stop, false, "32")
+        );
+        let whole = form(&s, &defaults);
+        assert!(
+            whole.contains(r#"data-field="concurrency" data-testid="plan-concurrency" value="16""#),
+            "{whole}"
+        );
+        assert!(whole.contains(r#"data-field="reuse" checked"#), "{whole}");
+        assert_eq!(
+            check_markup(6, None, Some("bad <x>")),
+            r#"<div class="plan-bad" data-testid="plan-check" data-steps="0">6 combinations · bad &lt;x&gt;</div>"#
+        );
         let html = flag_rows(&s, &defaults);
         assert_eq!(html.matches(r#"data-testid="plan-value""#).count(), 3);
         assert!(

@@ -14,20 +14,15 @@
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
-use shared::campaign::CampaignState;
-use shared::restart::OpKind;
+use shared::restart::{OpKind, Phase};
 
 use crate::api;
-use crate::campaign::pareto::{PH, PW, pareto_markup};
+use crate::campaign::panel;
 use crate::campaign::rows::{Drawn, ROW_PX, drawn, window};
-use crate::campaign::{best_markup, effects_markup, progress, state_key, time_left};
 use crate::chart::empty_detail;
 use crate::components::drain_chart::DrainChart;
-use crate::components::phase_badge::PhaseBadge;
 use crate::components::restart_detail::live_detail;
 use crate::fetch::SingleFlight;
-use crate::flags::diff;
-use crate::markup::diff_lines;
 use crate::state::{AppState, DialogOpen, Prefill};
 
 /// The element a click inside a markup block was on: its `data-act` and
@@ -81,9 +76,10 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     let state = AppState::get();
     follow(state);
     let selected = RwSignal::new(None::<u32>);
-    let error = RwSignal::new(None::<String>);
-    let sending = RwSignal::new(false);
+    let message = RwSignal::new(None::<String>);
 
+    // Pause, resume, cancel; the webhook test; the point's actions: one
+    // handler for every button of the text blocks.
     let act = move |verb: &'static str| {
         let Some(id) = state
             .campaign
@@ -91,18 +87,15 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         else {
             return;
         };
-        sending.set(true);
-        error.set(None);
+        message.set(None);
         spawn_local(async move {
-            let r = api::campaign_act(id, verb).await;
-            sending.try_set(false);
-            if let Err(e) = r {
-                error.try_set(Some(e));
+            if let Err(e) = api::campaign_act(id, verb).await {
+                message.try_set(Some(e));
             }
         });
     };
-    let test_hooks = move |_| {
-        error.set(None);
+    let test_hooks = move || {
+        message.set(Some("testing the webhooks…".to_owned()));
         spawn_local(async move {
             let text = match api::test_webhooks().await {
                 Ok(list) => list
@@ -115,101 +108,113 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                     .join(" · "),
                 Err(e) => e,
             };
-            error.try_set(Some(text));
+            message.try_set(Some(text));
         });
     };
-
-    // What the panel's parts are rebuilt on: never the whole campaign, which
-    // changes with every step.
-    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
-    let title = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            c.as_ref()
-                .map(|c| (c.info.id, c.info.name.clone(), c.info.state))
-        })
-    });
-    let reason = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().and_then(|c| c.info.reason.clone()))
-    });
-    // How long an ended campaign took.
-    let ended = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            let i = &c.as_ref()?.info;
-            Some(i.finished_at_ms?.saturating_sub(i.created_at_ms))
-        })
-    });
-    let state_of = Memo::new(move |_| state.campaign.with(|c| c.as_ref().map(|c| c.info.state)));
-    let now = move || state.now_ms.get() as u64;
+    let restart_with = move |step: u32| {
+        let set = state.campaign.with_untracked(|c| {
+            let s = c.as_ref()?.steps.iter().find(|s| s.index == step)?;
+            Some(Prefill {
+                id: s.flagset.clone(),
+                name: s
+                    .label
+                    .clone()
+                    .unwrap_or_else(|| format!("step {}", s.index + 1)),
+                flags: s.flags.clone(),
+            })
+        });
+        if let (Some(prefill), Some(status)) = (set, state.server.get_untracked()) {
+            state.dialog.set(Some(DialogOpen {
+                kind: OpKind::Restart,
+                status,
+                prefill: Some(prefill),
+            }));
+        }
+    };
     let on_click = move |ev: web_sys::MouseEvent| {
-        let Some((act, el)) = acted_on(&ev) else {
+        let Some((act_name, el)) = acted_on(&ev) else {
             return;
         };
-        let id = el
-            .get_attribute("data-id")
-            .and_then(|v| v.parse::<i64>().ok());
-        let step = el
-            .get_attribute("data-step")
-            .and_then(|v| v.parse::<u32>().ok());
-        match act.as_str() {
+        let num = |name: &str| el.get_attribute(name).and_then(|v| v.parse::<i64>().ok());
+        match act_name.as_str() {
             "restart" => {
-                if let Some(id) = id {
+                if let Some(id) = num("data-id") {
                     state.detail.set(Some(id));
                 }
             }
-            "point" => selected.set(step),
+            "point" => selected.set(num("data-step").map(|s| s as u32)),
+            "restart-with" => {
+                if let Some(s) = num("data-step") {
+                    restart_with(s as u32);
+                }
+            }
+            "pause" => act("pause"),
+            "resume" => act("resume"),
+            "cancel" => act("cancel"),
+            "hooks" => test_hooks(),
+            "new" => state.plan_open.set(true),
             _ => {}
         }
     };
 
-    let may = move || state.may_operate();
-    let buttons = move || {
-        let s = state_of.get()?;
-        may().then(|| {
-            view! {
-                <span class="cpg-actions">
-                    {matches!(s, CampaignState::Running).then(|| view! {
-                        <button type="button" class="btn" data-testid="campaign-pause" disabled=move || sending.get() on:click=move |_| act("pause")>"Pause"</button>
-                    })}
-                    {matches!(s, CampaignState::Paused | CampaignState::Pausing).then(|| view! {
-                        <button type="button" class="btn" data-testid="campaign-resume" disabled=move || sending.get() on:click=move |_| act("resume")>"Resume"</button>
-                    })}
-                    {(!s.is_over()).then(|| view! {
-                        <button type="button" class="btn btn-danger" data-testid="campaign-cancel" disabled=move || sending.get() on:click=move |_| act("cancel")>"Cancel"</button>
-                    })}
-                </span>
-            }
+    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
+    let head = Memo::new(move |_| {
+        let may = state.may_operate();
+        state.campaign.with(|c| {
+            panel::head(
+                c.as_ref()
+                    .map(|c| (c.info.id, c.info.name.as_str(), c.info.state)),
+                may,
+            )
         })
-    };
+    });
+    let phase = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().map_or(Phase::Stopped, |s| s.phase))
+    });
+    let summary = Memo::new(move |_| {
+        let (now, phase) = (state.now_ms.get() as u64, phase.get());
+        state
+            .campaign
+            .with(|c| c.as_ref().map(|c| panel::summary(c, now, phase)))
+            .unwrap_or_default()
+    });
+    let side = Memo::new(move |_| {
+        let may = state.may_operate();
+        let free = state.server.with(|s| {
+            s.as_ref()
+                .is_some_and(|s| s.held_by.is_none() && s.operation.is_none())
+        });
+        let chosen = selected.get();
+        state
+            .campaign
+            .with(|c| c.as_ref().map(|c| panel::side(c, chosen, may, free)))
+            .unwrap_or_default()
+    });
 
-    // The step running now: its phase from the server's status.
+    // The step running now, and the drain chart of its restart (else of the
+    // newest one).
     let current = Memo::new(move |_| {
         state.campaign.with(|c| {
             let c = c.as_ref()?;
             let i = c.info.current?;
-            let s = c.steps.get(i as usize)?;
-            (!s.state.is_final()).then(|| (i, s.state.label(), c.info.steps, s.started_at_ms))
+            c.steps
+                .get(i as usize)
+                .filter(|s| !s.state.is_final())
+                .map(|_| i)
         })
     });
-    let phase = Signal::derive(move || {
-        state.server.with(|s| {
-            s.as_ref()
-                .map_or(shared::restart::Phase::Stopped, |s| s.phase)
-        })
-    });
-
-    // The drain chart of the running step's restart, else of the newest one.
     let live_restart = Memo::new(move |_| {
         state.campaign.with(|c| {
             let c = c.as_ref()?;
-            let current = c
+            let running = c
                 .info
                 .current
                 .and_then(|i| c.steps.get(i as usize))
                 .filter(|s| !s.state.is_final())
                 .and_then(|s| s.restart_id);
-            current.or_else(|| {
+            running.or_else(|| {
                 c.steps
                     .iter()
                     .filter(|s| s.restart_id.is_some())
@@ -261,12 +266,11 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     let win = Memo::new(move |_| window(count.get(), scroll.get(), view_px.get()));
     let steps_box = NodeRef::<leptos::html::Div>::new();
     // The box follows the running step while the one before it was in view
-    // (nobody scrolled away to read something else).
-    // Without reading the page's layout (which would make the browser lay
-    // out everything at once): where the box is scrolled to comes from its
-    // scroll events.
+    // (nobody scrolled away to read something else), without reading the
+    // page's layout (which would make the browser lay out everything at
+    // once): where the box is scrolled to comes from its scroll events.
     Effect::new(move |prev: Option<Option<u32>>| {
-        let now = current.with(|c| c.map(|c| c.0));
+        let now = current.get();
         if let (Some(i), Some(el)) = (now, steps_box.get_untracked()) {
             let shown = win.get_untracked();
             let was_seen = prev.flatten().is_none_or(|p| shown.contains(&(p as usize)));
@@ -278,17 +282,14 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         }
         now
     });
-    // The markup of each part, as a memo: a message that changes nothing a
-    // part shows (most change one row, or only the header) leaves its
-    // element alone, so the browser parses and lays out only what changed.
+    // The rows are patched, not redrawn: a step that changed replaces its own
+    // row (the browser styles and lays out that row), a new window or plan
+    // redraws the body.
     let rows = Memo::new(move |_| {
         state
             .campaign
             .with(|c| c.as_ref().map(|c| drawn(c, win.get())).unwrap_or_default())
     });
-    // The rows are patched, not redrawn: a step that changed replaces its own
-    // row (the browser styles and lays out that row), a new window or plan
-    // redraws the body.
     let tbody = NodeRef::<leptos::html::Tbody>::new();
     let shown = StoredValue::new(Drawn::default());
     Effect::new(move |_| {
@@ -300,116 +301,10 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             })
         });
     });
-    let chart = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            c.as_ref()
-                .map(|c| pareto_markup(c, selected.get()))
-                .unwrap_or_default()
-        })
-    });
-    let effects = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().map(effects_markup).unwrap_or_default())
-    });
-    let progress_of = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().map(progress).unwrap_or_default())
-    });
-    let best = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().map(best_markup).unwrap_or_default())
-    });
-
-    // The chosen point's step and the baseline's flags, as they change.
-    let chosen = Memo::new(move |_| {
-        let step = selected.get()?;
-        state.campaign.with(|c| {
-            let c = c.as_ref()?;
-            let s = c.steps.iter().find(|s| s.index == step)?.clone();
-            Some((s, c.baseline().map(|b| b.flags.clone()).unwrap_or_default()))
-        })
-    });
-    let point_box = move || {
-        chosen.get().map(|(s, base)| {
-            let step = s.index;
-            let changes = diff_lines(&diff(&base, &s.flags), "the baseline's flags");
-            let metric = s
-                .result
-                .as_ref()
-                .map(|r| format!("{} {}", shared::units::tok_num(r.metric().median), r.metric_unit()))
-                .unwrap_or_default();
-            let restart_id = s.restart_id;
-            let flags = s.flags.clone();
-            let flagset = s.flagset.clone();
-            let name = s.label.clone().unwrap_or_else(|| format!("step {}", s.index + 1));
-            Some(view! {
-                <div class="cpg-point" data-testid="campaign-point" data-step=step.to_string()>
-                    <div class="cpg-point-head">
-                        <b>{format!("step {}", step + 1)}</b>
-                        <span class="num">{metric}</span>
-                        <span class="cpg-muted num">{flagset.clone()}</span>
-                    </div>
-                    <div class="diff-lines" inner_html=changes></div>
-                    <div class="cpg-point-actions">
-                        {restart_id.map(|id| view! {
-                            <button type="button" class="btn" data-testid="campaign-point-record" on:click=move |_| state.detail.set(Some(id))>"Restart record"</button>
-                        })}
-                        {move || may().then(|| {
-                            let (flags, flagset, name) = (flags.clone(), flagset.clone(), name.clone());
-                            let status = state.server.get();
-                            let held = status.as_ref().is_some_and(|s| s.held_by.is_some() || s.operation.is_some());
-                            view! {
-                                <button
-                                    type="button"
-                                    class="btn"
-                                    data-testid="campaign-point-restart"
-                                    disabled=held
-                                    title=if held { "the server is busy: a campaign or an operation holds it" } else { "open the restart dialog with this set's flags" }
-                                    on:click=move |_| {
-                                        if let Some(status) = state.server.get_untracked() {
-                                            state.dialog.set(Some(DialogOpen {
-                                                kind: OpKind::Restart,
-                                                status,
-                                                prefill: Some(Prefill { id: flagset.clone(), name: name.clone(), flags: flags.clone() }),
-                                            }));
-                                        }
-                                    }
-                                >
-                                    "Restart with this set…"
-                                </button>
-                            }
-                        })}
-                    </div>
-                </div>
-            })
-        })
-    };
 
     view! {
-        <div class="proc-head">
-            <h2 class="proc-title">"campaign"</h2>
-            {move || title.get().map(|(id, name, st)| {
-                let name = format!("#{id} {name}");
-                view! {
-                    <span class="cpg-name" data-testid="campaign-name">{name}</span>
-                    <span class="cpg-state" data-testid="campaign-state" data-state=state_key(st)>{st.label()}</span>
-                }
-            })}
-            {buttons}
-            <span class="proc-spacer"></span>
-            {move || title.get().map(|(id, _, _)| view! {
-                <a class="link" href=format!("/api/campaigns/{id}/export.csv") download="">"CSV"</a>
-                <a class="link" href=format!("/api/campaigns/{id}/export.json") download="">"JSON"</a>
-            })}
-            {move || may().then(|| view! {
-                <button type="button" class="btn" data-testid="test-webhooks" on:click=test_hooks>"Test webhooks"</button>
-                <button type="button" class="btn btn-primary" data-testid="new-campaign" on:click=move |_| state.plan_open.set(true)>"New campaign…"</button>
-            })}
-        </div>
-        <div class="notice-line" data-testid="campaign-message">{move || error.get()}</div>
+        <div class="proc-head" on:click=on_click inner_html=head></div>
+        <div class="notice-line" data-testid="campaign-message">{move || message.get()}</div>
         {move || match loaded.get() {
             false => view! {
                 <p class="cpg-empty" data-testid="campaign-empty">
@@ -418,57 +313,30 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                 </p>
             }.into_any(),
             true => view! {
-                <div class="cpg-summary">
-                    <div class="cpg-progress">
-                        <span class="num" data-testid="campaign-progress">{move || progress_of.get().0}</span>
-                        <div class="cpg-bar"><div class="cpg-bar-fill" style:transform=move || format!("scaleX({:.4})", progress_of.get().1 / 100.0)></div></div>
-                        <span class="num cpg-eta" data-testid="campaign-eta">{move || state.campaign.with(|c| c.as_ref().map(|c| time_left(c, now())).unwrap_or_default())}</span>
-                    </div>
-                    <div class="cpg-best-line" inner_html=best></div>
-                    <div class="cpg-now">
-                        {move || current.get().map(|(i, label, n, since)| view! {
-                            <span data-testid="campaign-current">{format!("step {} of {n}: {label}", i + 1)}</span>
-                            <PhaseBadge phase=phase />
-                            <span class="num cpg-muted">{move || since.map(|t| crate::campaign::duration(now().saturating_sub(t))).unwrap_or_default()}</span>
-                        })}
-                        {move || ended.get().map(|took| view! {
-                            <span class="cpg-muted num" data-testid="campaign-took">{format!("ended after {}", crate::campaign::duration(took))}</span>
-                        })}
-                        {move || reason.get().map(|r| view! {
-                            <span class="cpg-reason" data-testid="campaign-reason">{r}</span>
-                        })}
-                    </div>
-                </div>
+                <div class="cpg-summary" inner_html=summary></div>
                 <div class="cpg-body" on:click=on_click>
                     <div class="cpg-main">
-                    <div
-                        class="cpg-steps"
-                        node_ref=steps_box
-                        on:scroll=move |ev| {
-                            if let Some(el) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) {
-                                scroll.set(f64::from(el.scroll_top()));
-                                view_px.set(f64::from(el.client_height()));
+                        <div
+                            class="cpg-steps"
+                            node_ref=steps_box
+                            on:scroll=move |ev| {
+                                if let Some(el) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) {
+                                    scroll.set(f64::from(el.scroll_top()));
+                                    view_px.set(f64::from(el.client_height()));
+                                }
                             }
-                        }
-                    >
-                        <table class="cpg-table">
-                            <colgroup>
-                                <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
-                            </colgroup>
-                            <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
-                            <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() node_ref=tbody></tbody>
-                        </table>
+                        >
+                            <table class="cpg-table">
+                                <colgroup>
+                                    <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
+                                </colgroup>
+                                <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
+                                <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() node_ref=tbody></tbody>
+                            </table>
+                        </div>
+                        <div class="cpg-live" data-testid="campaign-live">{live}</div>
                     </div>
-                    <div class="cpg-live" data-testid="campaign-live">{live}</div>
-                    </div>
-                    <div class="cpg-side">
-                        <svg class="chart pareto" data-testid="pareto-chart" viewBox=format!("0 0 {PW} {PH}") preserveAspectRatio="xMidYMid meet" role="img" aria-label="throughput against p99 time to first token"
-                            inner_html=chart>
-                        </svg>
-                        {point_box}
-                        <h3 class="cpg-h">"effect of each flag"</h3>
-                        <ul class="cpg-effects" data-testid="campaign-effects" inner_html=effects></ul>
-                    </div>
+                    <div class="cpg-side" inner_html=side></div>
                 </div>
             }.into_any(),
         }}

@@ -10,12 +10,11 @@ use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
-use shared::campaign::{Campaign, FailurePolicy, PlanOrder};
+use shared::campaign::Campaign;
 use shared::flags::FlagSpec;
 
 use crate::api;
-use crate::campaign::duration;
-use crate::campaign::plan::{Builder, flag_rows};
+use crate::campaign::plan::{Builder, check_markup, form};
 use crate::components::close_button::close_button;
 use crate::fetch::SingleFlight;
 use crate::state::AppState;
@@ -94,65 +93,42 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
         });
     };
 
-    // The flags and their values are text (`flag_rows`); what is ticked or
-    // typed reaches the plan through the events they bubble up here.
-    let rows = flag_rows(&specs, &defaults);
+    // The form is text (`form`); every edit reaches the plan through the
+    // event it bubbles up here, named by its field.
+    let fields = form(&specs, &defaults);
     let on_edit = move |ev: web_sys::Event| {
-        let Some(input) = ev
+        let Some(el) = ev
             .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
         else {
             return;
         };
-        let Some(flag) = input.get_attribute("data-flag") else {
-            return;
-        };
-        if input.type_() == "checkbox" {
-            let value = input.get_attribute("data-value").unwrap_or_default();
-            plan.update(|p| p.set(&flag, &value, input.checked()));
-        } else {
-            plan.update(|p| p.set_list(&flag, &input.value()));
+        if let Some(input) = el.dyn_ref::<web_sys::HtmlInputElement>() {
+            let (text, ticked) = (input.value(), input.checked());
+            if let Some(flag) = el.get_attribute("data-flag") {
+                if input.type_() == "checkbox" {
+                    let value = el.get_attribute("data-value").unwrap_or_default();
+                    plan.update(|p| p.set(&flag, &value, ticked));
+                } else {
+                    plan.update(|p| p.set_list(&flag, &text));
+                }
+            } else if let Some(field) = el.get_attribute("data-field") {
+                plan.update(|p| p.edit(&field, &text, ticked));
+            }
+        } else if let (Some(select), Some(field)) = (
+            el.dyn_ref::<web_sys::HtmlSelectElement>(),
+            el.get_attribute("data-field"),
+        ) {
+            plan.update(|p| p.edit(&field, &select.value(), false));
         }
     };
-
-    let text_field = move |label: &'static str,
-                           testid: &'static str,
-                           get: fn(&Builder) -> String,
-                           set: fn(&mut Builder, String)| {
-        view! {
-            <label class="plan-field">
-                <span class="dlg-label">{label}</span>
-                <input type="text" data-testid=testid prop:value=move || plan.with(get) on:input=move |ev| plan.update(|p| set(p, event_target_value(&ev))) />
-            </label>
-        }
-    };
-
     let summary = move || {
         let n = plan.with(Builder::combinations);
-        match check.get() {
-            Check::Laid(c) => {
-                let steps = c.steps.len() as u64;
-                let time = c
-                    .info
-                    .step_estimate_ms
-                    .map(|ms| format!(" · ≈ {} at past phase and benchmark times", duration(ms * steps)))
-                    .unwrap_or_else(|| " · time: after the first step".to_owned());
-                let order: Vec<String> = c.steps.iter().take(12).map(|s| (s.plan_index + 1).to_string()).collect();
-                let more = if c.steps.len() > 12 { " …" } else { "" };
-                view! {
-                    <div class="plan-ok" data-testid="plan-check" data-steps=steps.to_string()>
-                        {format!("{steps} steps{time}")}
-                        <span class="cmp-muted">{format!(" · runs sets {}{more}", order.join(", "))}</span>
-                    </div>
-                }
-                .into_any()
-            }
-            Check::Refused(why) => view! {
-                <div class="plan-bad" data-testid="plan-check" data-steps="0">{format!("{n} combinations · {why}")}</div>
-            }
-            .into_any(),
-            Check::Waiting => view! { <div class="plan-ok" data-testid="plan-check">{format!("{n} combinations")}</div> }.into_any(),
-        }
+        check.with(|c| match c {
+            Check::Laid(c) => check_markup(n, Some(c), None),
+            Check::Refused(why) => check_markup(n, None, Some(why)),
+            Check::Waiting => check_markup(n, None, None),
+        })
     };
 
     view! {
@@ -167,46 +143,8 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
                         "Every combination of the values ticked below becomes a step: a guarded restart into that flag set, the correctness check, then the benchmark. "
                         "The first combination is the baseline every other is compared with."
                     </p>
-                    {text_field("name", "plan-name", |p| p.name.clone(), |p, v| p.name = v)}
-                    <section class="dlg-section">
-                        <h3 class="dlg-h">"flags to vary"</h3>
-                        <div class="plan-flags" inner_html=rows on:change=on_edit on:input=on_edit></div>
-                    </section>
-                    <section class="dlg-section plan-bench">
-                        <h3 class="dlg-h">"every step's benchmark"</h3>
-                        {text_field("concurrency", "plan-concurrency", |p| p.concurrency.clone(), |p, v| p.concurrency = v)}
-                        {text_field("repeats", "plan-repeats", |p| p.repeats.clone(), |p, v| p.repeats = v)}
-                        {text_field("prompts per repeat", "plan-prompts", |p| p.num_prompts.clone(), |p, v| p.num_prompts = v)}
-                        {text_field("target tok/s", "plan-target", |p| p.target.clone(), |p, v| p.target = v)}
-                    </section>
-                    <section class="dlg-section plan-policy">
-                        <label class="plan-field">
-                            <span class="dlg-label">"when a step fails"</span>
-                            <select data-testid="plan-on-failure" on:change=move |ev| {
-                                let v = event_target_value(&ev);
-                                plan.update(|p| p.on_failure = match v.as_str() { "retry" => FailurePolicy::Retry, "stop" => FailurePolicy::Stop, _ => FailurePolicy::Continue });
-                            }>
-                                <option value="continue">"record it and go on"</option>
-                                <option value="retry">"retry once"</option>
-                                <option value="stop">"stop the campaign"</option>
-                            </select>
-                        </label>
-                        <label class="plan-field">
-                            <span class="dlg-label">"order"</span>
-                            <select data-testid="plan-order" on:change=move |ev| {
-                                let v = event_target_value(&ev);
-                                plan.update(|p| p.order = if v == "env_first" { PlanOrder::EnvFirst } else { PlanOrder::Given });
-                            }>
-                                <option value="given">"as written"</option>
-                                <option value="env_first">"group by arguments (environment changes first)"</option>
-                            </select>
-                        </label>
-                        <label class="plan-check-box">
-                            <input type="checkbox" prop:checked=move || plan.with(|p| p.reuse) on:change=move |ev| plan.update(|p| p.reuse = event_target_checked(&ev)) />
-                            " reuse a set already measured with these settings on this server version"
-                        </label>
-                    </section>
-                    <div class="plan-summary">{summary}</div>
+                    <div class="plan-form" inner_html=fields on:change=on_edit on:input=on_edit></div>
+                    <div class="plan-summary" inner_html=summary></div>
                     <div class="dialog-error-slot">
                         {move || error.get().map(|text| view! { <div class="dialog-error" data-testid="plan-error" role="alert">{text}</div> })}
                     </div>
