@@ -203,3 +203,33 @@ async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyho
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_set_measured_on_another_server_version_is_measured_again() -> anyhow::Result<()> {
+    let _load = MEASURING.read().await;
+    let host = tests::SimHost::new(100);
+    // The server reports the version this file says when it launches.
+    let version = host.scratch().join("version");
+    std::fs::write(&version, "0.5.0\n")?;
+    let path: &'static str = Box::leak(version.display().to_string().into_boxed_str());
+    let spec = tests::managed::ServerSpec {
+        env: vec![("SIMSERVER_VERSION_FILE", path)],
+        ..spec("")
+    };
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let before = app.bench(bench_json()).await?;
+    assert_eq!(before["provenance"]["server_version"], "0.5.0", "{before}");
+
+    // The server upgraded (the same flags, a new launch).
+    std::fs::write(&version, "0.6.0\n")?;
+    let id = app.restart(serde_json::json!({})).await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let plan = format!("name = \"upgraded\"\n{BENCH}\n[[sets]]\n");
+    let id = start(&app, &plan).await?;
+    let c = wait_over(&app, id, Duration::from_secs(60)).await?;
+    assert_eq!(states(&c), ["done"], "measured again, not reused: {c:#}");
+    let run = c["steps"][0]["result"]["run_id"].as_i64().expect("a run");
+    assert_ne!(Some(run), before["id"].as_i64());
+    Ok(())
+}

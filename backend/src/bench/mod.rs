@@ -264,7 +264,7 @@ async fn finish(
 
 /// The server's own version: SGLang's `/get_server_info`, else vLLM's
 /// `/version` (each read up to 1 MiB, with the API key); and which said so.
-async fn server_version(
+pub(crate) async fn server_version(
     client: &reqwest::Client,
     target: &Target,
 ) -> (Option<String>, Option<String>) {

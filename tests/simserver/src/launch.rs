@@ -152,6 +152,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         ttft: Default::default(),
         itl: Default::default(),
         api_key: serve::api_key_from_env(),
+        version: serve::version(),
         rate: RateModel::new(args.itl_ms, args.ttft_ms, args.batch_knee, &speed),
     });
     let mut workers = spawn_workers(&args, &server, &mode_text)?;

@@ -50,6 +50,8 @@ pub(crate) struct Server {
     pub(crate) itl: Histogram,
     /// The key clients must send as `Authorization: Bearer`, if any.
     pub(crate) api_key: Option<String>,
+    /// What `/version` and `/get_server_info` report (see [`version`]).
+    pub(crate) version: String,
 }
 
 /// Where the launcher takes its API key from (as vLLM's `VLLM_API_KEY`).
@@ -96,7 +98,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route("/get_server_info", get(server_info))
         .route(
             "/version",
-            get(|| async { Json(serde_json::json!({"version": VERSION})) }),
+            get(|State(s): State<Arc<Server>>| async move {
+                Json(serde_json::json!({"version": s.version}))
+            }),
         )
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -134,15 +138,23 @@ async fn require_key(
         .into_response()
 }
 
-/// The version the simulated server reports.
-const VERSION: &str = concat!("simserver-", env!("CARGO_PKG_VERSION"));
+/// The version the simulated server reports: the first line of the file
+/// `SIMSERVER_VERSION_FILE` names, read at launch (so a test can upgrade the
+/// server between launches), else its own.
+pub(crate) fn version() -> String {
+    std::env::var_os("SIMSERVER_VERSION_FILE")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| t.lines().next().map(|l| l.trim().to_owned()))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| concat!("simserver-", env!("CARGO_PKG_VERSION")).to_owned())
+}
 
 /// SGLang's `/get_server_info`: its arguments and version.
 async fn server_info(State(s): State<Arc<Server>>) -> Json<serde_json::Value> {
     Json(serde_json::json!({
         "model_path": "sim",
         "tp_size": s.tp,
-        "version": VERSION,
+        "version": s.version,
     }))
 }
 

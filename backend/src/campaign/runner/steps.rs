@@ -91,8 +91,28 @@ impl Runner {
         true
     }
 
-    /// The server's version as the newest benchmark recorded it.
+    /// The server's version: what the running server says (SGLang's
+    /// `/get_server_info`, vLLM's `/version`), so that an upgraded server
+    /// reuses nothing measured on the old one; with no server up, what the
+    /// newest benchmark recorded.
     pub(super) async fn server_version(&self) -> Option<String> {
+        let up = self
+            .hub
+            .server_status()
+            .is_some_and(|s| s.phase == shared::restart::Phase::Ready);
+        if up {
+            let target = crate::bench::load::Target {
+                base_url: self.cfg.base_url.clone(),
+                api: self.cfg.bench.defaults.api,
+                model: self.cfg.bench.request_model.clone(),
+                api_key: self.cfg.api_key.clone(),
+                tokenizer: None,
+            };
+            let client = crate::bench::load::client(1);
+            if let (Some(v), _) = crate::bench::server_version(&client, &target).await {
+                return Some(v);
+            }
+        }
         self.store
             .bench_runs(None, 20)
             .await
