@@ -171,6 +171,7 @@ async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyho
         let e = effect(flag, to);
         assert_eq!(e["pairs"], pairs, "{e}");
         let got = e["median_pct"].as_f64().expect("a median");
+        eprintln!("{flag}={to}: measured {got:+.2} %, the formula says {expect:+.2} %");
         assert!(
             (got - expect).abs() < 2.5,
             "{flag}={to}: measured {got:+.1} %, the formula says {expect:+.1} %"
