@@ -91,6 +91,11 @@ pub(crate) fn driver() -> Result<Arc<Driver>, NvmlReturn> {
 }
 
 impl Driver {
+    /// The host's directory.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     pub(crate) fn count(&self) -> u32 {
         self.inventory.gpus.len() as u32
     }
@@ -152,6 +157,7 @@ impl Driver {
                 graphics_clock_mhz: 0,
                 processes: Vec::new(),
                 faults: simhost::GpuFaults::default(),
+                health: simhost::GpuHealth::default(),
             });
         let view = Arc::new(view);
         *cache = Some((began, Arc::clone(&view)));

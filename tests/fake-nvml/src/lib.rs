@@ -4,7 +4,9 @@
 //!
 //! Layout: [`types`] holds the header's structs and codes; `driver` the init count,
 //! handle table and host view; this file the exported functions, grouped as the
-//! header groups them. Every export runs its body under [`guard`], so a panic
+//! header groups them, but for three families of their own: [`health`] (clock
+//! events, ECC, retired pages and remapped rows, PCIe, video engines,
+//! per-process utilisation), [`mig`] and [`events`] (XID errors). Every export runs its body under [`guard`], so a panic
 //! becomes `NVML_ERROR_UNKNOWN` instead of unwinding into C. Functions a real
 //! driver has but this one does not implement are simply not exported: a client
 //! gets "function not found" from its loader, honestly.
@@ -22,6 +24,9 @@
 //! or the GPU has fallen off the bus.
 
 mod driver;
+pub mod events;
+pub mod health;
+pub mod mig;
 pub mod types;
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong};
@@ -399,6 +404,9 @@ pub extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
+    if let Some(rc) = mig::put_name(device, name, length) {
+        return rc;
+    }
     with_spec(device, |_, spec| put_str(&spec.name, name, length))
 }
 
@@ -408,6 +416,9 @@ pub extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
+    if let Some(rc) = mig::put_uuid(device, uuid, length) {
+        return rc;
+    }
     with_spec(device, |_, spec| put_str(&spec.uuid, uuid, length))
 }
 
@@ -512,6 +523,19 @@ pub extern "C" fn nvmlDeviceGetPciInfo(device: NvmlDevice, pci: *mut PciInfoLega
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMemoryInfo(device: NvmlDevice, memory: *mut Memory) -> NvmlReturn {
+    if let Some(rc) = mig::answer_for_mig(device, |_, _, _, inst| {
+        let used = inst.used_bytes.min(inst.memory_bytes);
+        put(
+            memory,
+            Memory {
+                total: inst.memory_bytes,
+                free: inst.memory_bytes - used,
+                used,
+            },
+        )
+    }) {
+        return rc;
+    }
     with_gpu(device, |_, spec, gpu| {
         fail_if(gpu.faults.memory_info)?;
         let used = gpu.used_bytes + spec.reserved_bytes;
@@ -534,6 +558,28 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory: *mut MemoryV2,
 ) -> NvmlReturn {
+    if let Some(rc) = mig::answer_for_mig(device, |_, _, _, inst| {
+        if memory.is_null() {
+            return Err(ERROR_INVALID_ARGUMENT);
+        }
+        // SAFETY: non-null; the caller set `version` in its struct.
+        if unsafe { (*memory).version } != MEMORY_V2_VERSION {
+            return Err(ERROR_ARGUMENT_VERSION_MISMATCH);
+        }
+        let used = inst.used_bytes.min(inst.memory_bytes);
+        put(
+            memory,
+            MemoryV2 {
+                version: MEMORY_V2_VERSION,
+                total: inst.memory_bytes,
+                reserved: 0,
+                free: inst.memory_bytes - used,
+                used,
+            },
+        )
+    }) {
+        return rc;
+    }
     with_gpu(device, |_, spec, gpu| {
         fail_if(gpu.faults.memory_info)?;
         if memory.is_null() {
@@ -676,12 +722,19 @@ pub extern "C" fn nvmlDeviceGetPersistenceMode(
     device: NvmlDevice,
     mode: *mut c_uint,
 ) -> NvmlReturn {
-    with_spec(device, |_, _| put(mode, FEATURE_ENABLED))
+    with_gpu(device, |_, _, gpu| {
+        put(mode, c_uint::from(gpu.health.persistence_mode))
+    })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetComputeMode(device: NvmlDevice, mode: *mut c_uint) -> NvmlReturn {
-    with_spec(device, |_, _| put(mode, COMPUTEMODE_DEFAULT))
+    with_gpu(device, |_, _, gpu| {
+        if gpu.health.compute_mode > 3 {
+            return Err(ERROR_UNKNOWN);
+        }
+        put(mode, gpu.health.compute_mode)
+    })
 }
 
 /// Server-edition boards are passively cooled: no fan to report, as on the real card.

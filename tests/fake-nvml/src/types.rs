@@ -118,6 +118,9 @@ pub struct PciInfoLegacy {
 }
 
 /// Not attached to a MIG instance.
+/// `nvmlEventTypeXidCriticalError`.
+pub const EVENT_TYPE_XID_CRITICAL_ERROR: c_ulonglong = 0x8;
+
 pub const INVALID_INSTANCE_ID: c_uint = 0xFFFF_FFFF;
 
 pub const TEMPERATURE_GPU: c_uint = 0;
@@ -128,6 +131,38 @@ pub const CLOCK_VIDEO: c_uint = 3;
 pub const BRAND_NVIDIA_RTX: c_uint = 13;
 pub const ARCH_BLACKWELL: c_uint = 10;
 pub const FEATURE_ENABLED: c_uint = 1;
+
+/// `nvmlClocksEventReason*`: why the clocks are held below their maximum.
+pub const CLOCKS_EVENT_REASON_GPU_IDLE: u64 = 0x1;
+/// Every reason the header names (idle, application clocks, software power
+/// cap, hardware slowdown, sync boost, software and hardware thermal,
+/// hardware power brake, display clocks).
+pub const CLOCKS_EVENT_REASONS_ALL: u64 = 0x1ff;
+/// `nvmlEccCounterType_t`.
+pub const ECC_COUNTER_VOLATILE: c_uint = 0;
+pub const ECC_COUNTER_AGGREGATE: c_uint = 1;
+/// `nvmlMemoryErrorType_t`.
+pub const MEMORY_ERROR_CORRECTED: c_uint = 0;
+pub const MEMORY_ERROR_UNCORRECTED: c_uint = 1;
+/// `nvmlPageRetirementCause_t`.
+pub const PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT: c_uint = 0;
+pub const PAGE_RETIREMENT_CAUSE_DOUBLE_BIT: c_uint = 1;
+/// `nvmlPcieUtilCounter_t`.
+pub const PCIE_UTIL_TX_BYTES: c_uint = 0;
+pub const PCIE_UTIL_RX_BYTES: c_uint = 1;
+
+/// `nvmlProcessUtilizationSample_t`: 32 bytes (`pid`, padding, a µs
+/// timestamp, then SM, memory, encoder and decoder percent).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessUtilizationSample {
+    pub pid: c_uint,
+    pub time_stamp: std::ffi::c_ulonglong,
+    pub sm_util: c_uint,
+    pub mem_util: c_uint,
+    pub enc_util: c_uint,
+    pub dec_util: c_uint,
+}
 pub const COMPUTEMODE_DEFAULT: c_uint = 0;
 
 /// `nvmlErrorString`'s texts, as the real library words them.

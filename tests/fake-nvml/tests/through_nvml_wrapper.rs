@@ -164,7 +164,7 @@ fn fault_switches_fail_the_chosen_queries_live() {
             compute_processes: Some(Fault::Unknown),
             graphics_processes: Some(Fault::NoPermission),
             power_limit: Some(Fault::NoPermission),
-            handle: None,
+            ..GpuFaults::default()
         },
     )
     .expect("switch faults on");

@@ -108,6 +108,34 @@ pub struct GpuFaults {
     /// `nvmlDeviceGetGraphicsRunningProcesses` (v1, `_v2`, `_v3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub graphics_processes: Option<Fault>,
+    /// `nvmlDeviceGetCurrentClocksEventReasons`, `…SupportedClocksEventReasons`
+    /// (and their `Throttle` names).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clocks_event_reasons: Option<Fault>,
+    /// `nvmlDeviceGetEccMode`, `nvmlDeviceGetTotalEccErrors`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ecc: Option<Fault>,
+    /// `nvmlDeviceGetRetiredPages(_v2)`, `…RetiredPagesPendingStatus`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retired_pages: Option<Fault>,
+    /// `nvmlDeviceGetRemappedRows`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remapped_rows: Option<Fault>,
+    /// The PCIe link: generation, width, speed, throughput.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<Fault>,
+    /// `nvmlDeviceGetEncoderUtilization`, `…DecoderUtilization`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video: Option<Fault>,
+    /// `nvmlDeviceGetProcessUtilization`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_utilization: Option<Fault>,
+    /// `nvmlDeviceGetMigMode`, `…MaxMigDeviceCount`, `…MigDeviceHandleByIndex`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig: Option<Fault>,
+    /// `nvmlDeviceGetSupportedEventTypes`, `nvmlDeviceRegisterEvents`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<Fault>,
 }
 
 impl GpuFaults {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::GpuFaults;
+use crate::{GpuFaults, GpuHealth};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -50,6 +50,9 @@ pub struct GpuSpec {
     /// rest, read live by readers, not fixed at init. Absent: none.
     #[serde(default, skip_serializing_if = "GpuFaults::is_empty")]
     pub faults: GpuFaults,
+    /// What the driver reports of the GPU's health (read live, as the faults).
+    #[serde(default, skip_serializing_if = "GpuHealth::is_default")]
+    pub health: GpuHealth,
 }
 
 impl Default for GpuSpec {
@@ -85,6 +88,7 @@ impl GpuSpec {
             max_graphics_clock_mhz: 2_617,
             max_mem_clock_mhz: 14_001,
             faults: GpuFaults::default(),
+            health: GpuHealth::default(),
         }
     }
 }

@@ -5,7 +5,9 @@
 //! Layout of the host directory (path in [`HOST_DIR_ENV`]):
 //! - `host.json`: the [`Inventory`] (GPUs, driver version, release delay); absent means
 //!   [`Inventory::default`], 8 GPUs. Each GPU's `faults` ([`GpuFaults`]) make chosen
-//!   driver queries fail; they are read live, the rest is fixed when a driver starts.
+//!   driver queries fail, and its `health` ([`GpuHealth`]: throttling, ECC, the
+//!   PCIe link, MIG, XID errors…) is what the driver reports of it; both are read
+//!   live, the rest is fixed when a driver starts.
 //! - `alloc-<pid>-<start_ticks>.json`: one [`Allocation`] per process that holds GPU
 //!   memory, written by that process through a [`Registration`].
 //! - `alloc-<pid>-<start_ticks>.gone`: written by the first reader that saw that
@@ -20,12 +22,17 @@
 
 mod faults;
 mod fsutil;
+mod health;
 mod inventory;
 mod observe;
 mod proc_stat;
 mod roster;
 
 pub use faults::{Fault, GpuFaults, clear_faults, set_faults};
+pub use health::{
+    EccCounts, GpuHealth, MigInstance, PcieLink, RemappedRows, RetiredPages, Xid, raise_xid,
+    set_health,
+};
 pub use inventory::{GpuSpec, Inventory};
 pub use observe::{GpuView, HostView, ProcessUse, observe, observe_with};
 pub use proc_stat::{ProcStat, descendants, parse_proc_stat, read_proc_stat};

@@ -31,6 +31,8 @@ pub struct GpuView {
     pub processes: Vec<ProcessUse>,
     /// The queries that fail on this GPU now, as `host.json` says at this instant.
     pub faults: GpuFaults,
+    /// Its health now, as `host.json` says at this instant.
+    pub health: crate::GpuHealth,
 }
 
 /// Memory one process holds on one GPU.
@@ -38,6 +40,8 @@ pub struct GpuView {
 pub struct ProcessUse {
     pub pid: u32,
     pub used_bytes: u64,
+    /// How busy it keeps the GPU's SMs (0–100; 0 once it has exited).
+    pub util_percent: u32,
 }
 
 /// Liveness of one allocation's owner.
@@ -89,6 +93,7 @@ pub fn observe_with(dir: &Path, inventory: Inventory, now_ms: u64) -> io::Result
             slot.2.push(ProcessUse {
                 pid: alloc.pid,
                 used_bytes: u.used_bytes,
+                util_percent: if live { u.util_percent.min(100) } else { 0 },
             });
         }
     }
@@ -182,6 +187,7 @@ fn readings(
         graphics_clock_mhz: clock.round() as u32,
         processes,
         faults: spec.faults,
+        health: spec.health.clone(),
     }
 }
 
@@ -233,7 +239,8 @@ mod tests {
             view.gpus[1].processes,
             vec![ProcessUse {
                 pid: std::process::id(),
-                used_bytes: 2048 * MIB
+                used_bytes: 2048 * MIB,
+                util_percent: 40,
             }]
         );
     }
