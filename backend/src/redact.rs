@@ -252,7 +252,7 @@ impl Redactor {
                     h.cmdline = self.argv(&h.cmdline);
                 }
             }
-            Failure::Interrupted => {}
+            Failure::Interrupted | Failure::Unhealthy { .. } => {}
         }
     }
 

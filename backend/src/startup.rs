@@ -101,11 +101,28 @@ impl Application {
         let server_port = config.server_port.or(server_cfg.as_ref().map(|c| c.port));
         let hint = Arc::new(ServerHint::default());
         let (lib, hint2) = (config.nvml_lib.clone(), Arc::clone(&hint));
+        // XID errors are kept where the history is, for the health gate.
+        let xid_sink = opened.as_ref().map(|(store, _)| {
+            let (tx, mut rx) = mpsc::channel::<(u32, Option<String>, shared::health::XidEvent)>(256);
+            let store = store.clone();
+            tokio::spawn(async move {
+                while let Some((gpu_index, gpu_uuid, event)) = rx.recv().await {
+                    store.xid(crate::store::StoredXid {
+                        gpu_index,
+                        gpu_uuid,
+                        event,
+                    });
+                }
+            });
+            tx
+        });
         // Loading a driver library blocks: keep it off the async threads.
-        let telemetry =
-            tokio::task::spawn_blocking(move || Telemetry::new(&lib, server_port, hint2))
-                .await
-                .context("failed to open NVML")?;
+        let telemetry = tokio::task::spawn_blocking(move || {
+            Telemetry::new(&lib, server_port, hint2, xid_sink)
+        })
+        .await
+        .context("failed to open NVML")?;
+        let health_refresh = telemetry.health_refresh();
         let host = HostInfo {
             hostname: hostname(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -135,6 +152,7 @@ impl Application {
                     store: store.clone(),
                     hint,
                     fast,
+                    health_refresh,
                     log_dir: config.data_dir.join("logs"),
                     recovered,
                     cgroup: config.cgroup.clone(),

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::flat::{BadField, need};
+use crate::health::HealthIssue;
 
 /// A process that holds GPU memory, named in a failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +67,9 @@ pub enum Failure {
     },
     /// drainwatch itself stopped in the middle of the operation.
     Interrupted,
+    /// The server's GPUs failed the health check before launch; nothing was
+    /// launched. An operator may override it once, typing the GPUs named.
+    Unhealthy { issues: Vec<HealthIssue> },
 }
 
 impl Failure {
@@ -102,6 +106,10 @@ impl Failure {
             },
             Self::Crashed { code, signal, .. } => format!("crashed: {}", exit_text(*code, *signal)),
             Self::Interrupted => "interrupted: drainwatch stopped during the operation".to_owned(),
+            Self::Unhealthy { issues } => {
+                let lines: Vec<String> = issues.iter().map(HealthIssue::line).collect();
+                format!("refused by the health check: {}", lines.join("; "))
+            }
         }
     }
 }
@@ -126,6 +134,7 @@ enum FailureKind {
     LaunchFailed,
     Crashed,
     Interrupted,
+    Unhealthy,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +162,7 @@ struct FailureFields {
     message: Option<String>,
     status: Option<u16>,
     log_tail: Option<Vec<String>>,
+    issues: Option<Vec<HealthIssue>>,
 }
 
 impl TryFrom<FailureFields> for Failure {
@@ -198,6 +208,9 @@ impl TryFrom<FailureFields> for Failure {
                 log_tail: need(f.log_tail, "log_tail")?,
             },
             FailureKind::Interrupted => Self::Interrupted,
+            FailureKind::Unhealthy => Self::Unhealthy {
+                issues: need(f.issues, "issues")?,
+            },
         })
     }
 }

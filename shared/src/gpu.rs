@@ -4,6 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::health::GpuHealth;
+
+fn is_default(h: &GpuHealth) -> bool {
+    *h == GpuHealth::default()
+}
+
 /// One GPU in one sample.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuSample {
@@ -22,6 +28,10 @@ pub struct GpuSample {
     pub power_mw: Option<u32>,
     pub power_limit_mw: Option<u32>,
     pub temp_c: Option<u32>,
+    /// Clocks and health; fields read less often than every sample are
+    /// carried over between readings (see [`GpuHealth::slow_at_ms`]).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub health: GpuHealth,
     /// Why a field above is `None`. A device NVML could not open at all has one
     /// entry for the field `device`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -37,7 +47,23 @@ pub struct FieldError {
     pub reason: String,
 }
 
+/// The reason a field the GPU lacks is given, in [`FieldError::reason`].
+pub const NOT_SUPPORTED: &str = "not supported by this GPU";
+
 impl GpuSample {
+    /// Why `field` is missing, if it is.
+    pub fn error(&self, field: &str) -> Option<&str> {
+        self.errors
+            .iter()
+            .find(|e| e.field == field)
+            .map(|e| e.reason.as_str())
+    }
+
+    /// `field` is missing because the GPU does not have it.
+    pub fn unsupported(&self, field: &str) -> bool {
+        self.error(field) == Some(NOT_SUPPORTED)
+    }
+
     /// A GPU that NVML counts but could not open.
     pub fn unreadable(index: u32, reason: String) -> Self {
         Self {
@@ -52,6 +78,7 @@ impl GpuSample {
             power_mw: None,
             power_limit_mw: None,
             temp_c: None,
+            health: GpuHealth::default(),
             errors: vec![FieldError {
                 field: "device".to_owned(),
                 reason,

@@ -8,6 +8,7 @@
 //! - [`campaign`]: unattended searches over flag sets, step by step, and what views compute from them.
 //! - [`flags`]: the allow-list's entries, the one check of a value, applying changes, diffs.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
+//! - [`health`]: a GPU's clocks and health (throttling, ECC, rows, PCIe, MIG, XID) and what is wrong.
 //! - [`process`]: one process that holds GPU memory or belongs to the managed server.
 //! - [`restart`]: the managed server, its flags, guarded restarts and their history.
 //! - [`sample`]: one reading of the whole host, the host's static facts and the history.
@@ -29,6 +30,7 @@ pub mod failure;
 pub mod flags;
 pub mod flat;
 pub mod gpu;
+pub mod health;
 pub mod holders;
 pub mod process;
 pub mod protocol;

@@ -28,6 +28,9 @@ pub struct GpuMemUse {
     /// `None` when NVML cannot attribute memory per process (e.g. some MIG or
     /// container setups).
     pub used_bytes: Option<u64>,
+    /// Its share of the GPU's SMs over the last second, as NVML attributes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_percent: Option<u32>,
 }
 
 /// One process as NVML and `/proc` see it together.

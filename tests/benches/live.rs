@@ -61,6 +61,7 @@ fn sample_cost(host: &SimHost, port: u16) -> anyhow::Result<()> {
         &host.nvml_lib(),
         Some(port),
         std::sync::Arc::default(),
+        None,
     );
     let warm = t.sample();
     anyhow::ensure!(

@@ -11,7 +11,8 @@ use shared::restart::{Failure, LaunchCause, Outcome, RestartSummary};
 pub enum AfterRestart {
     /// Ready: benchmark it.
     Ready,
-    /// A foreign process holds GPU memory: pause and ask a person.
+    /// A foreign process holds GPU memory, or a GPU failed the health check:
+    /// pause and ask a person.
     Foreign(String),
     /// drainwatch stopped mid-restart: run the step again.
     Interrupted,
@@ -23,7 +24,9 @@ pub fn of_restart(r: &RestartSummary) -> AfterRestart {
     match (r.outcome, &r.failure) {
         (Outcome::Succeeded, _) => AfterRestart::Ready,
         (Outcome::Interrupted, _) | (_, Some(Failure::Interrupted)) => AfterRestart::Interrupted,
-        (_, Some(f @ Failure::ForeignHolders { .. })) => AfterRestart::Foreign(f.summary()),
+        (_, Some(f @ (Failure::ForeignHolders { .. } | Failure::Unhealthy { .. }))) => {
+            AfterRestart::Foreign(f.summary())
+        }
         (_, Some(f)) => AfterRestart::Failed(StepFailure {
             kind: classify(f),
             message: f.summary(),
@@ -50,6 +53,7 @@ pub fn classify(f: &Failure) -> FailureKind {
         },
         Failure::Crashed { .. } => FailureKind::Crashed,
         Failure::Interrupted => FailureKind::LaunchFailed,
+        Failure::Unhealthy { .. } => FailureKind::Unhealthy,
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod api_key;
 mod bench;
+mod health;
 mod specs;
 #[cfg(test)]
 mod tests;
@@ -25,6 +26,7 @@ use specs::{RawFlag, flag_spec};
 
 pub use api_key::ApiKey;
 pub use bench::{BenchConfig, Engine};
+pub use health::{HealthPolicy, Policy};
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +73,8 @@ pub struct ServerConfig {
     pub api_key: Option<ApiKey>,
     /// Where campaign summaries go (`[[webhooks]]`).
     pub webhooks: Vec<crate::campaign::webhook::Hook>,
+    /// What the pre-launch health gate does about each reason (`[health]`).
+    pub health: HealthPolicy,
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -121,6 +125,8 @@ struct RawFile {
     bench: bench::RawBench,
     #[serde(default)]
     webhooks: Vec<webhooks::RawWebhook>,
+    #[serde(default)]
+    health: health::RawHealth,
 }
 
 #[derive(Debug, Deserialize)]
@@ -302,6 +308,7 @@ impl ServerConfig {
         let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
         let bench = raw.bench.check(s.engine, &model, dir)?;
         let webhooks = webhooks::check(raw.webhooks)?;
+        let health = health::check(raw.health)?;
         Ok(Self {
             name: s.name.trim().to_owned(),
             program: s.program,
@@ -323,6 +330,7 @@ impl ServerConfig {
             redact,
             api_key,
             webhooks,
+            health,
         })
     }
 }

@@ -10,6 +10,7 @@
 mod bench;
 mod campaign;
 mod codec;
+mod health;
 mod read;
 mod recover;
 mod schema;
@@ -20,6 +21,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use health::{HealthMark, StoredXid};
 use rusqlite::Connection;
 use shared::ProcId;
 use shared::bench::{BenchRun, FlagSet, FlagSetResults, RunMetrics};
@@ -179,6 +181,7 @@ enum Write {
     BenchRepeat(i64, Box<RunMetrics>),
     BenchFinish(Box<BenchRun>),
     Campaign(campaign::CampaignWrite),
+    Health(health::HealthWrite),
     Flush(oneshot::Sender<()>),
 }
 

@@ -153,6 +153,23 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE bench_runs ADD COLUMN campaign_step INTEGER;
     CREATE INDEX bench_runs_by_campaign ON bench_runs(campaign_id, campaign_step);
     ",
+    // 7: GPU health: XID errors seen, and each GPU's mark at its last
+    // successful launch.
+    "
+    CREATE TABLE xid_events (
+        id        INTEGER PRIMARY KEY,
+        gpu_index INTEGER NOT NULL,
+        gpu_uuid  TEXT,
+        code      INTEGER NOT NULL,
+        at_ms     INTEGER NOT NULL
+    );
+    CREATE INDEX xid_events_by_time ON xid_events(at_ms);
+    CREATE TABLE health_marks (
+        gpu_uuid        TEXT PRIMARY KEY,
+        at_ms           INTEGER NOT NULL,
+        ecc_uncorrected INTEGER
+    );
+    ",
 ];
 
 /// Brings the database up to the newest schema.

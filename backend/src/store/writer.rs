@@ -10,6 +10,7 @@ use rusqlite::{Connection, params};
 use super::codec::{name, text};
 use super::{
     AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, campaign, cut,
+    health,
 };
 
 /// Actions kept in the audit log (the newest; a day of a busy team is a few
@@ -235,6 +236,7 @@ fn apply(
         Write::BenchRepeat(id, m) => bench::repeat(tx, id, &m)?,
         Write::BenchFinish(run) => bench::finish(tx, &run)?,
         Write::Campaign(w) => campaign::apply(tx, w, replies)?,
+        Write::Health(h) => health::apply(tx, h)?,
         Write::Flush(done) => replies.push(Box::new(move |_| {
             let _ = done.send(());
         })),

@@ -2,6 +2,7 @@
 //! joined with `/proc` ([`procfs`]), and the [`sampler`] that takes one per period
 //! and publishes it. This module reads; it never signals or kills anything.
 
+pub mod health;
 pub mod nvml;
 pub mod procfs;
 pub mod sampler;
@@ -32,10 +33,16 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// `server_port` finds the server by its listener when `hint` names no root.
-    pub fn new(nvml_lib: &Path, server_port: Option<u16>, hint: Arc<ServerHint>) -> Self {
+    /// `server_port` finds the server by its listener when `hint` names no root;
+    /// XID errors go to `xid_sink` as they arrive.
+    pub fn new(
+        nvml_lib: &Path,
+        server_port: Option<u16>,
+        hint: Arc<ServerHint>,
+        xid_sink: Option<health::XidSink>,
+    ) -> Self {
         Self {
-            nvml: NvmlReader::open(nvml_lib),
+            nvml: NvmlReader::open(nvml_lib, xid_sink),
             procs: ProcReader::new(),
             finder: server::Finder::new(server_port, hint),
             baselines: Vec::new(),
@@ -45,6 +52,11 @@ impl Telemetry {
 
     pub fn nvml_status(&self) -> &NvmlStatus {
         self.nvml.status()
+    }
+
+    /// Set it, and the next sample reads the slow health fields afresh.
+    pub fn health_refresh(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.nvml.health_refresh()
     }
 
     /// Takes one sample. Never fails: what could not be read is `None` with a reason.
@@ -70,6 +82,7 @@ impl Telemetry {
                                 gpu_mem.entry(p.pid).or_default().push(GpuMemUse {
                                     gpu_index: gpu.index,
                                     used_bytes: p.used_bytes,
+                                    sm_percent: p.sm_percent,
                                 });
                             }
                         }

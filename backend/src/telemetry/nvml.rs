@@ -3,20 +3,29 @@
 //! retried in a loop, never turned into an empty GPU list. Per-device and
 //! per-field failures become `None` plus a [`FieldError`], never a lost sample.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
-use nvml_wrapper::Nvml;
+use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use shared::health::GpuHealth;
 use shared::{FieldError, GpuSample, NvmlStatus};
+
+use super::health::{HealthReader, XidSink};
 
 /// What one GPU holds per process, as NVML attributes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuProcess {
     pub pid: u32,
     pub used_bytes: Option<u64>,
+    /// Its SM use over the last second, where NVML attributes it.
+    pub sm_percent: Option<u32>,
 }
 
 /// One GPU's reading, before the sampler adds its baseline.
@@ -30,15 +39,18 @@ pub struct GpuReading {
 /// NVML, opened once.
 #[derive(Debug)]
 pub struct NvmlReader {
-    nvml: Option<Nvml>,
+    nvml: Option<Arc<Nvml>>,
+    health: HealthReader,
     status: NvmlStatus,
     /// Name and UUID per index: fixed while the driver is loaded.
     identity: Vec<Option<(String, String)>>,
 }
 
 impl NvmlReader {
-    /// Loads `lib` and initialises NVML. Never fails: the outcome is in [`Self::status`].
-    pub fn open(lib: &Path) -> Self {
+    /// Loads `lib` and initialises NVML, and starts watching XID errors (new
+    /// ones go to `xid_sink`). Never fails: the outcome is in [`Self::status`].
+    pub fn open(lib: &Path, xid_sink: Option<XidSink>) -> Self {
+        let mut health = HealthReader::new(Arc::new(AtomicBool::new(false)));
         let shown = lib.display().to_string();
         match Nvml::builder().lib_path(OsStr::new(lib)).init() {
             Ok(nvml) => {
@@ -51,8 +63,11 @@ impl NvmlReader {
                     library,
                 };
                 tracing::info!(?status, "nvml initialised");
+                let nvml = Arc::new(nvml);
+                health.watch_xid(Arc::clone(&nvml), xid_sink);
                 Self {
                     nvml: Some(nvml),
+                    health,
                     status,
                     identity: Vec::new(),
                 }
@@ -62,6 +77,7 @@ impl NvmlReader {
                 tracing::warn!(library = %shown, %reason, "nvml unavailable");
                 Self {
                     nvml: None,
+                    health,
                     status: NvmlStatus::Unavailable {
                         library: shown,
                         reason,
@@ -76,6 +92,11 @@ impl NvmlReader {
         &self.status
     }
 
+    /// A handle that asks for the slow health fields at the next sample.
+    pub fn health_refresh(&self) -> Arc<AtomicBool> {
+        self.health.refresh()
+    }
+
     /// Reads every GPU. `Err` only when NVML is unavailable or cannot count devices.
     pub fn read(&mut self) -> Result<Vec<GpuReading>, String> {
         let Some(nvml) = &self.nvml else {
@@ -88,13 +109,27 @@ impl NvmlReader {
             .device_count()
             .map_err(|e| format!("counting GPUs: {}", describe(&e)))?;
         self.identity.resize(count as usize, None);
+        let due = self.health.due(count as usize, Instant::now());
+        let health = &mut self.health;
         Ok((0..count)
-            .map(|index| read_device(nvml, index, &mut self.identity[index as usize]))
+            .map(|index| {
+                read_device(nvml, index, &mut self.identity[index as usize], |dev| {
+                    health.read(dev, index, due)
+                })
+            })
             .collect())
     }
 }
 
-fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>) -> GpuReading {
+/// What [`HealthReader::read`] gives for one device.
+type HealthRead = (GpuHealth, Vec<FieldError>, HashMap<u32, u32>);
+
+fn read_device(
+    nvml: &Nvml,
+    index: u32,
+    identity: &mut Option<(String, String)>,
+    health: impl FnOnce(&Device) -> HealthRead,
+) -> GpuReading {
     let dev = match nvml.device_by_index(index) {
         Ok(d) => d,
         Err(e) => {
@@ -118,6 +153,7 @@ fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>)
         ),
     };
     let mem = field(&mut errors, "mem_used_bytes", dev.memory_info());
+    let (health, health_errors, process_sm) = health(&dev);
     let util = field(&mut errors, "util_gpu_percent", dev.utilization_rates());
     let gpu = GpuSample {
         index,
@@ -135,6 +171,7 @@ fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>)
             "temp_c",
             dev.temperature(TemperatureSensor::Gpu),
         ),
+        health,
         errors: Vec::new(),
     };
     let processes = match (
@@ -154,6 +191,7 @@ fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>)
                 compute
                     .into_iter()
                     .map(|p| GpuProcess {
+                        sm_percent: process_sm.get(&p.pid).copied(),
                         pid: p.pid,
                         used_bytes: match p.used_gpu_memory {
                             UsedGpuMemory::Used(b) => Some(b),
@@ -171,6 +209,7 @@ fn read_device(nvml: &Nvml, index: u32, identity: &mut Option<(String, String)>)
             None
         }
     };
+    errors.extend(health_errors);
     GpuReading {
         gpu: GpuSample { errors, ..gpu },
         processes,
@@ -193,7 +232,7 @@ fn field<T>(errors: &mut Vec<FieldError>, name: &str, r: Result<T, NvmlError>) -
 }
 
 /// NVML's error as one lowercase line.
-fn describe(e: &NvmlError) -> String {
+pub(super) fn describe(e: &NvmlError) -> String {
     match e {
         NvmlError::LibloadingError(inner) => format!("cannot load the NVML library: {inner}"),
         NvmlError::FailedToLoadSymbol(s) => format!("the NVML library lacks a function: {s}"),

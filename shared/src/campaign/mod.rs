@@ -143,6 +143,8 @@ pub enum FailureKind {
     VerifyFailed,
     /// A foreign process holds GPU memory the server needs (the campaign pauses).
     ForeignHolders,
+    /// A GPU failed the health check before launch (the campaign pauses).
+    Unhealthy,
     /// The correctness check's answer was wrong: the benchmark did not run.
     WrongAnswer,
     /// The benchmark itself failed (the server stopped answering, say).
@@ -158,6 +160,7 @@ impl FailureKind {
             Self::LaunchFailed => "launch failed",
             Self::VerifyFailed => "verify failed",
             Self::ForeignHolders => "foreign process holds GPU memory",
+            Self::Unhealthy => "GPU failed the health check",
             Self::WrongAnswer => "wrong answer",
             Self::BenchFailed => "benchmark failed",
         }
@@ -172,6 +175,7 @@ impl FailureKind {
             Self::LaunchFailed => "launch failed",
             Self::VerifyFailed => "verify failed",
             Self::ForeignHolders => "foreign holder",
+            Self::Unhealthy => "unhealthy GPU",
             Self::WrongAnswer => "wrong answer",
             Self::BenchFailed => "bench failed",
         }

@@ -101,6 +101,8 @@ pub struct Parts {
     pub hint: Arc<ServerHint>,
     /// Set while an operation runs: the sampler then samples at ≥ 20 Hz.
     pub fast: Arc<AtomicBool>,
+    /// Set to have the next sample read the slow health fields afresh.
+    pub health_refresh: Arc<AtomicBool>,
     pub log_dir: PathBuf,
     pub recovered: crate::store::Recovered,
     /// `--cgroup`: where to contain the servers it launches.

@@ -1,0 +1,603 @@
+//! Clocks and health, read through nvml-wrapper at three rates, and XID
+//! errors from an NVML event set watched on a thread of its own.
+//!
+//! | rate | fields |
+//! |---|---|
+//! | every sample | SM and memory clock, clock-event reasons, encoder and decoder load |
+//! | every second ([`MEDIUM`]) | PCIe link generation and width, per-process SM use |
+//! | every 10 s ([`SLOW`]), and on request | ECC mode and counts, retired pages, remapped rows, persistence and compute mode, MIG, PCIe traffic |
+//! | once (until read) | max SM and memory clock, max PCIe generation and width |
+//!
+//! The slow fields change rarely, and some cost a real driver time (PCIe
+//! traffic is sampled over 20 ms per GPU; ECC and row counts read the
+//! InfoROM). Between readings their last values are carried over, with their
+//! errors. Before a launch the restart manager asks for a fresh reading
+//! ([`HealthReader::refresh`]), so its health gate never decides on old
+//! counts.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::Device;
+use nvml_wrapper::Nvml;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, ComputeMode as NvmlComputeMode, EccCounter, MemoryError, PcieUtilCounter,
+    RetirementCause,
+};
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
+use shared::FieldError;
+use shared::health::{
+    ComputeMode, EccErrors, GpuHealth, MigDevice, PcieLink, RemappedRows, RetiredPages,
+    XID_SHOWN, XidEvent,
+};
+
+use super::nvml::describe;
+use crate::clock::now_ms;
+
+/// How often the medium fields are read.
+pub const MEDIUM: Duration = Duration::from_secs(1);
+/// How often the slow fields are read.
+pub const SLOW: Duration = Duration::from_secs(10);
+/// MIG devices read per GPU (NVML's own limit is 7).
+const MAX_MIG: u32 = 8;
+
+/// Fields of one rate, carried between their readings.
+#[derive(Debug, Clone, Default)]
+struct Carried {
+    health: GpuHealth,
+    errors: Vec<FieldError>,
+}
+
+/// Per GPU: what the slower rates last read.
+#[derive(Debug, Clone, Default)]
+struct PerGpu {
+    fixed: Option<Carried>,
+    medium: Carried,
+    slow: Carried,
+    /// SM use per PID, from the last medium reading.
+    process_sm: HashMap<u32, u32>,
+    /// NVML's timestamp of the newest per-process sample seen.
+    process_seen: u64,
+}
+
+/// Reads each GPU's health at its rates; owned by the sampler thread.
+#[derive(Debug)]
+pub struct HealthReader {
+    gpus: Vec<PerGpu>,
+    last_medium: Option<Instant>,
+    last_slow: Option<Instant>,
+    /// Set by anyone who needs the slow fields read at the next sample.
+    refresh: Arc<AtomicBool>,
+    xid: Option<XidWatch>,
+}
+
+/// Which rates are due in this sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Due {
+    medium: bool,
+    slow: bool,
+}
+
+impl HealthReader {
+    pub fn new(refresh: Arc<AtomicBool>) -> Self {
+        Self {
+            gpus: Vec::new(),
+            last_medium: None,
+            last_slow: None,
+            refresh,
+            xid: None,
+        }
+    }
+
+    /// Starts watching XID errors on every GPU (once NVML is open).
+    pub fn watch_xid(&mut self, nvml: Arc<Nvml>, sink: Option<XidSink>) {
+        self.xid = XidWatch::start(nvml, sink);
+    }
+
+    /// A handle that asks for the slow fields to be read at the next sample.
+    pub fn refresh(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.refresh)
+    }
+
+    /// Which rates this sample reads; call once per sample.
+    pub fn due(&mut self, gpus: usize, now: Instant) -> Due {
+        self.gpus.resize_with(gpus, PerGpu::default);
+        let is_due = |last: Option<Instant>, every: Duration| {
+            last.is_none_or(|t| now.duration_since(t) >= every)
+        };
+        let medium = is_due(self.last_medium, MEDIUM);
+        let slow = self.refresh.swap(false, Ordering::Relaxed) || is_due(self.last_slow, SLOW);
+        if medium {
+            self.last_medium = Some(now);
+        }
+        if slow {
+            self.last_slow = Some(now);
+        }
+        Due { medium, slow }
+    }
+
+    /// GPU `index`'s health now, with the errors of fields missing from it,
+    /// and its processes' SM use.
+    pub fn read(
+        &mut self,
+        dev: &Device,
+        index: u32,
+        due: Due,
+    ) -> (GpuHealth, Vec<FieldError>, HashMap<u32, u32>) {
+        let Some(g) = self.gpus.get_mut(index as usize) else {
+            return (GpuHealth::default(), Vec::new(), HashMap::new());
+        };
+        if g.fixed.is_none() {
+            g.fixed = Some(read_fixed(dev));
+        }
+        if due.medium {
+            g.medium = read_medium(dev, &mut g.process_sm, &mut g.process_seen);
+        }
+        if due.slow {
+            g.slow = read_slow(dev);
+            g.slow.health.slow_at_ms = Some(now_ms());
+        }
+        let mut errors = Vec::new();
+        let mut h = read_fast(dev, &mut errors);
+        let fixed = g.fixed.as_ref().expect("set above");
+        for part in [fixed, &g.medium, &g.slow] {
+            errors.extend(part.errors.iter().cloned());
+        }
+        h.sm_clock_max_mhz = fixed.health.sm_clock_max_mhz;
+        h.mem_clock_max_mhz = fixed.health.mem_clock_max_mhz;
+        h.pcie = match (g.medium.health.pcie, fixed.health.pcie) {
+            (Some(now), Some(max)) => Some(PcieLink {
+                gen_max: max.gen_max,
+                width_max: max.width_max,
+                ..now
+            }),
+            _ => None,
+        };
+        let s = &g.slow.health;
+        h.pcie_tx_kib_s = s.pcie_tx_kib_s;
+        h.pcie_rx_kib_s = s.pcie_rx_kib_s;
+        h.ecc_enabled = s.ecc_enabled;
+        h.ecc = s.ecc;
+        h.retired_pages = s.retired_pages;
+        h.remapped_rows = s.remapped_rows;
+        h.persistence_mode = s.persistence_mode;
+        h.compute_mode = s.compute_mode;
+        h.mig_enabled = s.mig_enabled;
+        h.mig = s.mig.clone();
+        h.slow_at_ms = s.slow_at_ms;
+        match &self.xid {
+            Some(w) => {
+                let (recent, error) = w.recent(index);
+                h.xid = recent;
+                if let Some(reason) = error {
+                    errors.push(FieldError {
+                        field: "xid".to_owned(),
+                        reason,
+                    });
+                }
+            }
+            None => errors.push(FieldError {
+                field: "xid".to_owned(),
+                reason: "XID errors are not being watched".to_owned(),
+            }),
+        }
+        (h, errors, g.process_sm.clone())
+    }
+}
+
+impl Drop for HealthReader {
+    fn drop(&mut self) {
+        if let Some(w) = &self.xid {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Keeps a value, or records why it is missing under `name`.
+fn keep<T>(errors: &mut Vec<FieldError>, name: &str, r: Result<T, NvmlError>) -> Option<T> {
+    r.map_err(|e| {
+        if !errors.iter().any(|f| f.field == name) {
+            errors.push(FieldError {
+                field: name.to_owned(),
+                reason: describe(&e),
+            });
+        }
+    })
+    .ok()
+}
+
+fn read_fast(dev: &Device, errors: &mut Vec<FieldError>) -> GpuHealth {
+    GpuHealth {
+        sm_clock_mhz: keep(errors, "sm_clock_mhz", dev.clock_info(Clock::SM)),
+        mem_clock_mhz: keep(errors, "mem_clock_mhz", dev.clock_info(Clock::Memory)),
+        clocks_event_reasons: keep(
+            errors,
+            "clocks_event_reasons",
+            dev.current_throttle_reasons().map(|r| r.bits()),
+        ),
+        encoder_percent: keep(
+            errors,
+            "encoder_percent",
+            dev.encoder_utilization().map(|u| u.utilization),
+        ),
+        decoder_percent: keep(
+            errors,
+            "decoder_percent",
+            dev.decoder_utilization().map(|u| u.utilization),
+        ),
+        ..GpuHealth::default()
+    }
+}
+
+fn read_fixed(dev: &Device) -> Carried {
+    let mut errors = Vec::new();
+    let sm = keep(&mut errors, "sm_clock_max_mhz", dev.max_clock_info(Clock::SM));
+    let mem = keep(&mut errors, "mem_clock_max_mhz", dev.max_clock_info(Clock::Memory));
+    let gen_max = keep(&mut errors, "pcie", dev.max_pcie_link_gen());
+    let width_max = keep(&mut errors, "pcie", dev.max_pcie_link_width());
+    Carried {
+        health: GpuHealth {
+            sm_clock_max_mhz: sm,
+            mem_clock_max_mhz: mem,
+            pcie: gen_max.zip(width_max).map(|(gen_max, width_max)| PcieLink {
+                gen_max,
+                width_max,
+                ..PcieLink::default()
+            }),
+            ..GpuHealth::default()
+        },
+        errors,
+    }
+}
+
+fn read_medium(dev: &Device, process_sm: &mut HashMap<u32, u32>, seen: &mut u64) -> Carried {
+    let mut errors = Vec::new();
+    let gen_current = keep(&mut errors, "pcie", dev.current_pcie_link_gen());
+    let width_current = keep(&mut errors, "pcie", dev.current_pcie_link_width());
+    // NOT_FOUND: no process ran on the GPU since the last look; nothing to say.
+    match dev.process_utilization_stats(Some(*seen).filter(|s| *s > 0)) {
+        Ok(samples) => {
+            process_sm.clear();
+            let mut newest: HashMap<u32, u64> = HashMap::new();
+            for s in samples {
+                *seen = (*seen).max(s.timestamp);
+                if newest.get(&s.pid).is_none_or(|t| *t <= s.timestamp) {
+                    newest.insert(s.pid, s.timestamp);
+                    process_sm.insert(s.pid, s.sm_util);
+                }
+            }
+        }
+        Err(NvmlError::NotFound) => process_sm.clear(),
+        Err(e) => {
+            process_sm.clear();
+            errors.push(FieldError {
+                field: "process_sm_percent".to_owned(),
+                reason: describe(&e),
+            });
+        }
+    }
+    Carried {
+        health: GpuHealth {
+            pcie: gen_current
+                .zip(width_current)
+                .map(|(gen_current, width_current)| PcieLink {
+                    gen_current,
+                    width_current,
+                    ..PcieLink::default()
+                }),
+            ..GpuHealth::default()
+        },
+        errors,
+    }
+}
+
+fn read_slow(dev: &Device) -> Carried {
+    let mut errors = Vec::new();
+    let ecc_enabled = keep(&mut errors, "ecc", dev.is_ecc_enabled()).map(|m| m.currently_enabled);
+    let ecc = match ecc_enabled {
+        Some(true) => {
+            let mut count = |e, c| keep(&mut errors, "ecc", dev.total_ecc_errors(e, c));
+            let vc = count(MemoryError::Corrected, EccCounter::Volatile);
+            let vu = count(MemoryError::Uncorrected, EccCounter::Volatile);
+            let ac = count(MemoryError::Corrected, EccCounter::Aggregate);
+            let au = count(MemoryError::Uncorrected, EccCounter::Aggregate);
+            match (vc, vu, ac, au) {
+                (Some(vc), Some(vu), Some(ac), Some(au)) => Some(EccErrors {
+                    volatile_corrected: vc,
+                    volatile_uncorrected: vu,
+                    aggregate_corrected: ac,
+                    aggregate_uncorrected: au,
+                }),
+                _ => None,
+            }
+        }
+        Some(false) => {
+            errors.push(FieldError {
+                field: "ecc".to_owned(),
+                reason: "ECC is off".to_owned(),
+            });
+            None
+        }
+        None => None,
+    };
+    let single = keep(
+        &mut errors,
+        "retired_pages",
+        dev.retired_pages(RetirementCause::MultipleSingleBitEccErrors),
+    );
+    let double = keep(
+        &mut errors,
+        "retired_pages",
+        dev.retired_pages(RetirementCause::DoubleBitEccError),
+    );
+    let pending = keep(&mut errors, "retired_pages", dev.are_pages_pending_retired());
+    let retired_pages = match (single, double, pending) {
+        (Some(s), Some(d), Some(pending)) => Some(RetiredPages {
+            single_bit: s.len() as u32,
+            double_bit: d.len() as u32,
+            pending,
+        }),
+        _ => None,
+    };
+    let remapped_rows = keep(&mut errors, "remapped_rows", remapped_rows(dev));
+    let tx = keep(
+        &mut errors,
+        "pcie_throughput",
+        dev.pcie_throughput(PcieUtilCounter::Send),
+    );
+    let rx = keep(
+        &mut errors,
+        "pcie_throughput",
+        dev.pcie_throughput(PcieUtilCounter::Receive),
+    );
+    let persistence_mode = keep(&mut errors, "persistence_mode", dev.is_in_persistent_mode());
+    let compute_mode = keep(&mut errors, "compute_mode", dev.compute_mode()).map(|m| match m {
+        NvmlComputeMode::Default => ComputeMode::Default,
+        NvmlComputeMode::ExclusiveThread => ComputeMode::ExclusiveThread,
+        NvmlComputeMode::Prohibited => ComputeMode::Prohibited,
+        NvmlComputeMode::ExclusiveProcess => ComputeMode::ExclusiveProcess,
+    });
+    let mig_enabled = keep(&mut errors, "mig", dev.mig_mode()).map(|m| m.current == 1);
+    let mig = if mig_enabled == Some(true) {
+        read_mig(dev, &mut errors)
+    } else {
+        Vec::new()
+    };
+    Carried {
+        health: GpuHealth {
+            ecc_enabled,
+            ecc,
+            retired_pages,
+            remapped_rows,
+            pcie_tx_kib_s: tx,
+            pcie_rx_kib_s: rx,
+            persistence_mode,
+            compute_mode,
+            mig_enabled,
+            mig,
+            ..GpuHealth::default()
+        },
+        errors,
+    }
+}
+
+fn read_mig(dev: &Device, errors: &mut Vec<FieldError>) -> Vec<MigDevice> {
+    let max = keep(errors, "mig", dev.mig_device_count()).unwrap_or(0).min(MAX_MIG);
+    let mut out = Vec::new();
+    for i in 0..max {
+        let mig = match dev.mig_device_by_index(i) {
+            Ok(m) => m,
+            // An empty slot: instances need not be numbered without gaps.
+            Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
+            Err(e) => {
+                keep::<()>(errors, "mig", Err(e));
+                continue;
+            }
+        };
+        let mem = mig.memory_info().ok();
+        out.push(MigDevice {
+            index: i,
+            uuid: mig.uuid().ok(),
+            name: mig.name().ok(),
+            gpu_instance_id: instance_id(&mig),
+            mem_total_bytes: mem.as_ref().map(|m| m.total),
+            mem_used_bytes: mem.as_ref().map(|m| m.used),
+        });
+    }
+    out
+}
+
+/// `nvmlDeviceGetRemappedRows`, which nvml-wrapper does not wrap.
+#[allow(unsafe_code)]
+fn remapped_rows(dev: &Device) -> Result<RemappedRows, NvmlError> {
+    let f = nvml_sym(dev.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
+    let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
+    // SAFETY: the header's signature: a live handle and four writable counters.
+    let rc = unsafe { f(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failure) };
+    nvml_try(rc)?;
+    Ok(RemappedRows {
+        correctable: corr,
+        uncorrectable: unc,
+        pending: pending != 0,
+        failure: failure != 0,
+    })
+}
+
+/// A MIG device's GPU instance id (`nvmlDeviceGetGpuInstanceId`, not wrapped).
+#[allow(unsafe_code)]
+fn instance_id(dev: &Device) -> Option<u32> {
+    let f = dev.nvml().lib().nvmlDeviceGetGpuInstanceId.as_ref().ok()?;
+    let mut id = 0u32;
+    // SAFETY: the header's signature: a live handle and a writable id.
+    let rc = unsafe { f(dev.handle(), &mut id) };
+    (rc == 0).then_some(id)
+}
+
+// ---------------------------------------------------------------- XID
+
+/// Where new XID errors go to be stored: (GPU index, UUID, event).
+pub type XidSink = tokio::sync::mpsc::Sender<(u32, Option<String>, XidEvent)>;
+
+/// How long one wait blocks: the watcher notices a stop this late at most.
+const XID_WAIT_MS: u32 = 250;
+
+/// The XID watcher's thread and what it has seen.
+#[derive(Debug)]
+struct XidWatch {
+    seen: Arc<Mutex<XidSeen>>,
+    stop: Arc<AtomicBool>,
+}
+
+#[derive(Debug, Default)]
+struct XidSeen {
+    /// Per GPU, newest last, at most [`XID_SHOWN`].
+    recent: Vec<VecDeque<XidEvent>>,
+    /// Per GPU, why XID errors cannot be watched on it.
+    errors: Vec<Option<String>>,
+}
+
+impl XidWatch {
+    fn start(nvml: Arc<Nvml>, sink: Option<XidSink>) -> Option<Self> {
+        let count = nvml.device_count().ok()? as usize;
+        let seen = Arc::new(Mutex::new(XidSeen {
+            recent: vec![VecDeque::new(); count],
+            errors: vec![None; count],
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        let spawned = std::thread::Builder::new()
+            .name("xid-watch".to_owned())
+            .spawn(move || watch(&nvml, count, &seen2, &stop2, sink.as_ref()));
+        match spawned {
+            Ok(_) => Some(Self { seen, stop }),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the XID watcher");
+                None
+            }
+        }
+    }
+
+    fn recent(&self, gpu: u32) -> (Vec<XidEvent>, Option<String>) {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let i = gpu as usize;
+        (
+            seen.recent.get(i).map(|q| q.iter().copied().collect()).unwrap_or_default(),
+            seen.errors.get(i).cloned().flatten(),
+        )
+    }
+}
+
+/// The watcher: one event set for every GPU that supports XID events, waited
+/// on until told to stop.
+fn watch(
+    nvml: &Nvml,
+    count: usize,
+    seen: &Mutex<XidSeen>,
+    stop: &AtomicBool,
+    sink: Option<&XidSink>,
+) {
+    let set_error = |i: usize, reason: String| {
+        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = s.errors.get_mut(i) {
+            *slot = Some(reason);
+        }
+    };
+    let mut uuids = vec![None; count];
+    // GPUs that support XID events; nvml-wrapper frees a set whose
+    // registration failed, so a GPU that fails to register is dropped and the
+    // set made again with the others.
+    let mut watched: Vec<u32> = Vec::new();
+    for (i, uuid) in uuids.iter_mut().enumerate() {
+        let Ok(dev) = nvml.device_by_index(i as u32) else {
+            set_error(i, "the GPU cannot be opened".to_owned());
+            continue;
+        };
+        *uuid = dev.uuid().ok();
+        match dev.supported_event_types() {
+            Ok(t) if t.contains(EventTypes::CRITICAL_XID_ERROR) => watched.push(i as u32),
+            Ok(_) => set_error(i, describe(&NvmlError::NotSupported)),
+            Err(e) => set_error(i, describe(&e)),
+        }
+    }
+    let set = loop {
+        if watched.is_empty() {
+            return;
+        }
+        let set = match nvml.create_event_set() {
+            Ok(s) => s,
+            Err(e) => {
+                let reason = describe(&e);
+                for i in 0..count {
+                    set_error(i, reason.clone());
+                }
+                return;
+            }
+        };
+        let mut failed = None;
+        let mut held = Some(set);
+        for &i in &watched {
+            let Some(s) = held.take() else { break };
+            let registered = nvml
+                .device_by_index(i)
+                .map_err(Into::into)
+                .and_then(|dev| dev.register_events(EventTypes::CRITICAL_XID_ERROR, s));
+            match registered {
+                Ok(s) => held = Some(s),
+                Err(e) => {
+                    failed = Some((i, describe(&e.error)));
+                    break;
+                }
+            }
+        }
+        let Some((i, reason)) = failed else {
+            match held {
+                Some(s) => break s,
+                None => return,
+            }
+        };
+        set_error(i as usize, reason);
+        watched.retain(|w| *w != i);
+    };
+    tracing::debug!(gpus = count, "watching XID errors");
+    while !stop.load(Ordering::Relaxed) {
+        match set.wait(XID_WAIT_MS) {
+            Ok(event) => {
+                let code = match event.event_data {
+                    Some(XidError::Value(code)) => code,
+                    Some(XidError::Unknown) | None => 999,
+                };
+                let Ok(index) = event.device.index() else { continue };
+                let xid = XidEvent {
+                    code,
+                    at_ms: now_ms(),
+                };
+                let uuid = uuids.get(index as usize).cloned().flatten();
+                tracing::warn!(gpu = index, uuid = ?uuid, xid = code, "XID error");
+                {
+                    let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(q) = s.recent.get_mut(index as usize) {
+                        if q.len() == XID_SHOWN {
+                            q.pop_front();
+                        }
+                        q.push_back(xid);
+                    }
+                }
+                if let Some(sink) = sink
+                    && sink.try_send((index, uuid, xid)).is_err()
+                {
+                    tracing::warn!(gpu = index, xid = code, "XID not stored: the store is behind");
+                }
+            }
+            Err(NvmlError::Timeout) => {}
+            Err(e) => {
+                // A GPU lost, or the driver gone: say so, and do not spin.
+                tracing::warn!(error = %describe(&e), "waiting for XID errors failed");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
