@@ -103,7 +103,8 @@ impl Application {
         let (lib, hint2) = (config.nvml_lib.clone(), Arc::clone(&hint));
         // XID errors are kept where the history is, for the health gate.
         let xid_sink = opened.as_ref().map(|(store, _)| {
-            let (tx, mut rx) = mpsc::channel::<(u32, Option<String>, shared::health::XidEvent)>(256);
+            let (tx, mut rx) =
+                mpsc::channel::<(u32, Option<String>, shared::health::XidEvent)>(256);
             let store = store.clone();
             tokio::spawn(async move {
                 while let Some((gpu_index, gpu_uuid, event)) = rx.recv().await {
@@ -117,11 +118,10 @@ impl Application {
             tx
         });
         // Loading a driver library blocks: keep it off the async threads.
-        let telemetry = tokio::task::spawn_blocking(move || {
-            Telemetry::new(&lib, server_port, hint2, xid_sink)
-        })
-        .await
-        .context("failed to open NVML")?;
+        let telemetry =
+            tokio::task::spawn_blocking(move || Telemetry::new(&lib, server_port, hint2, xid_sink))
+                .await
+                .context("failed to open NVML")?;
         let health_refresh = telemetry.health_refresh();
         let host = HostInfo {
             hostname: hostname(),

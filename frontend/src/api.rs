@@ -192,6 +192,7 @@ pub(crate) async fn submit(
             generation,
             flags,
             confirm,
+            override_health: None,
         })
     } else {
         req.json(&ConfirmRequest {

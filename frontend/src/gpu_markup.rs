@@ -268,6 +268,7 @@ mod tests {
             power_mw: Some(350_000),
             power_limit_mw: None,
             temp_c: Some(61),
+            health: Default::default(),
             errors: vec![FieldError {
                 field: "power".to_owned(),
                 reason: "not supported".to_owned(),

@@ -204,6 +204,7 @@ pub(crate) fn failure_key(f: &Failure) -> &'static str {
         Failure::LaunchFailed { .. } => "launch_failed",
         Failure::Crashed { .. } => "crashed",
         Failure::Interrupted => "interrupted",
+        Failure::Unhealthy { .. } => "unhealthy",
     }
 }
 
@@ -273,6 +274,7 @@ mod tests {
                 .map(|&(gpu_index, b)| GpuMemUse {
                     gpu_index,
                     used_bytes: Some(b),
+                    sm_percent: None,
                 })
                 .collect(),
             role,

@@ -223,7 +223,12 @@ pub struct HealthIssue {
 
 impl HealthIssue {
     pub fn line(&self) -> String {
-        format!("GPU {}: {} ({})", self.gpu_index, self.reason.label(), self.detail)
+        format!(
+            "GPU {}: {} ({})",
+            self.gpu_index,
+            self.reason.label(),
+            self.detail
+        )
     }
 }
 
@@ -247,18 +252,27 @@ pub fn issues_now(gpu_index: u32, h: &GpuHealth) -> Vec<HealthIssue> {
         if r.failure {
             push(HealthReason::RowRemap, "a row remap failed".to_owned());
         } else if r.pending {
-            push(HealthReason::RowRemap, "a row remap is pending a reset".to_owned());
+            push(
+                HealthReason::RowRemap,
+                "a row remap is pending a reset".to_owned(),
+            );
         }
     }
     if h.retired_pages.is_some_and(|p| p.pending) {
-        push(HealthReason::RowRemap, "a page retirement is pending a reset".to_owned());
+        push(
+            HealthReason::RowRemap,
+            "a page retirement is pending a reset".to_owned(),
+        );
     }
     if let Some(e) = h.ecc
         && e.volatile_uncorrected > 0
     {
         push(
             HealthReason::Ecc,
-            format!("{} uncorrected since the driver loaded", e.volatile_uncorrected),
+            format!(
+                "{} uncorrected since the driver loaded",
+                e.volatile_uncorrected
+            ),
         );
     }
     if let Some(p) = pcie_issue(h) {
@@ -267,7 +281,10 @@ pub fn issues_now(gpu_index: u32, h: &GpuHealth) -> Vec<HealthIssue> {
     if let Some(r) = h.clocks_event_reasons
         && r & THROTTLE_MASK != 0
     {
-        push(HealthReason::Throttle, reason_names(r & THROTTLE_MASK).join(", "));
+        push(
+            HealthReason::Throttle,
+            reason_names(r & THROTTLE_MASK).join(", "),
+        );
     }
     out
 }
@@ -320,7 +337,10 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(issues_now(0, &healthy).is_empty(), "idle Gen 1 and corrected errors are normal");
+        assert!(
+            issues_now(0, &healthy).is_empty(),
+            "idle Gen 1 and corrected errors are normal"
+        );
 
         let mut busy = healthy.clone();
         busy.clocks_event_reasons = Some(0);

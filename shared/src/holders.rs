@@ -146,6 +146,7 @@ mod tests {
                 .map(|&(gpu_index, used_bytes)| GpuMemUse {
                     gpu_index,
                     used_bytes,
+                    sm_percent: None,
                 })
                 .collect(),
             role,

@@ -424,6 +424,11 @@ pub struct RestartRequest {
     pub flags: BTreeMap<String, Option<String>>,
     /// The server's name, typed by the operator.
     pub confirm: String,
+    /// To launch although the health gate refuses some of the server's GPUs:
+    /// those GPUs, typed by the operator (`GPU 3, 5`). For this launch only;
+    /// audited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_health: Option<String>,
 }
 
 /// `POST /api/stop` and `/api/adopt`.

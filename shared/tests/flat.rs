@@ -36,6 +36,9 @@ mod derived {
             log_tail: Vec<String>,
         },
         Interrupted,
+        Unhealthy {
+            issues: Vec<shared::health::HealthIssue>,
+        },
     }
 
     #[derive(Debug, PartialEq, Deserialize)]
@@ -104,6 +107,7 @@ fn derived_failure(text: &str) -> Failure {
             log_tail,
         },
         derived::Failure::Interrupted => Failure::Interrupted,
+        derived::Failure::Unhealthy { issues } => Failure::Unhealthy { issues },
     }
 }
 
@@ -159,6 +163,13 @@ fn every_failure_reads_as_serde_reads_it() {
             log_tail: tail.clone(),
         },
         Failure::Interrupted,
+        Failure::Unhealthy {
+            issues: vec![shared::health::HealthIssue {
+                gpu_index: 3,
+                reason: shared::health::HealthReason::Xid,
+                detail: "XID 79 at 12:03:04 UTC".into(),
+            }],
+        },
     ];
     all.extend(causes.into_iter().map(|cause| Failure::LaunchFailed {
         cause,

@@ -29,6 +29,7 @@ pub(super) struct Ask {
     confirm: String,
     flags: BTreeMap<String, Option<String>>,
     contain: bool,
+    override_health: Option<String>,
 }
 
 /// `/api/restart` and `/api/start`: flags to change, never a containment.
@@ -38,12 +39,14 @@ impl From<RestartRequest> for Ask {
             generation,
             flags,
             confirm,
+            override_health,
         } = r;
         Self {
             generation,
             confirm,
             flags,
             contain: false,
+            override_health,
         }
     }
 }
@@ -62,6 +65,7 @@ impl From<ConfirmRequest> for Ask {
             confirm,
             flags: BTreeMap::new(),
             contain,
+            override_health: None,
         }
     }
 }
@@ -87,6 +91,7 @@ pub(super) async fn operation<T: Into<Ask>>(
         contain: ask.contain,
         peer: caller.who(),
         campaign: None,
+        override_health: ask.override_health,
     };
     audited(match m.submit(req).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),

@@ -170,6 +170,10 @@ pub struct RestartArgs {
     /// Return once drainwatch accepted the restart, without waiting for the end.
     #[arg(long)]
     pub no_wait: bool,
+    /// Launch although the health check refuses these GPUs (`--override-health
+    /// "GPU 3"`): name exactly the GPUs it refuses. For this launch only; audited.
+    #[arg(long, value_name = "GPUS")]
+    pub override_health: Option<String>,
 }
 
 /// `drainwatch bench`: settings not given take the server's configured defaults.

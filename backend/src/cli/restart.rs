@@ -45,6 +45,7 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
         generation: server.generation,
         flags: changes,
         confirm: server.name.clone(),
+        override_health: args.override_health.clone(),
     };
     let accepted: Accepted = client.post("api/restart", &req).await?;
     let id = accepted.id;

@@ -11,6 +11,7 @@
 use shared::flags::Flags;
 use shared::restart::{Failure, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
 
+use super::gate::Verdict;
 use crate::config::file::Timeouts;
 
 /// What the host looks like now, as the manager sees it from the latest sample.
@@ -29,6 +30,8 @@ pub struct Observation {
     /// Why the GPUs' process lists could not be read, if they could not: then no
     /// one can say that nothing of ours is left.
     pub processes_unknown: Option<String>,
+    /// The health gate's verdict on the server's GPUs.
+    pub health: Verdict,
 }
 
 impl Observation {
@@ -457,9 +460,9 @@ impl Machine {
             // Something of ours came back (or was never killed): kill it again.
             self.streak = 0;
             fx.push(Effect::KillAll);
-        } else if obs.clean() {
+        } else if obs.clean() && !obs.health.stale {
             if self.count(false) >= self.verify_samples {
-                self.verified(now, fx);
+                self.verified(obs, now, fx);
                 return;
             }
         } else if obs.only_foreign_left() {
@@ -488,15 +491,32 @@ impl Machine {
         }
     }
 
-    fn verified(&mut self, now: u64, fx: &mut Vec<Effect>) {
+    fn verified(&mut self, obs: &Observation, now: u64, fx: &mut Vec<Effect>) {
         let Some(op) = self.op.clone() else { return };
         if op.launch {
+            let mut note = format!(
+                "verified: every GPU idle for {} samples",
+                self.verify_samples
+            );
+            if !obs.health.refuse.is_empty() {
+                fx.push(Effect::Entered {
+                    phase: Phase::Verifying,
+                    note,
+                    marker: Some(MarkerKind::Verified),
+                });
+                let failure = Failure::Unhealthy {
+                    issues: obs.health.refuse.clone(),
+                };
+                self.fail(now, failure, fx);
+                return;
+            }
+            if !obs.health.warn.is_empty() {
+                let lines: Vec<String> = obs.health.warn.iter().map(|i| i.line()).collect();
+                note.push_str(&format!("; health warnings: {}", lines.join("; ")));
+            }
             fx.push(Effect::Entered {
                 phase: Phase::Verifying,
-                note: format!(
-                    "verified: every GPU idle for {} samples",
-                    self.verify_samples
-                ),
+                note,
                 marker: Some(MarkerKind::Verified),
             });
             self.enter(

@@ -86,6 +86,7 @@ pub(crate) fn observe(
         over_baseline,
         unreadable,
         processes_unknown: sample.processes_error.clone(),
+        health: Default::default(),
     }
 }
 
@@ -147,6 +148,7 @@ mod tests {
                 vec![shared::GpuMemUse {
                     gpu_index,
                     used_bytes: Some(8 << 20),
+                    sm_percent: None,
                 }],
                 role,
                 "gone".into(),

@@ -41,7 +41,12 @@ pub(super) fn apply(tx: &Connection, w: HealthWrite) -> rusqlite::Result<()> {
         HealthWrite::Xid(x) => {
             tx.execute(
                 "INSERT INTO xid_events (gpu_index, gpu_uuid, code, at_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![x.gpu_index, x.gpu_uuid, x.event.code as i64, x.event.at_ms as i64],
+                params![
+                    x.gpu_index,
+                    x.gpu_uuid,
+                    x.event.code as i64,
+                    x.event.at_ms as i64
+                ],
             )?;
             tx.execute(
                 "DELETE FROM xid_events WHERE id <= (

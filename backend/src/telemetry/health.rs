@@ -31,8 +31,8 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use shared::FieldError;
 use shared::health::{
-    ComputeMode, EccErrors, GpuHealth, MigDevice, PcieLink, RemappedRows, RetiredPages,
-    XID_SHOWN, XidEvent,
+    ComputeMode, EccErrors, GpuHealth, MigDevice, PcieLink, RemappedRows, RetiredPages, XID_SHOWN,
+    XidEvent,
 };
 
 use super::nvml::describe;
@@ -235,8 +235,16 @@ fn read_fast(dev: &Device, errors: &mut Vec<FieldError>) -> GpuHealth {
 
 fn read_fixed(dev: &Device) -> Carried {
     let mut errors = Vec::new();
-    let sm = keep(&mut errors, "sm_clock_max_mhz", dev.max_clock_info(Clock::SM));
-    let mem = keep(&mut errors, "mem_clock_max_mhz", dev.max_clock_info(Clock::Memory));
+    let sm = keep(
+        &mut errors,
+        "sm_clock_max_mhz",
+        dev.max_clock_info(Clock::SM),
+    );
+    let mem = keep(
+        &mut errors,
+        "mem_clock_max_mhz",
+        dev.max_clock_info(Clock::Memory),
+    );
     let gen_max = keep(&mut errors, "pcie", dev.max_pcie_link_gen());
     let width_max = keep(&mut errors, "pcie", dev.max_pcie_link_width());
     Carried {
@@ -334,7 +342,11 @@ fn read_slow(dev: &Device) -> Carried {
         "retired_pages",
         dev.retired_pages(RetirementCause::DoubleBitEccError),
     );
-    let pending = keep(&mut errors, "retired_pages", dev.are_pages_pending_retired());
+    let pending = keep(
+        &mut errors,
+        "retired_pages",
+        dev.are_pages_pending_retired(),
+    );
     let retired_pages = match (single, double, pending) {
         (Some(s), Some(d), Some(pending)) => Some(RetiredPages {
             single_bit: s.len() as u32,
@@ -386,7 +398,9 @@ fn read_slow(dev: &Device) -> Carried {
 }
 
 fn read_mig(dev: &Device, errors: &mut Vec<FieldError>) -> Vec<MigDevice> {
-    let max = keep(errors, "mig", dev.mig_device_count()).unwrap_or(0).min(MAX_MIG);
+    let max = keep(errors, "mig", dev.mig_device_count())
+        .unwrap_or(0)
+        .min(MAX_MIG);
     let mut out = Vec::new();
     for i in 0..max {
         let mig = match dev.mig_device_by_index(i) {
@@ -417,7 +431,15 @@ fn remapped_rows(dev: &Device) -> Result<RemappedRows, NvmlError> {
     let f = nvml_sym(dev.nvml().lib().nvmlDeviceGetRemappedRows.as_ref())?;
     let (mut corr, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
     // SAFETY: the header's signature: a live handle and four writable counters.
-    let rc = unsafe { f(dev.handle(), &mut corr, &mut unc, &mut pending, &mut failure) };
+    let rc = unsafe {
+        f(
+            dev.handle(),
+            &mut corr,
+            &mut unc,
+            &mut pending,
+            &mut failure,
+        )
+    };
     nvml_try(rc)?;
     Ok(RemappedRows {
         correctable: corr,
@@ -485,7 +507,10 @@ impl XidWatch {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let i = gpu as usize;
         (
-            seen.recent.get(i).map(|q| q.iter().copied().collect()).unwrap_or_default(),
+            seen.recent
+                .get(i)
+                .map(|q| q.iter().copied().collect())
+                .unwrap_or_default(),
             seen.errors.get(i).cloned().flatten(),
         )
     }
@@ -570,7 +595,9 @@ fn watch(
                     Some(XidError::Value(code)) => code,
                     Some(XidError::Unknown) | None => 999,
                 };
-                let Ok(index) = event.device.index() else { continue };
+                let Ok(index) = event.device.index() else {
+                    continue;
+                };
                 let xid = XidEvent {
                     code,
                     at_ms: now_ms(),
@@ -589,7 +616,11 @@ fn watch(
                 if let Some(sink) = sink
                     && sink.try_send((index, uuid, xid)).is_err()
                 {
-                    tracing::warn!(gpu = index, xid = code, "XID not stored: the store is behind");
+                    tracing::warn!(
+                        gpu = index,
+                        xid = code,
+                        "XID not stored: the store is behind"
+                    );
                 }
             }
             Err(NvmlError::Timeout) => {}

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
 use shared::health::GpuHealth;
 use shared::{FieldError, GpuSample, NvmlStatus};
 

@@ -231,10 +231,12 @@ mod tests {
                 GpuMemUse {
                     gpu_index: 1,
                     used_bytes: Some(512 * MIB),
+                    sm_percent: None,
                 },
                 GpuMemUse {
                     gpu_index: 0,
                     used_bytes: None,
+                    sm_percent: None,
                 },
             ],
             ProcessRole::Server,

@@ -146,6 +146,7 @@ impl Runner {
                 a.c.info.requested_by
             ),
             campaign: Some(a.c.info.id),
+            override_health: None,
         };
         match self.manager.submit(req).await {
             Ok(accepted) => {

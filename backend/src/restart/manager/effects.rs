@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use shared::flags::Flags;
-use shared::restart::{Failure, Origin, Outcome, Phase, RestartSummary, Transition};
+use shared::restart::{Failure, OpKind, Origin, Outcome, Phase, RestartSummary, Transition};
 
 use super::{Manager, Running};
 use crate::clock::now_ms;
@@ -282,7 +282,18 @@ impl Manager {
             .finish(op.op.id, now, outcome, failure.clone(), d.clone());
         if outcome == Outcome::Succeeded && phase == Phase::Ready {
             self.bench.pending = Some((op.op.kind, op.op.id));
+            if matches!(op.op.kind, OpKind::Restart | OpKind::Start)
+                && let Some(latest) = self.hub.latest()
+            {
+                let marks = self
+                    .health
+                    .history
+                    .mark(&latest.sample, &self.cfg.gpus, now);
+                self.store.health_marks(marks);
+            }
         }
+        self.health.fresh_since_ms = None;
+        self.health.overridden.clear();
         let summary = RestartSummary {
             id: op.op.id,
             kind: op.op.kind,

@@ -45,6 +45,9 @@ pub struct Request {
     pub peer: String,
     /// The campaign asking, which may while it holds the server.
     pub campaign: Option<i64>,
+    /// The GPUs the operator typed to launch on although the health gate
+    /// refuses them (`GPU 3, 5`), for this launch only.
+    pub override_health: Option<String>,
 }
 
 /// What happened in the manager, for whoever follows it (the campaign runner).

@@ -13,6 +13,7 @@ use shared::flags::Flags;
 use shared::restart::{Containment, Operation, Origin, Phase, TimelinePoint};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::gate;
 use super::machine::{Input, Machine};
 use super::observe::observe;
 use super::probe::ProbeEvent;
@@ -90,6 +91,20 @@ pub struct Manager {
     lease: Option<Lease>,
     /// Operations and benchmarks as they end, for the campaign runner.
     events: broadcast::Sender<Event>,
+    /// The pre-launch health gate's memory and the operation's overrides.
+    health: HealthGate,
+}
+
+/// What the health gate needs across samples.
+#[derive(Debug)]
+struct HealthGate {
+    history: gate::History,
+    /// Set to have the next sample read the slow fields afresh.
+    refresh: Arc<AtomicBool>,
+    /// For the operation in flight: when it began (slow fields read before
+    /// are too old to decide on), and the GPUs an operator overrode.
+    fresh_since_ms: Option<u64>,
+    overridden: Vec<u32>,
 }
 
 /// What [`Manager::new`] needs.
@@ -117,6 +132,7 @@ impl Manager {
         let client = inputs::client(p.cfg.api_key.as_ref());
         let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
+        let history = load_health_history(&p.store).await;
         let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
@@ -143,6 +159,12 @@ impl Manager {
             bench: bench::Benches::new(),
             lease: None,
             events: events.clone(),
+            health: HealthGate {
+                history,
+                refresh: p.health_refresh,
+                fresh_since_ms: None,
+                overridden: Vec::new(),
+            },
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst);
@@ -400,7 +422,17 @@ impl Manager {
         // server's cgroup is empty.
         let contained = self.track_contained();
         let ours_alive = self.members.alive().max(contained);
-        let obs = observe(sample, self.members.ids(), ours_alive, &self.cfg);
+        let mut obs = observe(sample, self.members.ids(), ours_alive, &self.cfg);
+        if self.machine.phase() == Phase::Verifying {
+            obs.health = gate::check(
+                sample,
+                &self.cfg.gpus,
+                &self.health.history,
+                &self.cfg.health,
+                &self.health.overridden,
+                self.health.fresh_since_ms,
+            );
+        }
         self.feed(Input::Observe(obs));
         if let Some(op) = &self.op
             && self.machine.phase().is_busy()
@@ -416,4 +448,20 @@ impl Manager {
             self.store.point(op.op.id, point);
         }
     }
+}
+
+/// The gate's history: every GPU's last-launch mark, and the XIDs stored
+/// since the oldest of them. Unreadable, it starts empty (and says so): the
+/// live samples still carry every XID seen from now on.
+async fn load_health_history(store: &Store) -> gate::History {
+    let marks = store.marks().await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the GPUs' last-launch marks");
+        Vec::new()
+    });
+    let since = marks.iter().map(|m| m.at_ms).min().unwrap_or(0);
+    let xids = store.xids_since(since).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the stored XID errors");
+        Vec::new()
+    });
+    gate::History::new(marks, xids)
 }

@@ -8,6 +8,7 @@ use shared::restart::{Accepted, OpKind, Operation, Origin, Outcome};
 use super::{Manager, OpRecord, Refusal, Request, Running};
 use crate::clock::now_ms;
 use crate::identity;
+use crate::restart::gate;
 use crate::restart::machine::{Input, op_name};
 use crate::store::{AuditEntry, Instance};
 use crate::supervisor::{self, cgroup};
@@ -36,10 +37,20 @@ impl Manager {
     /// Validates a request against the current state; accepts at most one at a
     /// time. The answer is audited before it is returned.
     pub(super) async fn request(&mut self, req: Request) -> Result<Accepted, Refusal> {
-        let outcome = self.check(&req);
+        let outcome = self
+            .check(&req)
+            .and_then(|flags| Ok((flags, self.check_override(&req)?)));
+        let mut overridden = String::new();
         let result = match outcome {
             Err(refusal) => Err(refusal),
-            Ok(to_flags) => self.accept(&req, to_flags).await,
+            Ok((to_flags, health)) => {
+                if let Some(v) = &health {
+                    let lines: Vec<String> = v.refuse.iter().map(|i| i.line()).collect();
+                    overridden = format!("health check overridden: {}", lines.join("; "));
+                }
+                self.health.overridden = health.map(|v| v.refused_gpus()).unwrap_or_default();
+                self.accept(&req, to_flags).await
+            }
         };
         self.store.audit(AuditEntry {
             at_ms: now_ms(),
@@ -51,7 +62,7 @@ impl Manager {
                 Err(_) => "refused".to_owned(),
             },
             detail: match &result {
-                Ok(_) => String::new(),
+                Ok(_) => overridden,
                 Err(r) => r.message().to_owned(),
             },
             count: 1,
@@ -120,6 +131,54 @@ impl Manager {
             .map_err(|e| Refusal::BadRequest(e.0))
     }
 
+    /// An override of the health gate, checked: only with a launch, and
+    /// naming exactly the server's GPUs the gate refuses now. Returns the
+    /// verdict it overrides.
+    fn check_override(&self, req: &Request) -> Result<Option<gate::Verdict>, Refusal> {
+        let Some(typed) = req.override_health.as_deref() else {
+            return Ok(None);
+        };
+        if !matches!(req.kind, OpKind::Restart | OpKind::Start) {
+            return Err(Refusal::BadRequest(
+                "only a restart or a start launches, so only they can override the health check"
+                    .to_owned(),
+            ));
+        }
+        let verdict = match self.hub.latest() {
+            Some(p) => gate::check(
+                &p.sample,
+                &self.cfg.gpus,
+                &self.health.history,
+                &self.cfg.health,
+                &[],
+                None,
+            ),
+            None => gate::Verdict::default(),
+        };
+        let refused = verdict.refused_gpus();
+        if refused.is_empty() {
+            return Err(Refusal::BadRequest(
+                "nothing to override: the server's GPUs pass the health check".to_owned(),
+            ));
+        }
+        let phrase = format!(
+            "GPU {}",
+            refused
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if typed_gpus(typed) != Some(refused) {
+            let lines: Vec<String> = verdict.refuse.iter().map(|i| i.line()).collect();
+            return Err(Refusal::BadRequest(format!(
+                "to launch anyway, type the GPUs the health check refuses, `{phrase}` ({})",
+                lines.join("; ")
+            )));
+        }
+        Ok(Some(verdict))
+    }
+
     async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
         let now = now_ms();
         // The record and every view of the operation show the flags redacted;
@@ -148,6 +207,11 @@ impl Manager {
             },
             entered: Vec::new(),
         });
+        // The gate decides on slow fields read after this moment.
+        self.health.fresh_since_ms = Some(now);
+        self.health
+            .refresh
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if req.kind == OpKind::Adopt {
             self.adopt(now, req.contain);
         } else {
@@ -221,5 +285,35 @@ impl Manager {
         self.log = None;
         self.feed(Input::Attached);
         self.finished(Outcome::Succeeded, None, now);
+    }
+}
+
+/// The GPU indices an operator typed (`GPU 3, 5`, `3,5`, `gpu 5 and 3`), in
+/// order; `None` when there are none or the text is long or holds no digits.
+fn typed_gpus(typed: &str) -> Option<Vec<u32>> {
+    if typed.len() > 200 {
+        return None;
+    }
+    let mut gpus: Vec<u32> = typed
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().ok())
+        .collect::<Option<_>>()?;
+    gpus.sort_unstable();
+    gpus.dedup();
+    (!gpus.is_empty()).then_some(gpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::typed_gpus;
+
+    #[test]
+    fn typed_gpus_are_read_leniently_but_must_name_some() {
+        assert_eq!(typed_gpus("GPU 3"), Some(vec![3]));
+        assert_eq!(typed_gpus("gpu 5, 3 and 3"), Some(vec![3, 5]));
+        assert_eq!(typed_gpus("yes"), None);
+        assert_eq!(typed_gpus("GPU 99999999999"), None);
+        assert_eq!(typed_gpus(&"1".repeat(300)), None);
     }
 }
