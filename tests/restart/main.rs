@@ -5,6 +5,7 @@ mod containment;
 mod crash;
 mod flow;
 mod guards;
+mod health;
 mod launch;
 mod modes;
 mod verify;
