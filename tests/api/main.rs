@@ -4,6 +4,7 @@
 mod auth;
 mod cli;
 mod hardening;
+mod health;
 mod metrics;
 mod nvml_errors;
 mod other_clients;

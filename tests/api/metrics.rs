@@ -254,3 +254,104 @@ async fn restarts_and_benchmarks_are_counted_and_scrapes_need_the_token() -> any
     assert!((value(tok[0]) - measured).abs() < 1e-6 * measured.max(1.0));
     Ok(())
 }
+
+/// The value of `name` for GPU `gpu` in `scrape`, if the series is there.
+fn gpu_value(scrape: &Scrape, name: &str, gpu: u32) -> Option<f64> {
+    samples(scrape, name)
+        .into_iter()
+        .find(|s| s.labels.get("gpu") == Some(gpu.to_string().as_str()))
+        .map(value)
+}
+
+#[tokio::test]
+async fn health_series_carry_dcgm_names_and_leave_out_what_a_gpu_lacks() -> anyhow::Result<()> {
+    // Arrange: GPU 0 with a row remap pending, GPU 1 with two uncorrected ECC
+    // errors, GPU 3's link down to x4 and thermally slowed; GPU 2 reads no
+    // ECC (not supported), and later raises XID 79.
+    let mut host = SimHost::new(100);
+    simhost::set_health(&host.path(), 0, |h| h.remapped_rows.pending = true)?;
+    simhost::set_health(&host.path(), 1, |h| {
+        h.ecc_volatile.uncorrected = 2;
+        h.ecc_aggregate.uncorrected = 5;
+    })?;
+    simhost::set_health(&host.path(), 3, |h| {
+        h.pcie.width_current = 4;
+        h.clocks_event_reasons = 0x40;
+    })?;
+    host.set_faults(
+        2,
+        simhost::GpuFaults {
+            ecc: Some(simhost::Fault::NotSupported),
+            ..simhost::GpuFaults::default()
+        },
+    )?;
+    let app = tests::spawn_app(&host, &[])?;
+    app.wait_for_state("a sample", Duration::from_secs(10), |s| s.latest.is_some())
+        .await?;
+
+    // Act: an XID while drainwatch runs.
+    simhost::raise_xid(&host.path(), 2, 79)?;
+    app.wait_for_state("GPU 2's XID", Duration::from_secs(10), |s| {
+        s.latest
+            .as_ref()
+            .is_some_and(|l| l.gpus[2].health.xid.last().is_some_and(|x| x.code == 79))
+    })
+    .await?;
+    let text = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let scrape = parse(&text);
+
+    // Assert
+    for name in [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_PERSISTENCE_MODE",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {name} gauge")),
+            "{name}:\n{text}"
+        );
+        assert!(gpu_value(&scrape, name, 0).is_some(), "{name} for GPU 0");
+    }
+    assert_eq!(gpu_value(&scrape, "DCGM_FI_DEV_XID_ERRORS", 2), Some(79.0));
+    assert_eq!(gpu_value(&scrape, "DCGM_FI_DEV_XID_ERRORS", 0), Some(0.0));
+    assert_eq!(
+        gpu_value(&scrape, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 1),
+        Some(2.0)
+    );
+    assert_eq!(
+        gpu_value(&scrape, "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", 1),
+        Some(5.0)
+    );
+    // Not supported is left out, never written as zero.
+    assert_eq!(gpu_value(&scrape, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", 2), None);
+    assert_eq!(gpu_value(&scrape, "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", 2), None);
+    assert_eq!(
+        gpu_value(&scrape, "DCGM_FI_DEV_ROW_REMAP_PENDING", 0),
+        Some(1.0)
+    );
+    assert_eq!(
+        gpu_value(&scrape, "DCGM_FI_DEV_ROW_REMAP_PENDING", 1),
+        Some(0.0)
+    );
+    assert_eq!(
+        gpu_value(&scrape, "DCGM_FI_DEV_PCIE_LINK_WIDTH", 3),
+        Some(4.0)
+    );
+    // Hardware thermal slowdown (0x40), beside "GPU idle" (0x1) on an idle GPU.
+    let reasons = gpu_value(&scrape, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", 3).expect("reasons");
+    assert_eq!(reasons as u64 & 0x40, 0x40, "{reasons}");
+    let sm = gpu_value(&scrape, "DCGM_FI_DEV_SM_CLOCK", 0).expect("SM clock");
+    assert!(sm > 0.0, "an SM clock in MHz: {sm}");
+    Ok(())
+}

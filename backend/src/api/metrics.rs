@@ -16,6 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use shared::health::GpuHealth;
 use shared::restart::Phase;
 
 use super::state::AppState;
@@ -94,6 +95,10 @@ fn gpus(reg: &mut Registry, state: &AppState) {
     let util = gauge(reg, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).");
     let power = gauge(reg, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).");
     let temp = gauge(reg, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).");
+    let health: Vec<(&str, FGauge)> = HEALTH
+        .iter()
+        .map(|(name, text)| (*name, gauge(reg, name, text)))
+        .collect();
     let host = state.hub.host();
     let Some(latest) = state.hub.latest() else {
         return;
@@ -128,9 +133,121 @@ fn gpus(reg: &mut Registry, state: &AppState) {
             set(&power, labels.clone(), f64::from(p) / 1_000.0);
         }
         if let Some(t) = g.temp_c {
-            set(&temp, labels, f64::from(t));
+            set(&temp, labels.clone(), f64::from(t));
+        }
+        for (f, value) in health.iter().zip(health_values(&g.health)) {
+            if let Some(v) = value {
+                set(&f.1, labels.clone(), v);
+            }
         }
     }
+}
+
+/// DCGM's health fields: name and help as dcgm-exporter gives them.
+const HEALTH: [(&str, &str); 22] = [
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz)."),
+    (
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "Current clock throttle reasons (bitmask of nvmlClocksEventReason*).",
+    ),
+    (
+        "DCGM_FI_DEV_XID_ERRORS",
+        "Value of the last XID error encountered.",
+    ),
+    (
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "Total number of single-bit volatile ECC errors.",
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "Total number of double-bit volatile ECC errors.",
+    ),
+    (
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "Total number of single-bit persistent ECC errors.",
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "Total number of double-bit persistent ECC errors.",
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "Total number of retired pages due to single-bit errors.",
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "Total number of retired pages due to double-bit errors.",
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "Total number of pages pending retirement.",
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for correctable errors.",
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for uncorrectable errors.",
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "Whether remapping of rows is pending (1) or not (0).",
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "Whether remapping of rows has failed (1) or not (0).",
+    ),
+    ("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation."),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width."),
+    (
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+        "PCIe transmit throughput (in KB/s).",
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        "PCIe receive throughput (in KB/s).",
+    ),
+    ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %)."),
+    (
+        "DCGM_FI_DEV_PERSISTENCE_MODE",
+        "Persistence mode for the device: enabled (1) or disabled (0).",
+    ),
+];
+
+/// [`HEALTH`]'s values for one GPU, in its order; `None` where NVML did not
+/// give the field (left out of the scrape, never written as zero).
+fn health_values(h: &GpuHealth) -> [Option<f64>; 22] {
+    let n = |v: Option<u64>| v.map(|v| v as f64);
+    let b = |v: Option<bool>| v.map(|v| if v { 1.0 } else { 0.0 });
+    let u = |v: Option<u32>| v.map(f64::from);
+    [
+        u(h.sm_clock_mhz),
+        u(h.mem_clock_mhz),
+        n(h.clocks_event_reasons),
+        // dcgm-exporter: 0 until the GPU raises one.
+        Some(h.xid.last().map_or(0.0, |x| x.code as f64)),
+        n(h.ecc.map(|e| e.volatile_corrected)),
+        n(h.ecc.map(|e| e.volatile_uncorrected)),
+        n(h.ecc.map(|e| e.aggregate_corrected)),
+        n(h.ecc.map(|e| e.aggregate_uncorrected)),
+        u(h.retired_pages.map(|p| p.single_bit)),
+        u(h.retired_pages.map(|p| p.double_bit)),
+        b(h.retired_pages.map(|p| p.pending)),
+        u(h.remapped_rows.map(|r| r.correctable)),
+        u(h.remapped_rows.map(|r| r.uncorrectable)),
+        b(h.remapped_rows.map(|r| r.pending)),
+        b(h.remapped_rows.map(|r| r.failure)),
+        u(h.pcie.map(|p| p.gen_current)),
+        u(h.pcie.map(|p| p.width_current)),
+        u(h.pcie_tx_kib_s),
+        u(h.pcie_rx_kib_s),
+        u(h.encoder_percent),
+        u(h.decoder_percent),
+        b(h.persistence_mode),
+    ]
 }
 
 async fn own(reg: &mut Registry, state: &AppState) {
