@@ -176,7 +176,8 @@ pub(crate) async fn cancel_bench() -> Result<(), String> {
 }
 
 /// Asks for `kind` (restart, start with `flags`; stop, adopt without), guarded
-/// by the `generation` the operator looked at and the typed `confirm`. `Ok`
+/// by the `generation` the operator looked at and the typed `confirm`; a
+/// launch may carry the typed GPUs that override a health refusal once. `Ok`
 /// once the backend accepted it (202); the operation's progress then arrives
 /// over the socket.
 pub(crate) async fn submit(
@@ -185,6 +186,7 @@ pub(crate) async fn submit(
     confirm: String,
     flags: BTreeMap<String, Option<String>>,
     contain: bool,
+    override_health: Option<String>,
 ) -> Result<(), String> {
     let req = changing(Request::post(ops::endpoint(kind)));
     let req = if ops::takes_flags(kind) {
@@ -192,7 +194,7 @@ pub(crate) async fn submit(
             generation,
             flags,
             confirm,
-            override_health: None,
+            override_health,
         })
     } else {
         req.json(&ConfirmRequest {

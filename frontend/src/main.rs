@@ -15,6 +15,7 @@ mod deeplink;
 mod fetch;
 mod flags;
 mod gpu_markup;
+mod health_markup;
 mod json;
 mod ledger;
 mod localtime;

@@ -351,6 +351,8 @@ fn bench_run() -> bench::BenchRun {
                     median: 88.0,
                     max: 88.25,
                 }),
+                throttled_samples: 12,
+                throttle_reasons: Some(0x4),
             }],
         }),
         repeats: vec![m],

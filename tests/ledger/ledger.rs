@@ -565,7 +565,9 @@ async fn a_benchmark_follows_each_restart_when_configured_and_chat_is_measured_t
 #[tokio::test]
 async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<()> {
     let _load = crate::MEASURING.read().await;
-    let (_host, app) = ready(&spec()).await?;
+    let (host, app) = ready(&spec()).await?;
+    // GPU 1 runs under its software power cap throughout: throttled.
+    simhost::set_health(&host.path(), 1, |h| h.clocks_event_reasons = 0x4)?;
     let mut settings = quick();
     settings["seed"] = json!(42);
     let run = app.bench(settings).await?;
@@ -604,6 +606,14 @@ async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<(
         g0["temp_c"]["max"].is_number() && g0["util_pct"]["median"].is_number(),
         "{g0}"
     );
+    // Throttling while it ran is a warning on the run, by GPU and reason.
+    assert!(g0.get("throttled_samples").is_none(), "{g0}");
+    let g1 = gpus.iter().find(|g| g["index"] == 1).expect("GPU 1");
+    assert!(
+        g1["throttled_samples"].as_u64().is_some_and(|n| n >= 5),
+        "{g1}"
+    );
+    assert_eq!(g1["throttle_reasons"], 0x4, "{g1}");
     // And it is kept: the stored run reads back the same.
     let stored = app
         .get_json(&format!("/api/bench/runs/{}", run["id"]))
@@ -614,5 +624,13 @@ async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<(
     let c = &ledger[0]["conditions"];
     assert!(c["power_limit_w"].as_f64().is_some_and(|w| w > 0.0), "{c}");
     assert_eq!(c["server_version"], p["server_version"]);
+    let throttled = c["throttled"].as_array().expect("throttled");
+    assert_eq!(throttled.len(), 1, "{c}");
+    assert!(
+        throttled[0]
+            .as_str()
+            .is_some_and(|t| t.starts_with("GPU 1: software power cap in ")),
+        "{c}"
+    );
     Ok(())
 }

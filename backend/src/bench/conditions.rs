@@ -1,13 +1,15 @@
 //! What the GPUs did while a benchmark ran: utilisation, power (and the cap),
 //! temperature and memory per GPU, read from the samples the telemetry already
-//! publishes, as min, median and max over the run. A "faster" result at a lower
-//! power cap or while running hot shows as such.
+//! publishes, as min, median and max over the run, and the samples in which
+//! its clocks were held down for power or heat. A "faster" result at a lower
+//! power cap, while running hot or while throttled shows as such.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use shared::GpuSample;
 use shared::bench::{GpuConditions, Spread};
+use shared::health::THROTTLE_MASK;
 use tokio::sync::{broadcast, watch};
 
 use crate::hub::Hub;
@@ -25,11 +27,19 @@ struct Series {
     mem_gib: Vec<f64>,
     power_limit_w: Option<f64>,
     samples: u32,
+    throttled: u32,
+    reasons: u64,
 }
 
 impl Series {
     fn add(&mut self, g: &GpuSample) {
         self.samples += 1;
+        if let Some(r) = g.health.clocks_event_reasons
+            && r & THROTTLE_MASK != 0
+        {
+            self.throttled += 1;
+            self.reasons |= r & THROTTLE_MASK;
+        }
         if let Some(u) = g.util_gpu_percent {
             self.util.push(f64::from(u));
         }
@@ -73,6 +83,8 @@ impl Series {
             power_limit_w: self.power_limit_w,
             temp_c: spread(&self.temp_c),
             mem_used_gib: spread(&self.mem_gib),
+            throttled_samples: self.throttled,
+            throttle_reasons: (self.reasons != 0).then_some(self.reasons),
         }
     }
 }
@@ -187,6 +199,25 @@ mod tests {
         assert_eq!(s[0].power_limit_w, Some(450.0));
         assert_eq!(s[0].temp_c.map(|t| t.max), Some(82.0));
         assert_eq!(s[1].mem_used_gib.map(|m| m.median), Some(88.0));
+        assert_eq!((s[0].throttled_samples, s[0].throttle_reasons), (0, None));
+        // Thermally slowed in one sample of three (idle bits are not throttling).
+        let mut hot = gpu(1, 100, 600, 600, 90);
+        hot.health.clocks_event_reasons = Some(0x40 | 0x1);
+        let mut idle = gpu(1, 0, 100, 600, 40);
+        idle.health.clocks_event_reasons = Some(0x1);
+        let mut t = Readings {
+            every: 1,
+            ..Readings::default()
+        };
+        t.add(&[hot.clone()]);
+        t.add(&[idle]);
+        t.add(&[gpu(1, 50, 300, 600, 60)]);
+        let c = &t.summary()[0];
+        assert_eq!((c.throttled_samples, c.throttle_reasons), (1, Some(0x40)));
+        assert_eq!(
+            c.throttle_line().as_deref(),
+            Some("GPU 1: hardware thermal slowdown in 1 of 3 samples")
+        );
         // Hours of samples keep at most MAX_KEPT readings per series.
         for i in 0..50_000u32 {
             r.add(&[gpu(0, i % 100, 500, 600, 70)]);

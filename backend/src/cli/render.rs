@@ -482,6 +482,9 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
         p.gpus.len(),
         parts.join(", ")
     );
+    for line in p.gpus.iter().filter_map(|g| g.throttle_line()) {
+        let _ = writeln!(out, "WARNING throttled: {line}");
+    }
     out
 }
 
@@ -653,6 +656,9 @@ mod tests {
                 power_w: Some(spread(300.0)),
                 power_limit_w: Some(450.0),
                 temp_c: Some(spread(83.0)),
+                samples: 40,
+                throttled_samples: 12,
+                throttle_reasons: Some(0x4),
                 ..shared::bench::GpuConditions::default()
             }],
             ..shared::bench::Provenance::default()
@@ -661,6 +667,10 @@ mod tests {
         assert!(text.contains("measured with: server —, model m@abc, driver —, CUDA 12.9, drainwatch 0.1.0 on gpu-07 (simulated host), seed 9"), "{text}");
         assert!(
             text.contains("GPUs meanwhile (1): power 300–300 W, cap 450 W, temperature 83–83 °C"),
+            "{text}"
+        );
+        assert!(
+            text.contains("WARNING throttled: GPU 0: software power cap in 12 of 40 samples"),
             "{text}"
         );
         assert!(

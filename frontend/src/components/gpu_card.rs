@@ -1,5 +1,6 @@
-//! One GPU's card: name, memory (bar stacked by holder, figures, idle baseline,
-//! foreign holders), utilisation, power, temperature and the memory sparkline;
+//! One GPU's card: name and health badge, memory (bar stacked by holder,
+//! figures, idle baseline, foreign holders), utilisation, power, temperature,
+//! clocks and link, MIG devices and the memory sparkline;
 //! or, for a GPU NVML could not open, the reason.
 
 use leptos::either::Either;
@@ -9,6 +10,7 @@ use shared::MemHolders;
 use crate::components::mem_bar::MemBar;
 use crate::components::sparkline::Sparkline;
 use crate::gpu_markup;
+use crate::health_markup;
 use crate::state::AppState;
 
 /// The card of GPU `index`, following the latest sample.
@@ -53,6 +55,11 @@ pub(crate) fn GpuCard(
     let baseline =
         Signal::derive(move || gpu.with(|g| g.as_ref().and_then(|g| g.mem_baseline_bytes)));
 
+    // Health as text, redrawn only when the text changes (not every sample).
+    let badge = Memo::new(move |_| gpu.with(|g| health_markup::badge(g.as_ref())));
+    let health_line = Memo::new(move |_| gpu.with(|g| health_markup::line(g.as_ref())));
+    let mig = Memo::new(move |_| gpu.with(|g| health_markup::mig(g.as_ref())));
+
     let readings = move || {
         view! {
             <div class="gpu-mem">
@@ -63,6 +70,9 @@ pub(crate) fn GpuCard(
                 <div class="holder-line" inner_html=move || holders.with(gpu_markup::holder_line)></div>
             </div>
             <div class="gpu-stats" inner_html=move || gpu.with(|g| gpu_markup::stats(g.as_ref()))></div>
+            // Always there (one line), so cards keep their height as clocks move.
+            <div class="gpu-health" data-testid="gpu-health" inner_html=move || health_line.get()></div>
+            <div class="gpu-mig" data-testid="gpu-mig" inner_html=move || mig.get()></div>
             <Sparkline index=index total=total baseline=baseline />
         }
     };
@@ -74,7 +84,10 @@ pub(crate) fn GpuCard(
             data-testid="gpu-card"
             data-gpu-index=index.to_string()
         >
-            <div class="gpu-head" inner_html=move || gpu.with(|g| gpu_markup::head(index, g.as_ref()))></div>
+            <div class="gpu-head">
+                <span class="gpu-head-main" inner_html=move || gpu.with(|g| gpu_markup::head(index, g.as_ref()))></span>
+                <span class="health-slot" inner_html=move || badge.get()></span>
+            </div>
             {move || match device_error.get() {
                 Some(reason) => {
                     Either::Left(

@@ -1,10 +1,10 @@
 //! One row of the process table: PID, start time, user, command line, GPUs,
-//! GPU memory, RSS and role, following the latest sample.
+//! GPU memory, SM use, RSS and role, following the latest sample.
 
 use std::fmt::Write as _;
 
 use leptos::prelude::*;
-use shared::units::fmt_bytes;
+use shared::units::{fmt_bytes, fmt_percent};
 use shared::{ProcessInfo, ProcessRole};
 
 use crate::localtime;
@@ -60,9 +60,15 @@ fn gpu_mem_title(p: &ProcessInfo) -> String {
     }
     p.gpu_mem
         .iter()
-        .map(|g| match g.used_bytes {
-            Some(b) => format!("GPU {}: {}", g.gpu_index, fmt_bytes(b)),
-            None => format!("GPU {}: not attributed by NVML", g.gpu_index),
+        .map(|g| {
+            let mem = match g.used_bytes {
+                Some(b) => format!("GPU {}: {}", g.gpu_index, fmt_bytes(b)),
+                None => format!("GPU {}: not attributed by NVML", g.gpu_index),
+            };
+            match g.sm_percent {
+                Some(sm) => format!("{mem}, SM {sm} %"),
+                None => mem,
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -161,6 +167,15 @@ fn cells_markup(
         tip(&|p| Some(gpu_mem_title(p))),
         mem_text
     );
+    let sm = p.and_then(|p| p.gpu_mem.iter().filter_map(|g| g.sm_percent).max());
+    let _ = write!(
+        out,
+        r#"<td class="num" data-testid="proc-sm"{}{}>{}</td>"#,
+        sm.map(|v| format!(r#" data-percent="{v}""#))
+            .unwrap_or_default(),
+        tip(&|p| (!p.gpu_mem.is_empty()).then(|| gpu_mem_title(p))),
+        cell(&|_| sm.map_or_else(|| MISSING.to_owned(), fmt_percent))
+    );
     let _ = write!(
         out,
         r#"<td class="num" data-testid="proc-rss"{}{rss_tip}>{rss_text}</td><td><span class="role role-{role}" data-testid="proc-role">{role}</span></td>"#,
@@ -231,7 +246,7 @@ mod tests {
                 GpuMemUse {
                     gpu_index: 1,
                     used_bytes: Some(512 * MIB),
-                    sm_percent: None,
+                    sm_percent: Some(85),
                 },
                 GpuMemUse {
                     gpu_index: 0,
@@ -253,8 +268,10 @@ mod tests {
                 r#"<td class="num" data-testid="proc-pid">42</td><td data-testid="proc-started" title="t5">t5</td>"#,
                 r#"<td class="ellipsis" data-testid="proc-user" title="ann (uid 1000)">ann</td>"#,
                 r#"<td class="cmd" data-testid="proc-cmd" style="padding-left: calc(0.5rem + 2ch);" title="python3 &lt;x&gt;"><span class="tree-mark">└ </span><span class="cmd-text">python3 &lt;x&gt;</span></td>"#,
-                r#"<td data-testid="proc-gpus">0,1</td><td class="num" data-testid="proc-gpu-mem" data-bytes="536870912" title="GPU 1: 512 MiB"#,
+                r#"<td data-testid="proc-gpus">0,1</td><td class="num" data-testid="proc-gpu-mem" data-bytes="536870912" title="GPU 1: 512 MiB, SM 85 %"#,
                 "\nGPU 0: not attributed by NVML\">512 MiB</td>",
+                r#"<td class="num" data-testid="proc-sm" data-percent="85" title="GPU 1: 512 MiB, SM 85 %"#,
+                "\nGPU 0: not attributed by NVML\">85 %</td>",
                 r#"<td class="num" data-testid="proc-rss" data-bytes="5242880">5 MiB</td><td><span class="role role-server" data-testid="proc-role">server</span></td>"#,
             )
         );
@@ -269,6 +286,7 @@ mod tests {
         assert!(html.contains(r#"<span class="tree-mark"></span><span class="cmd-text">—</span>"#));
         assert!(html.contains(r#"data-testid="proc-gpus">—</td>"#));
         assert!(html.contains(r#"data-testid="proc-gpu-mem" title="holds no GPU memory">—</td>"#));
+        assert!(html.contains(r#"data-testid="proc-sm">—</td>"#));
         assert!(html.contains(r#"data-testid="proc-rss" title="gone">—</td>"#));
         assert!(html.contains("role role-foreign"));
         // Not in the sample: empty cells, no tooltips.

@@ -109,6 +109,7 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                 <col class="c-cmd" />
                 <col class="c-gpus" />
                 <col class="c-gpumem" />
+                <col class="c-sm" />
                 <col class="c-rss" />
                 <col class="c-role" />
             </colgroup>
@@ -120,6 +121,7 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                     <th>"command"</th>
                     <th>"GPUs"</th>
                     <th class="num">"GPU memory"</th>
+                    <th class="num" title="the share of its GPU's SMs the process used over the last second (its busiest GPU)">"SM"</th>
                     <th class="num">"RSS"</th>
                     <th>"role"</th>
                 </tr>
@@ -130,7 +132,7 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                 </For>
                 <Show when=move || rows.with(Vec::is_empty)>
                     <tr class="proc-empty" data-testid="process-empty">
-                        <td colspan="8">{empty_text}</td>
+                        <td colspan="9">{empty_text}</td>
                     </tr>
                 </Show>
             </tbody>

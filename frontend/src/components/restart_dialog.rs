@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use shared::failure::Failure;
 use shared::flags::FlagSpec;
+use shared::health::HealthIssue;
 use shared::restart::{ContainmentKind, OpKind};
 
 use crate::api;
@@ -133,6 +135,15 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
             .containment
             .as_ref()
             .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
+    // A launch the health check refused last time: the operator may type the
+    // refused GPUs to launch anyway, once (audited by the server).
+    let refused: Option<Vec<HealthIssue>> = match &status.failure {
+        Some(Failure::Unhealthy { issues }) if with_flags && !issues.is_empty() => {
+            Some(issues.clone())
+        }
+        _ => None,
+    };
+    let override_typed = RwSignal::new(String::new());
     let typed = RwSignal::new(String::new());
     let sending = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
@@ -155,8 +166,11 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
             BTreeMap::new()
         };
         let contain = contain.get_untracked();
+        let override_health = Some(override_typed.get_untracked().trim().to_owned())
+            .filter(|t| with_flags && !t.is_empty());
         spawn_local(async move {
-            let result = api::submit(kind, generation, confirm, flags, contain).await;
+            let result =
+                api::submit(kind, generation, confirm, flags, contain, override_health).await;
             // The dialog may have been closed meanwhile: its signals are gone then.
             if sending.try_set(false).is_some() {
                 return;
@@ -259,6 +273,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                             })
                     }}
                     {editor}
+                    {refused.map(|issues| health_override(&issues, override_typed).into_any())}
                     {can_contain.then(|| view! {
                         <label class="dlg-contain" data-testid="adopt-contain">
                             <input
@@ -323,5 +338,51 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                 </form>
             </div>
         </div>
+    }
+}
+
+/// "GPU 2, 5": what an operator types to override a refusal of those GPUs.
+fn override_phrase(issues: &[HealthIssue]) -> String {
+    let mut gpus: Vec<u32> = issues.iter().map(|i| i.gpu_index).collect();
+    crate::sort::sort_dedup(&mut gpus);
+    let list = gpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("GPU {list}")
+}
+
+/// The last launch's health refusal, and the field that overrides it once.
+fn health_override(issues: &[HealthIssue], typed: RwSignal<String>) -> impl IntoView + use<> {
+    let phrase = override_phrase(issues);
+    let lines = issues
+        .iter()
+        .map(|i| view! { <li>{i.line()}</li> })
+        .collect::<Vec<_>>();
+    view! {
+        <section class="dlg-section dlg-health" data-testid="health-override">
+            <h3 class="dlg-h">"health check"</h3>
+            <p class="dlg-explain">
+                "The last launch was refused because of these GPUs. Launching onto them risks \
+                 a failed warm-up; the health check runs again before this launch."
+            </p>
+            <ul class="health-issues">{lines}</ul>
+            <label class="dlg-label" for="override-input">
+                "to launch anyway, this once, type " <code class="dlg-name">{phrase.clone()}</code>
+                " (recorded in the audit log); leave empty to keep the check"
+            </label>
+            <input
+                id="override-input"
+                class="confirm-input"
+                data-testid="override-input"
+                type="text"
+                autocomplete="off"
+                spellcheck="false"
+                placeholder=phrase
+                prop:value=move || typed.get()
+                on:input=move |ev| typed.set(event_target_value(&ev))
+            />
+        </section>
     }
 }

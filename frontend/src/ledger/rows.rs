@@ -216,6 +216,14 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
             r#"<span class="fs-badge fs-wrong" data-testid="hot-badge" title="a GPU reached {t:.0} °C in its newest run: it may have slowed itself down">hot {t:.0} °C</span>"#
         );
     }
+    // Clocks held down for power or heat while it ran.
+    if let Some(c) = cond.filter(|c| !c.throttled.is_empty()) {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-wrong" data-testid="throttled-badge" title="its newest run was throttled: {}">throttled</span>"#,
+            escape(&c.throttled.join("; "))
+        );
+    }
     // What a rate sweep found: the highest rate whose requests met the SLOs.
     if !r.rate_levels.is_empty() {
         let swept: Vec<String> = r
@@ -486,6 +494,7 @@ mod tests {
             Some(RunConditions {
                 power_limit_w: Some(cap),
                 temp_max_c: Some(temp),
+                throttled: Vec::new(),
                 server_version: None,
                 workload: Default::default(),
             })
@@ -507,6 +516,17 @@ mod tests {
         assert!(capped.contains(">cap 450 W<"), "{capped}");
         assert!(capped.contains("the baseline's at 600 W"), "{capped}");
         assert!(capped.contains(">hot 88 °C<"), "{capped}");
+        assert!(!capped.contains("throttled-badge"), "{capped}");
+        // Throttled while it ran: a warning naming the GPU and the reason.
+        let mut t = l[1].clone();
+        if let Some(c) = t.conditions.as_mut() {
+            c.throttled = vec!["GPU 7: hardware thermal slowdown in 12 of 40 samples".into()];
+        }
+        let throttled = row_markup(&t, &x);
+        assert!(
+            throttled.contains(r#"title="its newest run was throttled: GPU 7: hardware thermal slowdown in 12 of 40 samples">throttled</span>"#),
+            "{throttled}"
+        );
     }
 
     #[test]

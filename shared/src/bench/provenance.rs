@@ -83,6 +83,10 @@ pub struct RunConditions {
     pub power_limit_w: Option<f64>,
     /// The hottest any GPU got (°C).
     pub temp_max_c: Option<f64>,
+    /// Clocks held down for power or heat during the run, in words: "GPU 7:
+    /// hardware thermal slowdown in 12 of 40 samples"; one line per GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttled: Vec<String>,
     pub server_version: Option<String>,
     /// Its workload: the compare panel says when two sets' differ.
     #[serde(default)]
@@ -105,6 +109,11 @@ impl RunConditions {
                 .iter()
                 .filter_map(|g| g.temp_c.map(|t| t.max))
                 .reduce(f64::max),
+            throttled: p
+                .gpus
+                .iter()
+                .filter_map(GpuConditions::throttle_line)
+                .collect(),
             server_version: p.server_version.clone(),
             workload: p.workload.clone(),
         }
@@ -122,4 +131,35 @@ pub struct GpuConditions {
     pub power_limit_w: Option<f64>,
     pub temp_c: Option<Spread>,
     pub mem_used_gib: Option<Spread>,
+    /// Samples in which its clocks were held down for power or heat
+    /// ([`crate::health::THROTTLE_MASK`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub throttled_samples: u32,
+    /// Those reasons, all seen during the run (`nvmlClocksEventReason*` bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle_reasons: Option<u64>,
+}
+
+impl GpuConditions {
+    /// "GPU 7: hardware thermal slowdown in 12 of 40 samples", when throttled.
+    pub fn throttle_line(&self) -> Option<String> {
+        (self.throttled_samples > 0).then(|| {
+            let names = crate::health::reason_names(self.throttle_reasons.unwrap_or(0));
+            format!(
+                "GPU {}: {} in {} of {} samples",
+                self.index,
+                if names.is_empty() {
+                    "throttled".to_owned()
+                } else {
+                    names.join(", ")
+                },
+                self.throttled_samples,
+                self.samples
+            )
+        })
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
