@@ -8,6 +8,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_chromium()?;
     tools::ensure_lint_tools()?;
     let pynvml = tools::ensure_pynvml()?;
+    let pytools = tools::ensure_pytools()?;
     build::ui()?;
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Lints at clippy's default levels: deny-level findings fail the run,
@@ -28,6 +29,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .env("DRAINWATCH_CHROMIUM", tools::CHROMIUM)
         .env("DRAINWATCH_CHROMEDRIVER", tools::CHROMEDRIVER)
         .env("DRAINWATCH_PYNVML", &pynvml)
+        .env("DRAINWATCH_PYTOOLS", &pytools)
         .args(args);
     run_cmd(&mut test)?;
     // The UI's own unit tests, on the host (it is not a default member: wasm32 first).

@@ -1,9 +1,10 @@
 //! Installs what builds and tests need, only when missing: the wasm32 target, the
 //! wasm-bindgen CLI at exactly Cargo.lock's version (built from crates.io: prebuilt
 //! downloads do not work everywhere), Debian's Chromium + chromedriver, and for
-//! the pynvml test Debian's python3 + pip and NVIDIA's nvidia-ml-py.
+//! the tests that run other NVML clients Debian's python3 + pip, NVIDIA's
+//! nvidia-ml-py, nvitop and gpustat.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -114,8 +115,8 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Debian's `python3` (the pynvml test runs it) and, when `with_pip`, its pip
-/// (python3-pip, to install pynvml).
+/// Debian's `python3` (the tests of other NVML clients run it) and, when
+/// `with_pip`, its pip (python3-pip, to install those clients).
 fn ensure_python(with_pip: bool) -> anyhow::Result<()> {
     let runs = |args: &[&str]| output(Command::new("python3").args(args)).is_some();
     let mut missing = Vec::new();
@@ -129,26 +130,63 @@ fn ensure_python(with_pip: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!(
-        "xtask: installing Debian's {} for the pynvml test",
+        "xtask: installing Debian's {} for the tests of other NVML clients",
         missing.join(" and ")
     );
     apt_install(&missing)
-        .context("installing python3 (Debian/Ubuntu with apt is required for the pynvml test)")
+        .context("installing python3 (Debian/Ubuntu with apt is required for the python tests)")
 }
 
-/// NVIDIA's Python NVML binding, of the driver generation the fake claims, in
-/// `target/pynvml` (a test checks that it reads what drainwatch reads).
-pub(crate) fn ensure_pynvml() -> anyhow::Result<std::path::PathBuf> {
-    const VERSION: &str = "12.575.51";
-    let dir = root().join("target/pynvml");
-    let marker = dir.join(format!("nvidia_ml_py-{VERSION}.dist-info"));
-    let installed = marker.exists();
+/// NVIDIA's Python NVML binding, of the driver generation the fake claims: the
+/// pynvml test's, and the one nvitop and gpustat load.
+const NVIDIA_ML_PY: &str = "12.575.51";
+
+/// NVIDIA's Python NVML binding in `target/pynvml` (a test checks that it reads
+/// what drainwatch reads).
+pub(crate) fn ensure_pynvml() -> anyhow::Result<PathBuf> {
+    pip_target("target/pynvml", &[("nvidia-ml-py", NVIDIA_ML_PY)])
+}
+
+/// nvitop and gpustat, the GPU monitors operators run, in `target/pytools`
+/// with everything they import, each pinned (a test checks that they read the
+/// fake without an error and agree with drainwatch). Both import pynvml:
+/// theirs is [`NVIDIA_ML_PY`], the pynvml test's.
+pub(crate) fn ensure_pytools() -> anyhow::Result<PathBuf> {
+    pip_target(
+        "target/pytools",
+        &[
+            ("nvitop", "1.7.2"),
+            ("gpustat", "1.1.1"),
+            ("nvidia-ml-py", NVIDIA_ML_PY),
+            ("psutil", "7.2.2"),
+            // gpustat's terminal library, and its own two.
+            ("blessed", "1.53.0"),
+            ("wcwidth", "0.9.5"),
+            ("jinxed", "2.1.1"),
+        ],
+    )
+}
+
+/// Installs exactly `packages` (name, version) with python3's pip into `dir`
+/// (relative to the workspace root), unless every one is there already at its
+/// version. No dependency is resolved: the list is the whole closure, so
+/// every run installs the same files.
+fn pip_target(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
+    let path = root().join(dir);
+    let installed = packages.iter().all(|(name, version)| {
+        let dist = format!("{}-{version}.dist-info", name.replace('-', "_"));
+        path.join(dist).is_dir()
+    });
     ensure_python(!installed)?;
     if installed {
-        return Ok(dir);
+        return Ok(path);
     }
-    eprintln!("xtask: installing nvidia-ml-py {VERSION} (pynvml) into target/pynvml");
-    let _ = std::fs::remove_dir_all(&dir);
+    let specs: Vec<String> = packages
+        .iter()
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect();
+    eprintln!("xtask: installing {} into {dir}", specs.join(" "));
+    let _ = std::fs::remove_dir_all(&path);
     // `--target` is not an install into the system's Python, so Debian's pip
     // allows it (PEP 668's externally-managed check skips --target, --prefix, --root).
     run_cmd(
@@ -162,9 +200,9 @@ pub(crate) fn ensure_pynvml() -> anyhow::Result<std::path::PathBuf> {
                 "--no-deps",
             ])
             .arg("--target")
-            .arg(&dir)
-            .arg(format!("nvidia-ml-py=={VERSION}")),
+            .arg(&path)
+            .args(&specs),
     )
-    .context("installing pynvml with python3's pip")?;
-    Ok(dir)
+    .with_context(|| format!("installing {dir} with python3's pip"))?;
+    Ok(path)
 }

@@ -6,7 +6,9 @@
 //! handle table and host view; this file the exported functions, grouped as the
 //! header groups them, but for three families of their own: [`health`] (clock
 //! events, ECC, retired pages and remapped rows, PCIe, video engines,
-//! per-process utilisation), [`mig`] and [`events`] (XID errors). Every export runs its body under [`guard`], so a panic
+//! per-process utilisation), [`mig`], [`events`] (XID errors) and [`monitors`]
+//! (what nvitop and gpustat ask besides: the versioned temperature, display,
+//! driver model, BAR1). Every export runs its body under [`guard`], so a panic
 //! becomes `NVML_ERROR_UNKNOWN` instead of unwinding into C. Functions a real
 //! driver has but this one does not implement are simply not exported: a client
 //! gets "function not found" from its loader, honestly.
@@ -27,6 +29,7 @@ mod driver;
 pub mod events;
 pub mod health;
 pub mod mig;
+pub mod monitors;
 pub mod types;
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_ulonglong};

@@ -117,6 +117,28 @@ pub struct PciInfoLegacy {
     pub reserved: [c_uint; 4],
 }
 
+/// `nvmlTemperature_v1_t`: what `nvmlDeviceGetTemperatureV` fills; 12 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TemperatureV1 {
+    pub version: c_uint,
+    pub sensor_type: c_uint,
+    pub temperature: std::ffi::c_int,
+}
+
+/// `nvmlTemperature_v1` = `NVML_STRUCT_VERSION(Temperature, 1)`.
+pub const TEMPERATURE_V1_VERSION: c_uint =
+    (std::mem::size_of::<TemperatureV1>() as c_uint) | (1 << 24);
+
+/// `nvmlBAR1Memory_t`: the BAR1 aperture, bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Bar1Memory {
+    pub bar1_total: c_ulonglong,
+    pub bar1_free: c_ulonglong,
+    pub bar1_used: c_ulonglong,
+}
+
 /// Not attached to a MIG instance.
 /// `nvmlEventTypeXidCriticalError`.
 pub const EVENT_TYPE_XID_CRITICAL_ERROR: c_ulonglong = 0x8;
@@ -130,6 +152,7 @@ pub const CLOCK_MEM: c_uint = 2;
 pub const CLOCK_VIDEO: c_uint = 3;
 pub const BRAND_NVIDIA_RTX: c_uint = 13;
 pub const ARCH_BLACKWELL: c_uint = 10;
+pub const FEATURE_DISABLED: c_uint = 0;
 pub const FEATURE_ENABLED: c_uint = 1;
 
 /// `nvmlClocksEventReason*`: why the clocks are held below their maximum.
@@ -215,5 +238,8 @@ mod tests {
             std::mem::offset_of!(PciInfo, bus_id)
         );
         assert_eq!(size_of::<Utilization>(), 8);
+        assert_eq!(size_of::<TemperatureV1>(), 12);
+        assert_eq!(TEMPERATURE_V1_VERSION, 0x0100_000C);
+        assert_eq!(size_of::<Bar1Memory>(), 24);
     }
 }

@@ -134,6 +134,16 @@ const EXPORTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "asked by monitoring tools (nvitop, gpustat)",
+        &[
+            "nvmlDeviceGetTemperatureV",
+            "nvmlDeviceGetDisplayMode",
+            "nvmlDeviceGetDisplayActive",
+            "nvmlDeviceGetDriverModel",
+            "nvmlDeviceGetBAR1MemoryInfo",
+        ],
+    ),
+    (
         "MIG",
         &[
             "nvmlDeviceGetMigMode",
