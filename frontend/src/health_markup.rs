@@ -224,6 +224,11 @@ fn details(g: &GpuSample) -> String {
         "decoder_percent",
         h.decoder_percent.map(fmt_percent),
     );
+    match g.error("xid") {
+        Some(why) => lines.push(format!("XID errors: not watched ({why})")),
+        None if h.xid.is_empty() => lines.push("XID errors: none seen".to_owned()),
+        None => {}
+    }
     for x in &h.xid {
         lines.push(format!(
             "XID {} at {}",
@@ -348,6 +353,7 @@ mod tests {
         }
         assert!(html.contains("SM clock: 1410 of 1980 MHz"), "{html}");
         assert!(html.contains("memory clock: 2619 MHz"), "{html}");
+        assert!(html.contains("XID errors: none seen"), "{html}");
         assert!(html.contains("clock events: GPU idle"), "{html}");
     }
 

@@ -115,7 +115,7 @@ async fn who_may_ask_and_where_is_said_by_the_exit_code() -> anyhow::Result<()> 
 
 #[tokio::test]
 async fn restart_follows_to_ready_or_exits_with_the_failure_class() -> anyhow::Result<()> {
-    let (_host, app, op, view) = managed_with_auth("").await?;
+    let (host, app, op, view) = managed_with_auth("").await?;
     let before = app.server().await?;
 
     // Refusals change nothing.
@@ -207,6 +207,34 @@ async fn restart_follows_to_ready_or_exits_with_the_failure_class() -> anyhow::R
     .await?;
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.out.contains("succeeded in"), "{}", r.out);
+
+    // GPU 1 raises an XID: the health check refuses the launch, exit 17,
+    // naming the GPU; the override names it and goes through.
+    simhost::raise_xid(&host.path(), 1, 79)?;
+    let r = cli(&app, Some(&op), &["restart", "--yes", "--json"]).await?;
+    assert_eq!(r.code, 17, "{r:?}");
+    let summary: RestartSummary = serde_json::from_str(r.out.trim())?;
+    let Some(Failure::Unhealthy { issues }) = &summary.failure else {
+        anyhow::bail!("not a health refusal: {summary:?}");
+    };
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].gpu_index, 1);
+    let r = cli(
+        &app,
+        Some(&op),
+        &["restart", "--yes", "--override-health", "GPU 7"],
+    )
+    .await?;
+    assert_eq!(r.code, 2, "the wrong GPUs are refused: {r:?}");
+    assert!(r.err.contains("`GPU 1`"), "{r:?}");
+    let r = cli(
+        &app,
+        Some(&op),
+        &["restart", "--yes", "--override-health", "GPU 1"],
+    )
+    .await?;
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(app.server().await?.phase, Phase::Ready);
     Ok(())
 }
 

@@ -135,7 +135,10 @@ fn gpus(reg: &mut Registry, state: &AppState) {
         if let Some(t) = g.temp_c {
             set(&temp, labels.clone(), f64::from(t));
         }
-        for (f, value) in health.iter().zip(health_values(&g.health)) {
+        for (f, value) in health
+            .iter()
+            .zip(health_values(&g.health, g.error("xid").is_none()))
+        {
             if let Some(v) = value {
                 set(&f.1, labels.clone(), v);
             }
@@ -181,7 +184,7 @@ const HEALTH: [(&str, &str); 22] = [
     ),
     (
         "DCGM_FI_DEV_RETIRED_PENDING",
-        "Total number of pages pending retirement.",
+        "Pages pending retirement: 1 when any is (NVML gives no count), else 0.",
     ),
     (
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
@@ -219,7 +222,7 @@ const HEALTH: [(&str, &str); 22] = [
 
 /// [`HEALTH`]'s values for one GPU, in its order; `None` where NVML did not
 /// give the field (left out of the scrape, never written as zero).
-fn health_values(h: &GpuHealth) -> [Option<f64>; 22] {
+fn health_values(h: &GpuHealth, xid_watched: bool) -> [Option<f64>; 22] {
     let n = |v: Option<u64>| v.map(|v| v as f64);
     let b = |v: Option<bool>| v.map(|v| if v { 1.0 } else { 0.0 });
     let u = |v: Option<u32>| v.map(f64::from);
@@ -227,8 +230,9 @@ fn health_values(h: &GpuHealth) -> [Option<f64>; 22] {
         u(h.sm_clock_mhz),
         u(h.mem_clock_mhz),
         n(h.clocks_event_reasons),
-        // dcgm-exporter: 0 until the GPU raises one.
-        Some(h.xid.last().map_or(0.0, |x| x.code as f64)),
+        // dcgm-exporter: 0 until the GPU raises one; left out where XIDs
+        // are not watched (see the sample's `xid` error).
+        xid_watched.then(|| h.xid.last().map_or(0.0, |x| x.code as f64)),
         n(h.ecc.map(|e| e.volatile_corrected)),
         n(h.ecc.map(|e| e.volatile_uncorrected)),
         n(h.ecc.map(|e| e.aggregate_corrected)),

@@ -32,9 +32,10 @@ struct Series {
 }
 
 impl Series {
-    fn add(&mut self, g: &GpuSample) {
+    fn add(&mut self, g: &GpuSample, throttle: bool) {
         self.samples += 1;
         if let Some(r) = g.health.clocks_event_reasons
+            && throttle
             && r & THROTTLE_MASK != 0
         {
             self.throttled += 1;
@@ -95,6 +96,8 @@ struct Readings {
     gpus: BTreeMap<u32, Series>,
     seen: u64,
     every: u64,
+    /// Whether throttling is counted (`[health] throttle = "warn"`).
+    throttle: bool,
 }
 
 impl Readings {
@@ -104,7 +107,7 @@ impl Readings {
             return;
         }
         for g in gpus {
-            self.gpus.entry(g.index).or_default().add(g);
+            self.gpus.entry(g.index).or_default().add(g, self.throttle);
         }
         if self
             .gpus
@@ -129,12 +132,13 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn start(hub: &Arc<Hub>) -> Self {
+    pub fn start(hub: &Arc<Hub>, count_throttle: bool) -> Self {
         let mut samples = hub.subscribe();
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             let mut r = Readings {
                 every: 1,
+                throttle: count_throttle,
                 ..Readings::default()
             };
             loop {
@@ -178,6 +182,7 @@ mod tests {
     fn per_gpu_spreads_the_lowest_cap_and_a_bounded_memory() {
         let mut r = Readings {
             every: 1,
+            throttle: true,
             ..Readings::default()
         };
         r.add(&[gpu(0, 90, 500, 600, 70), gpu(1, 10, 100, 600, 40)]);
@@ -207,6 +212,7 @@ mod tests {
         idle.health.clocks_event_reasons = Some(0x1);
         let mut t = Readings {
             every: 1,
+            throttle: true,
             ..Readings::default()
         };
         t.add(&[hot.clone()]);
@@ -214,6 +220,13 @@ mod tests {
         t.add(&[gpu(1, 50, 300, 600, 60)]);
         let c = &t.summary()[0];
         assert_eq!((c.throttled_samples, c.throttle_reasons), (1, Some(0x40)));
+        // `throttle = "ignore"`: not counted.
+        let mut quiet = Readings {
+            every: 1,
+            ..Readings::default()
+        };
+        quiet.add(&[hot]);
+        assert_eq!(quiet.summary()[0].throttled_samples, 0);
         assert_eq!(
             c.throttle_line().as_deref(),
             Some("GPU 1: hardware thermal slowdown in 1 of 3 samples")

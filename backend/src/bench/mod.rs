@@ -43,6 +43,9 @@ pub struct RunContext {
     pub provenance: Provenance,
     /// The dataset the settings name, loaded (and checked) before the run.
     pub dataset: Option<Arc<dataset::Dataset>>,
+    /// Count the samples in which a GPU was throttled (`[health] throttle`
+    /// is `warn`, the default), so the run carries the warning.
+    pub count_throttle: bool,
 }
 
 /// The prompts of `n` requests under `s`: from the dataset, behind shared
@@ -97,7 +100,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
         server_version_from,
         ..ctx.provenance.clone()
     });
-    let recorder = conditions::Recorder::start(&ctx.hub);
+    let recorder = conditions::Recorder::start(&ctx.hub, ctx.count_throttle);
 
     if let Some(c) = &s.correctness {
         let mut cancel = ctx.cancel.clone();

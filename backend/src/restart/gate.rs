@@ -31,10 +31,24 @@ pub struct History {
 
 impl History {
     pub fn new(marks: Vec<HealthMark>, xids: Vec<StoredXid>) -> Self {
-        Self {
+        let mut h = Self {
             marks: marks.into_iter().map(|m| (m.gpu_uuid.clone(), m)).collect(),
             xids,
-        }
+        };
+        h.prune();
+        h
+    }
+
+    /// Forgets each XID its GPU has launched past since; keeps those of a GPU
+    /// never launched on (or not known by UUID).
+    fn prune(&mut self) {
+        let marks = &self.marks;
+        self.xids.retain(|x| {
+            x.gpu_uuid
+                .as_ref()
+                .and_then(|u| marks.get(u))
+                .is_none_or(|m| x.event.at_ms >= m.at_ms)
+        });
     }
 
     /// The marks of a successful launch on `gpus`, taken from `sample`.
@@ -54,9 +68,7 @@ impl History {
         for m in &marks {
             self.marks.insert(m.gpu_uuid.clone(), m.clone());
         }
-        // XIDs every GPU has launched past since are history no more.
-        let oldest = self.marks.values().map(|m| m.at_ms).min().unwrap_or(0);
-        self.xids.retain(|x| x.event.at_ms >= oldest);
+        self.prune();
         marks
     }
 }
@@ -319,7 +331,17 @@ mod tests {
                 at_ms: 300,
             },
         };
-        let mut h = History::new(Vec::new(), vec![stored]);
+        // GPU 9 has never been launched on: its XID stays history while GPU
+        // 0 launches past its own.
+        let never = StoredXid {
+            gpu_index: 9,
+            gpu_uuid: Some("GPU-9".into()),
+            event: XidEvent {
+                code: 79,
+                at_ms: 100,
+            },
+        };
+        let mut h = History::new(Vec::new(), vec![stored, never]);
         let s = sample(vec![g.clone()]);
         let v = check(&s, &[0], &h, &HealthPolicy::default(), &[], None);
         let reasons: Vec<HealthReason> = v.refuse.iter().map(|i| i.reason).collect();
@@ -329,7 +351,8 @@ mod tests {
         // A successful launch marks the GPU: what came before is forgiven.
         let marks = h.mark(&s, &[0], 500);
         assert_eq!(marks[0].ecc_uncorrected, Some(2));
-        assert!(h.xids.is_empty());
+        let kept: Vec<u32> = h.xids.iter().map(|x| x.gpu_index).collect();
+        assert_eq!(kept, vec![9]);
         let v = check(&s, &[0], &h, &HealthPolicy::default(), &[], None);
         assert_eq!(v, Verdict::default());
 

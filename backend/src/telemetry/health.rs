@@ -1,22 +1,25 @@
 //! Clocks and health, read through nvml-wrapper at three rates, and XID
 //! errors from an NVML event set watched on a thread of its own.
 //!
-//! | rate | fields |
-//! |---|---|
-//! | every sample | SM and memory clock, clock-event reasons, encoder and decoder load |
-//! | every second ([`MEDIUM`]) | PCIe link generation and width, per-process SM use |
-//! | every 10 s ([`SLOW`]), and on request | ECC mode and counts, retired pages, remapped rows, persistence and compute mode, MIG, PCIe traffic |
-//! | once (until read) | max SM and memory clock, max PCIe generation and width |
+//! | rate | fields | where |
+//! |---|---|---|
+//! | every sample | SM and memory clock, clock-event reasons, encoder and decoder load | sampler thread |
+//! | every second ([`MEDIUM`]) | PCIe link generation and width, per-process SM use | sampler thread |
+//! | every 10 s ([`SLOW`]), and on request | ECC mode and counts, retired pages, remapped rows, persistence and compute mode, MIG, PCIe traffic | `health-slow` thread |
+//! | once, again while a read failed (not for "not supported") | max SM and memory clock, max PCIe generation and width | sampler thread |
+//! | as raised | XID errors | `xid-watch` thread |
 //!
 //! The slow fields change rarely, and some cost a real driver time (PCIe
-//! traffic is sampled over 20 ms per GPU; ECC and row counts read the
-//! InfoROM). Between readings their last values are carried over, with their
-//! errors. Before a launch the restart manager asks for a fresh reading
-//! ([`HealthReader::refresh`]), so its health gate never decides on old
-//! counts.
+//! traffic is sampled over 20 ms per call, two calls per GPU; ECC and row
+//! counts read the InfoROM): a thread of their own reads them, so the 10 Hz
+//! samples never wait for them, and each sample carries their latest values
+//! with their errors. Before a launch the restart manager asks for a fresh
+//! reading ([`HealthReader::refresh`]); a reading carries when it began
+//! ([`GpuHealth::slow_at_ms`]), so the health gate can wait for one that
+//! began after it asked and never decides on old counts.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +33,7 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use shared::FieldError;
+use shared::gpu::NOT_SUPPORTED;
 use shared::health::{
     ComputeMode, EccErrors, GpuHealth, MigDevice, PcieLink, RemappedRows, RetiredPages, XID_SHOWN,
     XidEvent,
@@ -52,12 +56,12 @@ struct Carried {
     errors: Vec<FieldError>,
 }
 
-/// Per GPU: what the slower rates last read.
+/// Per GPU: what the slower rates last read (the slow fields are the
+/// `health-slow` thread's).
 #[derive(Debug, Clone, Default)]
 struct PerGpu {
     fixed: Option<Carried>,
     medium: Carried,
-    slow: Carried,
     /// SM use per PID, from the last medium reading.
     process_sm: HashMap<u32, u32>,
     /// NVML's timestamp of the newest per-process sample seen.
@@ -69,17 +73,16 @@ struct PerGpu {
 pub struct HealthReader {
     gpus: Vec<PerGpu>,
     last_medium: Option<Instant>,
-    last_slow: Option<Instant>,
-    /// Set by anyone who needs the slow fields read at the next sample.
+    /// Set by anyone who needs the slow fields read afresh.
     refresh: Arc<AtomicBool>,
     xid: Option<XidWatch>,
+    slow: Option<SlowWatch>,
 }
 
 /// Which rates are due in this sample.
 #[derive(Debug, Clone, Copy)]
 pub struct Due {
     medium: bool,
-    slow: bool,
 }
 
 impl HealthReader {
@@ -87,18 +90,27 @@ impl HealthReader {
         Self {
             gpus: Vec::new(),
             last_medium: None,
-            last_slow: None,
             refresh,
             xid: None,
+            slow: None,
         }
     }
 
-    /// Starts watching XID errors on every GPU (once NVML is open).
-    pub fn watch_xid(&mut self, nvml: Arc<Nvml>, sink: Option<XidSink>) {
-        self.xid = XidWatch::start(nvml, sink);
+    /// Starts the threads (once NVML is open): one watching XID errors on
+    /// every GPU, one reading the slow fields.
+    pub fn start_threads(&mut self, nvml: Arc<Nvml>, sink: Option<XidSink>) {
+        self.xid = XidWatch::start(Arc::clone(&nvml), sink);
+        self.slow = SlowWatch::start(nvml, Arc::clone(&self.refresh));
     }
 
-    /// A handle that asks for the slow fields to be read at the next sample.
+    /// How long the last pass over every GPU's slow fields took, on their
+    /// own thread; `None` before the first.
+    pub fn slow_pass(&self) -> Option<Duration> {
+        let us = self.slow.as_ref()?.pass_us.load(Ordering::Relaxed);
+        (us > 0).then(|| Duration::from_micros(us))
+    }
+
+    /// A handle that asks for the slow fields to be read afresh.
     pub fn refresh(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.refresh)
     }
@@ -110,14 +122,10 @@ impl HealthReader {
             last.is_none_or(|t| now.duration_since(t) >= every)
         };
         let medium = is_due(self.last_medium, MEDIUM);
-        let slow = self.refresh.swap(false, Ordering::Relaxed) || is_due(self.last_slow, SLOW);
         if medium {
             self.last_medium = Some(now);
         }
-        if slow {
-            self.last_slow = Some(now);
-        }
-        Due { medium, slow }
+        Due { medium }
     }
 
     /// GPU `index`'s health now, with the errors of fields missing from it,
@@ -131,20 +139,24 @@ impl HealthReader {
         let Some(g) = self.gpus.get_mut(index as usize) else {
             return (GpuHealth::default(), Vec::new(), HashMap::new());
         };
-        if g.fixed.is_none() {
+        // Read once; again (at the medium rate) while a read failed for a
+        // reason other than the GPU lacking the field.
+        let retry = |f: &Carried| f.errors.iter().any(|e| e.reason != NOT_SUPPORTED);
+        if g.fixed.is_none() || (due.medium && g.fixed.as_ref().is_some_and(retry)) {
             g.fixed = Some(read_fixed(dev));
         }
         if due.medium {
             g.medium = read_medium(dev, &mut g.process_sm, &mut g.process_seen);
         }
-        if due.slow {
-            g.slow = read_slow(dev);
-            g.slow.health.slow_at_ms = Some(now_ms());
-        }
+        let slow = self
+            .slow
+            .as_ref()
+            .and_then(|w| w.latest(index))
+            .unwrap_or_default();
         let mut errors = Vec::new();
         let mut h = read_fast(dev, &mut errors);
         let fixed = g.fixed.as_ref().expect("set above");
-        for part in [fixed, &g.medium, &g.slow] {
+        for part in [fixed, &g.medium, &slow] {
             errors.extend(part.errors.iter().cloned());
         }
         h.sm_clock_max_mhz = fixed.health.sm_clock_max_mhz;
@@ -157,7 +169,7 @@ impl HealthReader {
             }),
             _ => None,
         };
-        let s = &g.slow.health;
+        let s = &slow.health;
         h.pcie_tx_kib_s = s.pcie_tx_kib_s;
         h.pcie_rx_kib_s = s.pcie_rx_kib_s;
         h.ecc_enabled = s.ecc_enabled;
@@ -194,6 +206,91 @@ impl Drop for HealthReader {
         if let Some(w) = &self.xid {
             w.stop.store(true, Ordering::Relaxed);
         }
+        if let Some(w) = &self.slow {
+            w.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- slow fields
+
+/// How often the slow thread looks for a refresh request (or a stop).
+const SLOW_POLL: Duration = Duration::from_millis(20);
+
+/// The thread that reads the slow fields, and its latest reading per GPU.
+#[derive(Debug)]
+struct SlowWatch {
+    latest: Arc<Mutex<Vec<Option<Carried>>>>,
+    stop: Arc<AtomicBool>,
+    /// How long the last full pass over every GPU took (µs; 0: none yet).
+    pass_us: Arc<AtomicU64>,
+}
+
+impl SlowWatch {
+    fn start(nvml: Arc<Nvml>, refresh: Arc<AtomicBool>) -> Option<Self> {
+        let count = nvml.device_count().ok()? as usize;
+        let latest = Arc::new(Mutex::new(vec![None; count]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pass_us = Arc::new(AtomicU64::new(0));
+        let (latest2, stop2, pass2) =
+            (Arc::clone(&latest), Arc::clone(&stop), Arc::clone(&pass_us));
+        let spawned = std::thread::Builder::new()
+            .name("health-slow".to_owned())
+            .spawn(move || read_slow_loop(&nvml, count, &latest2, &refresh, &stop2, &pass2));
+        match spawned {
+            Ok(_) => Some(Self {
+                latest,
+                stop,
+                pass_us,
+            }),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the slow health reader");
+                None
+            }
+        }
+    }
+
+    /// GPU `index`'s latest slow reading, if there is one yet.
+    fn latest(&self, index: u32) -> Option<Carried> {
+        let latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        latest.get(index as usize).cloned().flatten()
+    }
+}
+
+/// Reads every GPU's slow fields at once, then every [`SLOW`] or when asked,
+/// until told to stop. Each GPU's reading is published as soon as it is done,
+/// stamped with when it began.
+fn read_slow_loop(
+    nvml: &Nvml,
+    count: usize,
+    latest: &Mutex<Vec<Option<Carried>>>,
+    refresh: &AtomicBool,
+    stop: &AtomicBool,
+    pass_us: &AtomicU64,
+) {
+    let mut last: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let asked = refresh.swap(false, Ordering::Relaxed);
+        if asked || last.is_none_or(|t| t.elapsed() >= SLOW) {
+            let pass = Instant::now();
+            last = Some(pass);
+            for i in 0..count {
+                let began = now_ms();
+                let Ok(dev) = nvml.device_by_index(i as u32) else {
+                    // The sample says why the GPU cannot be opened.
+                    continue;
+                };
+                let mut c = read_slow(&dev);
+                c.health.slow_at_ms = Some(began);
+                let mut l = latest.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(slot) = l.get_mut(i) {
+                    *slot = Some(c);
+                }
+            }
+            let took = u64::try_from(pass.elapsed().as_micros()).unwrap_or(u64::MAX);
+            pass_us.store(took.max(1), Ordering::Relaxed);
+        }
+        std::thread::sleep(SLOW_POLL);
     }
 }
 
@@ -526,6 +623,7 @@ fn watch(
     sink: Option<&XidSink>,
 ) {
     let set_error = |i: usize, reason: String| {
+        tracing::warn!(gpu = i, %reason, "XID errors cannot be watched on this GPU");
         let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(slot) = s.errors.get_mut(i) {
             *slot = Some(reason);

@@ -1,6 +1,7 @@
-//! Telemetry: one [`Sample`] of the host from NVML ([`nvml`], the only NVML user)
-//! joined with `/proc` ([`procfs`]), and the [`sampler`] that takes one per period
-//! and publishes it. This module reads; it never signals or kills anything.
+//! Telemetry: one [`Sample`] of the host from NVML ([`nvml`] and its
+//! [`health`] fields, the only NVML users) joined with `/proc` ([`procfs`]),
+//! and the [`sampler`] that takes one per period and publishes it. This module
+//! reads; it never signals or kills anything.
 
 pub mod health;
 pub mod nvml;
@@ -54,9 +55,16 @@ impl Telemetry {
         self.nvml.status()
     }
 
-    /// Set it, and the next sample reads the slow health fields afresh.
+    /// Set it, and the slow health fields are read afresh (within ~20 ms of
+    /// it, on their own thread); samples carry when that reading began.
     pub fn health_refresh(&self) -> Arc<std::sync::atomic::AtomicBool> {
         self.nvml.health_refresh()
+    }
+
+    /// How long the last pass over every GPU's slow health fields took, on
+    /// their own thread (the samples do not wait for it).
+    pub fn health_slow_pass(&self) -> Option<std::time::Duration> {
+        self.nvml.health_slow_pass()
     }
 
     /// Takes one sample. Never fails: what could not be read is `None` with a reason.

@@ -1,4 +1,5 @@
-//! The only code that calls NVML. Initialises once and keeps the outcome: a
+//! The only code that calls NVML, with [`super::health`] (whose clocks, health
+//! and XID readers it owns). Initialises once and keeps the outcome: a
 //! failure is reported as [`NvmlStatus::Unavailable`] with NVML's reason, never
 //! retried in a loop, never turned into an empty GPU list. Per-device and
 //! per-field failures become `None` plus a [`FieldError`], never a lost sample.
@@ -64,7 +65,7 @@ impl NvmlReader {
                 };
                 tracing::info!(?status, "nvml initialised");
                 let nvml = Arc::new(nvml);
-                health.watch_xid(Arc::clone(&nvml), xid_sink);
+                health.start_threads(Arc::clone(&nvml), xid_sink);
                 Self {
                     nvml: Some(nvml),
                     health,
@@ -92,7 +93,12 @@ impl NvmlReader {
         &self.status
     }
 
-    /// A handle that asks for the slow health fields at the next sample.
+    /// How long the last pass over the slow health fields took (their thread's).
+    pub fn health_slow_pass(&self) -> Option<std::time::Duration> {
+        self.health.slow_pass()
+    }
+
+    /// A handle that asks for the slow health fields to be read afresh.
     pub fn health_refresh(&self) -> Arc<AtomicBool> {
         self.health.refresh()
     }

@@ -227,6 +227,7 @@ impl Manager {
             cancel: cancelled,
             provenance: self.provenance(),
             dataset,
+            count_throttle: self.cfg.health.throttle == crate::config::file::Policy::Warn,
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
         let first = run.settings.levels().first().copied();

@@ -450,16 +450,16 @@ impl Manager {
     }
 }
 
-/// The gate's history: every GPU's last-launch mark, and the XIDs stored
-/// since the oldest of them. Unreadable, it starts empty (and says so): the
-/// live samples still carry every XID seen from now on.
+/// The gate's history: every GPU's last-launch mark, and the stored XIDs
+/// each GPU has not launched past (the store keeps the newest 10,000).
+/// Unreadable, it starts empty (and says so): the live samples still carry
+/// every XID seen from now on.
 async fn load_health_history(store: &Store) -> gate::History {
     let marks = store.marks().await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot read the GPUs' last-launch marks");
         Vec::new()
     });
-    let since = marks.iter().map(|m| m.at_ms).min().unwrap_or(0);
-    let xids = store.xids_since(since).await.unwrap_or_else(|e| {
+    let xids = store.xids_since(0).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "cannot read the stored XID errors");
         Vec::new()
     });
