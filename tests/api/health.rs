@@ -8,10 +8,9 @@ use std::time::Duration;
 use shared::gpu::NOT_SUPPORTED;
 use shared::protocol::ServerMsg;
 use tests::ws::WsClient;
-use tests::{SimHost, spawn_app};
+use tests::{GIB, SimHost, spawn_app};
 
 const T: Duration = Duration::from_secs(10);
-const GIB: u64 = 1 << 30;
 
 #[tokio::test]
 async fn an_xid_reaches_the_socket_in_the_first_sample_after_it_is_heard() -> anyhow::Result<()> {
@@ -62,20 +61,7 @@ async fn an_xid_reaches_the_socket_in_the_first_sample_after_it_is_heard() -> an
 #[tokio::test]
 async fn mig_devices_are_children_and_missing_features_are_not_supported() -> anyhow::Result<()> {
     let mut host = SimHost::new(100);
-    simhost::set_health(&host.path(), 4, |h| {
-        h.mig = Some(vec![
-            simhost::MigInstance {
-                profile: "1g.24gb".into(),
-                memory_bytes: 24 * GIB,
-                used_bytes: 3 * GIB,
-            },
-            simhost::MigInstance {
-                profile: "3g.72gb".into(),
-                memory_bytes: 72 * GIB,
-                used_bytes: 0,
-            },
-        ])
-    })?;
+    host.two_mig_instances(4)?;
     // GPU 2 lacks ECC, the video engines and PCIe counters, as a consumer
     // board does; GPU 3 refuses the clock-event reasons with another error.
     host.set_faults(

@@ -11,8 +11,6 @@ use tests::managed::{ServerSpec, spawn_managed};
 
 use super::{ONE_AT_A_TIME, T};
 
-const GIB: u64 = 1 << 30;
-
 fn card(gpu: u32, inner: &str) -> String {
     format!("[data-testid=gpu-card][data-gpu-index='{gpu}'] {inner}")
 }
@@ -21,20 +19,7 @@ fn card(gpu: u32, inner: &str) -> String {
 async fn health_badges_mig_devices_and_an_override_in_the_page() -> anyhow::Result<()> {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut host = SimHost::new(200);
-    simhost::set_health(&host.path(), 5, |h| {
-        h.mig = Some(vec![
-            simhost::MigInstance {
-                profile: "1g.24gb".into(),
-                memory_bytes: 24 * GIB,
-                used_bytes: 3 * GIB,
-            },
-            simhost::MigInstance {
-                profile: "3g.72gb".into(),
-                memory_bytes: 72 * GIB,
-                used_bytes: 0,
-            },
-        ])
-    })?;
+    host.two_mig_instances(5)?;
     host.set_faults(
         6,
         simhost::GpuFaults {

@@ -526,6 +526,20 @@ impl SimHost {
         Ok(())
     }
 
+    /// Puts GPU `gpu` in MIG mode with two instances: `1g.24gb` with 3 GiB in
+    /// use and an idle `3g.72gb`.
+    pub fn two_mig_instances(&self, gpu: u32) -> anyhow::Result<()> {
+        let mig = |profile: &str, gib: u64, used: u64| simhost::MigInstance {
+            profile: profile.into(),
+            memory_bytes: gib * GIB,
+            used_bytes: used * GIB,
+        };
+        simhost::set_health(&self.path(), gpu, |h| {
+            h.mig = Some(vec![mig("1g.24gb", 24, 3), mig("3g.72gb", 72, 0)]);
+        })
+        .with_context(|| format!("MIG on GPU {gpu}"))
+    }
+
     /// Switches every fault off on every GPU (atomically, as [`Self::set_faults`]).
     pub fn clear_faults(&mut self) -> anyhow::Result<()> {
         simhost::clear_faults(&self.path()).context("switching faults off")?;
