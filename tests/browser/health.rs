@@ -96,6 +96,19 @@ async fn health_badges_mig_devices_and_an_override_in_the_page() -> anyhow::Resu
     assert_eq!(title, "GPU 2: XID error (XID 79)");
     b.screenshot("gpu-health").await?;
 
+    // The restart dialog says beforehand that the check may refuse GPU 2.
+    b.click("[data-testid=open-restart]").await?;
+    b.wait_attr("[data-testid=health-override]", "data-last", T, |l| {
+        l == "false"
+    })
+    .await?;
+    let ahead = b.text("[data-testid=health-override]").await?;
+    assert!(
+        ahead.contains("may refuse") && ahead.contains("GPU 2: XID error"),
+        "{ahead}"
+    );
+    b.click("[data-testid=cancel-action]").await?;
+
     // The next restart is refused by the health check…
     let id = app.restart(json!({})).await?;
     let d = app
@@ -112,7 +125,10 @@ async fn health_badges_mig_devices_and_an_override_in_the_page() -> anyhow::Resu
     )
     .await?;
     b.click("[data-testid=open-start]").await?;
-    b.wait_count("[data-testid=health-override]", 1, T).await?;
+    b.wait_attr("[data-testid=health-override]", "data-last", T, |l| {
+        l == "true"
+    })
+    .await?;
     let refused = b.text("[data-testid=health-override]").await?;
     assert!(refused.contains("GPU 2: XID error"), "{refused}");
     b.fill("[data-testid=override-input]", "GPU 2").await?;

@@ -13,7 +13,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use shared::failure::Failure;
 use shared::flags::FlagSpec;
-use shared::health::HealthIssue;
+use shared::health::{HealthIssue, HealthReason, issues_now};
 use shared::restart::{ContainmentKind, OpKind};
 
 use crate::api;
@@ -137,9 +137,24 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
             .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
     // A launch the health check refused last time: the operator may type the
     // refused GPUs to launch anyway, once (audited by the server).
-    let refused: Option<Vec<HealthIssue>> = match &status.failure {
+    // Or one it may refuse: what the server's GPUs show wrong now (the
+    // server's `[health]` may warn or ignore some of it).
+    let refused: Option<(bool, Vec<HealthIssue>)> = match &status.failure {
         Some(Failure::Unhealthy { issues }) if with_flags && !issues.is_empty() => {
-            Some(issues.clone())
+            Some((true, issues.clone()))
+        }
+        _ if with_flags => {
+            let now = state.latest.with_untracked(|l| {
+                l.as_ref().map_or_else(Vec::new, |s| {
+                    s.gpus
+                        .iter()
+                        .filter(|g| status.gpus.contains(&g.index))
+                        .flat_map(|g| issues_now(g.index, &g.health))
+                        .filter(|i| i.reason != HealthReason::Throttle)
+                        .collect()
+                })
+            });
+            (!now.is_empty()).then_some((false, now))
         }
         _ => None,
     };
@@ -273,7 +288,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                             })
                     }}
                     {editor}
-                    {refused.map(|issues| health_override(&issues, override_typed).into_any())}
+                    {refused.map(|(last, issues)| health_override(last, kind, &issues, override_typed).into_any())}
                     {can_contain.then(|| view! {
                         <label class="dlg-contain" data-testid="adopt-contain">
                             <input
@@ -353,20 +368,34 @@ fn override_phrase(issues: &[HealthIssue]) -> String {
     format!("GPU {list}")
 }
 
-/// The last launch's health refusal, and the field that overrides it once.
-fn health_override(issues: &[HealthIssue], typed: RwSignal<String>) -> impl IntoView + use<> {
+/// The last launch's health refusal (`last`), or what may refuse this one,
+/// and the field that overrides it once.
+fn health_override(
+    last: bool,
+    kind: OpKind,
+    issues: &[HealthIssue],
+    typed: RwSignal<String>,
+) -> impl IntoView + use<> {
     let phrase = override_phrase(issues);
     let lines = issues
         .iter()
         .map(|i| view! { <li>{i.line()}</li> })
         .collect::<Vec<_>>();
+    let text = match (last, kind) {
+        (true, _) => {
+            "The last launch was refused because of these GPUs. Launching onto them risks a \
+             failed warm-up; the health check runs again before this launch."
+        }
+        (false, OpKind::Restart) => {
+            "The health check may refuse to launch onto these GPUs. A restart stops the server \
+             first: if the check refuses, nothing runs afterwards."
+        }
+        (false, _) => "The health check may refuse to launch onto these GPUs.",
+    };
     view! {
-        <section class="dlg-section dlg-health" data-testid="health-override">
+        <section class="dlg-section dlg-health" data-testid="health-override" data-last=last.to_string()>
             <h3 class="dlg-h">"health check"</h3>
-            <p class="dlg-explain">
-                "The last launch was refused because of these GPUs. Launching onto them risks \
-                 a failed warm-up; the health check runs again before this launch."
-            </p>
+            <p class="dlg-explain">{text}</p>
             <ul class="health-issues">{lines}</ul>
             <label class="dlg-label" for="override-input">
                 "to launch anyway, this once, type " <code class="dlg-name">{phrase.clone()}</code>
