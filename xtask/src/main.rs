@@ -5,6 +5,8 @@
 //!   process and drainwatch; print the URL; Ctrl-C stops all of it.
 //! - `test`: install what tests need, build, run every test (browser tests included).
 //! - `bench`: the performance measurements of docs/PERFORMANCE.md.
+//! - `gpu-check`: build the real-GPU check's bundle (`target/gpu-check/`) and run
+//!   it (`--dry-run`: against the fake NVML).
 //!
 //! Each task installs what it needs and is missing (the wasm32 target, the exact
 //! wasm-bindgen-cli of Cargo.lock, Chromium, python3 and pip for tests); a second
@@ -13,6 +15,7 @@
 mod bench;
 mod build;
 mod demo;
+mod gpu_check;
 mod procs;
 mod test;
 mod tools;
@@ -34,6 +37,11 @@ tasks:
       --campaign           also start the demo campaign (examples/demo-campaign.toml)
   test                   install test tools, build, run every test
   bench                  run the benchmarks of docs/PERFORMANCE.md (release build)
+  gpu-check [options]    build the GPU check's bundle (target/gpu-check, < 64 MiB)
+                         and run it on this machine's GPUs; exit 2: no GPU here
+      --dry-run            against the fake NVML and a simulated host instead
+      --out DIR            where gpu-check.json and gpu-check.txt go
+                           (default target/gpu-check-report)
 ";
 
 fn main() {
@@ -43,6 +51,7 @@ fn main() {
         Some("demo") => demo::run(&args[1..]),
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("gpu-check") => gpu_check::run(&args[1..]),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())
