@@ -96,11 +96,16 @@ fn restart_line(r: &Value) -> String {
         .into_iter()
         .flatten()
         .map(|g| {
+            // Back before the server's last process exited: that GPU's own
+            // processes went earlier (an orphan elsewhere lived on).
+            let after_exit = match g["exit_to_back_ms"].as_i64() {
+                Some(n) if n < 0 => "before the last exit".to_owned(),
+                _ => ms(&g["exit_to_back_ms"]),
+            };
             format!(
-                "GPU {} {} / {}",
+                "GPU {} {} / {after_exit}",
                 g["gpu"],
                 ms(&g["sigterm_to_back_ms"]),
-                ms(&g["exit_to_back_ms"])
             )
         })
         .collect();

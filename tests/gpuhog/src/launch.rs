@@ -3,13 +3,12 @@
 //! `ignore-sigterm`, carries on. If a worker dies, it stops the rest and exits
 //! 1, as SGLang does.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use simserver::workers;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -107,7 +106,7 @@ async fn serve_until_stopped(
                 break 0;
             }
             _ = int.recv() => break 0,
-            rank = first_exit(&mut workers) => {
+            rank = workers::first_exit(&mut workers) => {
                 if tokio::time::timeout(SIGTERM_WITH_WORKERS, term.recv()).await.is_ok() {
                     eprintln!("gpuhog: SIGTERM at {} ms", simhost::now_ms());
                     if !modes.ignore_sigterm {
@@ -121,7 +120,7 @@ async fn serve_until_stopped(
         }
     };
     http.abort();
-    stop(&mut workers).await;
+    workers::stop(&mut workers).await;
     eprintln!(
         "gpuhog: exiting with code {code} at {} ms",
         simhost::now_ms()
@@ -129,14 +128,12 @@ async fn serve_until_stopped(
     std::process::exit(code);
 }
 
-#[allow(unsafe_code)]
 fn spawn_workers(
     args: &LaunchArgs,
     backend: &Backend,
     hog: &Arc<Hog>,
 ) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe()?;
-    let parent = std::process::id() as i32;
     let mut workers = Vec::new();
     for (rank, gpu) in args.gpus.iter().enumerate() {
         let mut cmd = Command::new(&exe);
@@ -145,66 +142,8 @@ fn spawn_workers(
             .args(["--bytes", &args.bytes_per_gpu.to_string()])
             .args(backend.args())
             // CUDA's ordinals in NVML's order (by PCI bus), not fastest first.
-            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-            .stdout(Stdio::piped())
-            .kill_on_drop(true);
-        // Workers die with the launcher, however it dies (as SGLang's do).
-        // SAFETY: prctl and getppid are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().context("spawning a worker")?;
-        if let Some(out) = child.stdout.take() {
-            let hog = Arc::clone(hog);
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(out).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if line.starts_with("ready")
-                        && hog.ready.fetch_add(1, Ordering::SeqCst) + 1 == hog.workers
-                    {
-                        eprintln!("gpuhog: all workers ready at {} ms", simhost::now_ms());
-                    }
-                }
-            });
-        }
-        workers.push(child);
+            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        workers.push(workers::spawn(cmd, &hog.ready, hog.workers, "gpuhog")?);
     }
     Ok(workers)
-}
-
-/// Resolves with the rank of the first worker to exit.
-async fn first_exit(workers: &mut [Child]) -> usize {
-    loop {
-        for (rank, w) in workers.iter_mut().enumerate() {
-            if let Ok(Some(_)) = w.try_wait() {
-                return rank;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// SIGTERM to every worker, then SIGKILL to those still alive after 3 s.
-#[allow(unsafe_code)]
-async fn stop(workers: &mut [Child]) {
-    for w in workers.iter() {
-        if let Some(pid) = w.id() {
-            // SAFETY: plain kill(2) on a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        }
-    }
-    for w in workers.iter_mut() {
-        if tokio::time::timeout(Duration::from_secs(3), w.wait())
-            .await
-            .is_err()
-        {
-            let _ = w.kill().await;
-        }
-    }
 }

@@ -26,7 +26,7 @@ const ANSWER: &str = " OK";
 pub(crate) struct Hog {
     pub(crate) workers: usize,
     /// Workers that hold their memory.
-    pub(crate) ready: AtomicUsize,
+    pub(crate) ready: Arc<AtomicUsize>,
     /// Not ready before this, however soon the memory is held (`--warmup-ms`).
     pub(crate) warm_at: Instant,
     /// SIGTERM received: no new requests.
@@ -39,7 +39,7 @@ impl Hog {
     pub(crate) fn new(workers: usize, warm_at: Instant) -> Self {
         Self {
             workers,
-            ready: AtomicUsize::new(0),
+            ready: Arc::new(AtomicUsize::new(0)),
             warm_at,
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),

@@ -3,14 +3,13 @@
 //! requests (`slow-drain`), or not at all (`ignore-sigterm`). If a worker dies,
 //! it kills the rest and exits 1, as SGLang does.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::serve::ListenerExt;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use simserver::workers;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -140,7 +139,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     print_arguments(&args);
     let server = Arc::new(Server {
         tp: args.tp as usize,
-        ready: AtomicUsize::new(0),
+        ready: Arc::new(AtomicUsize::new(0)),
         draining: AtomicBool::new(false),
         in_flight: AtomicUsize::new(0),
         generation_tokens: AtomicU64::new(0),
@@ -183,7 +182,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
                 break 0;
             }
             _ = int.recv() => break 0,
-            rank = first_exit(&mut workers) => {
+            rank = workers::first_exit(&mut workers) => {
                 // A SIGTERM to the whole process group reaches the workers as
                 // well, and one may be seen gone before the launcher's own
                 // SIGTERM is: that is the stop, not a crash.
@@ -201,7 +200,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         }
     };
     http.abort();
-    stop(&mut workers).await;
+    workers::stop(&mut workers).await;
     eprintln!(
         "simserver: exiting with code {code} at {} ms",
         simhost::now_ms()
@@ -223,14 +222,12 @@ async fn drain(server: &Server, limit: Option<Duration>) {
     }
 }
 
-#[allow(unsafe_code)]
 fn spawn_workers(
     args: &LaunchArgs,
     server: &Arc<Server>,
     modes: &str,
 ) -> anyhow::Result<Vec<Child>> {
     let exe = std::env::current_exe()?;
-    let parent = std::process::id() as i32;
     let mut workers = Vec::new();
     for rank in 0..args.tp {
         let mut cmd = Command::new(&exe);
@@ -243,69 +240,11 @@ fn spawn_workers(
         ])
         .args(["--warmup-ms", &args.warmup_ms.to_string()])
         .args(["--mem-gib", &args.mem_gib.to_string()])
-        .env(crate::modes::ENV, modes)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true);
+        .env(crate::modes::ENV, modes);
         if let Some(f) = args.mem_fraction_static {
             cmd.args(["--mem-fraction", &f.to_string()]);
         }
-        // Workers die with the launcher, however it dies (as SGLang's do).
-        // SAFETY: prctl and getppid are async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().context("spawning a worker")?;
-        if let Some(out) = child.stdout.take() {
-            let server = Arc::clone(server);
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(out).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if line.starts_with("ready")
-                        && server.ready.fetch_add(1, Ordering::SeqCst) + 1 == server.tp
-                    {
-                        eprintln!("simserver: all workers ready at {} ms", simhost::now_ms());
-                    }
-                }
-            });
-        }
-        workers.push(child);
+        workers.push(workers::spawn(cmd, &server.ready, server.tp, "simserver")?);
     }
     Ok(workers)
-}
-
-/// Resolves with the rank of the first worker to exit.
-async fn first_exit(workers: &mut [Child]) -> usize {
-    loop {
-        for (rank, w) in workers.iter_mut().enumerate() {
-            if let Ok(Some(_)) = w.try_wait() {
-                return rank;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// SIGTERM to every worker, then SIGKILL to those still alive after 3 s.
-#[allow(unsafe_code)]
-async fn stop(workers: &mut [Child]) {
-    for w in workers.iter() {
-        if let Some(pid) = w.id() {
-            // SAFETY: plain kill(2) on a child we spawned and have not reaped.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        }
-    }
-    for w in workers.iter_mut() {
-        if tokio::time::timeout(Duration::from_secs(3), w.wait())
-            .await
-            .is_err()
-        {
-            let _ = w.kill().await;
-        }
-    }
 }

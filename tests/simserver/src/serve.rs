@@ -30,7 +30,7 @@ use crate::rate::RateModel;
 #[derive(Debug)]
 pub(crate) struct Server {
     pub(crate) tp: usize,
-    pub(crate) ready: AtomicUsize,
+    pub(crate) ready: Arc<AtomicUsize>,
     /// SIGTERM received: no new requests.
     pub(crate) draining: AtomicBool,
     pub(crate) in_flight: AtomicUsize,
