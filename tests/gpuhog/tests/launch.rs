@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 const GPUHOG: &str = env!("CARGO_BIN_EXE_gpuhog");
 const MIB: u64 = 1 << 20;
 
+/// The simulated-host tests clean up every descendant of this process when
+/// they end: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn without_libcuda_it_says_so_and_exits() {
     let run = Command::new(GPUHOG)
@@ -92,16 +96,8 @@ impl Drop for Leftovers {
     }
 }
 
-#[test]
-#[allow(unsafe_code)]
-fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
-    // The orphan outlives its worker: it is re-parented to this test.
-    // SAFETY: prctl with integer arguments only.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0
-    );
-    let _leftovers = Leftovers;
+/// A simulated host of two GPUs that release memory at once.
+fn sim_host() -> tempfile::TempDir {
     let host = tempfile::tempdir().expect("temp dir");
     simhost::Inventory {
         release_delay_ms: 0,
@@ -109,6 +105,12 @@ fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
     }
     .save(host.path())
     .expect("host.json");
+    host
+}
+
+/// gpuhog on both GPUs of `host` (64 MiB each) in `mode`, once healthy: the
+/// launcher and its port.
+fn launch(host: &std::path::Path, mode: &str) -> (std::process::Child, u16) {
     let mut hog = Command::new(GPUHOG)
         .args([
             "launch",
@@ -118,8 +120,8 @@ fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
             &(64 * MIB).to_string(),
         ])
         .args(["--port", "0", "--warmup-ms", "200", "--sim"])
-        .arg(host.path())
-        .env("GPUHOG_MODE", "orphan")
+        .arg(host)
+        .env("GPUHOG_MODE", mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -134,12 +136,91 @@ fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("a port");
-
     let deadline = Instant::now() + Duration::from_secs(20);
     while get(port, "/health") != 200 {
         assert!(Instant::now() < deadline, "never healthy");
         std::thread::sleep(Duration::from_millis(50));
     }
+    (hog, port)
+}
+
+/// Field `n` (0-based, after the command name) of `/proc/<pid>/stat`.
+fn stat_field(pid: u32, n: usize) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(n)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+fn alive(pid: u32, start: u64) -> bool {
+    simhost::read_proc_stat(pid)
+        .ok()
+        .flatten()
+        .is_some_and(|s| s.start_ticks == start && !s.has_exited())
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn an_escapee_leaves_the_tree_and_outlives_the_server() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: prctl with integer arguments only.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
+    let _leftovers = Leftovers;
+    let host = sim_host();
+    let (mut hog, _port) = launch(host.path(), "escape=200");
+    // 200 ms after rank 0 is ready, a process holding half its memory, in a
+    // session of its own, whose parent is gone: nobody's descendant.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let escapee = loop {
+        if let Some(e) = simhost::roster(host.path())
+            .into_iter()
+            .find(|e| e.role == "escapee" && alive(e.pid, e.start_ticks))
+            && held(host.path()).contains(&(0, e.pid, 32 * MIB))
+        {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "no escapee");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(
+        stat_field(escapee.pid, 3),
+        stat_field(hog.id(), 3),
+        "its own session"
+    );
+    // Its parent (field 1) is this test, the subreaper it fell to: no gpuhog.
+    assert_eq!(stat_field(escapee.pid, 1), std::process::id().to_string());
+
+    signal(hog.id(), libc::SIGTERM);
+    assert_eq!(hog.wait().expect("wait").code(), Some(0));
+    assert!(
+        alive(escapee.pid, escapee.start_ticks),
+        "the escapee outlives it"
+    );
+    assert!(held(host.path()).iter().any(|h| h.1 == escapee.pid));
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    // The orphan outlives its worker: it is re-parented to this test.
+    // SAFETY: prctl with integer arguments only.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
+    let _leftovers = Leftovers;
+    let host = sim_host();
+    let (mut hog, port) = launch(host.path(), "orphan");
     assert_eq!(get(port, "/v1/models"), 200);
     assert_eq!(get(port, "/metrics"), 200);
     // Ready means every worker holds its memory, and rank 0's orphan half of it.
@@ -162,18 +243,7 @@ fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
         .find(|e| e.role == "launcher")
         .expect("the launcher");
     assert_eq!(launcher.pid, hog.id());
-    let sid = |pid: u32| -> String {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit(')')
-                    .next()?
-                    .split_whitespace()
-                    .nth(3)
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default()
-    };
+    let sid = |pid: u32| stat_field(pid, 3);
     assert_ne!(
         sid(orphan.pid),
         sid(hog.id()),
@@ -183,12 +253,6 @@ fn on_a_simulated_host_it_holds_serves_orphans_and_stops() {
     signal(hog.id(), libc::SIGTERM);
     let status = hog.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
-    let alive = |pid: u32, start: u64| {
-        simhost::read_proc_stat(pid)
-            .ok()
-            .flatten()
-            .is_some_and(|s| s.start_ticks == start && !s.has_exited())
-    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while roster
         .iter()
