@@ -67,6 +67,7 @@ async fn status_prints_the_state_as_text_and_as_json() -> anyhow::Result<()> {
         .filter(|l| l.contains("NVIDIA") && l.contains("GiB") && l.contains(" W"))
         .count();
     assert_eq!(gpu_rows, 8, "{}", r.out);
+    assert!(r.out.lines().any(|l| l.contains("HEALTH")), "{}", r.out);
     for p in latest.processes.iter().filter(|p| !p.gpu_mem.is_empty()) {
         assert!(
             r.out
@@ -211,6 +212,25 @@ async fn restart_follows_to_ready_or_exits_with_the_failure_class() -> anyhow::R
     // GPU 1 raises an XID: the health check refuses the launch, exit 17,
     // naming the GPU; the override names it and goes through.
     simhost::raise_xid(&host.path(), 1, 79)?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = cli(&app, Some(&op), &["status"]).await?;
+        if r.out.contains("health: GPU 1: XID error (XID 79)") {
+            let row = r.out.lines().find(|l| l.trim_start().starts_with("1 "));
+            assert!(
+                row.is_some_and(|l| l.trim_end().ends_with("XID 79")),
+                "{}",
+                r.out
+            );
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no XID in status:\n{}",
+            r.out
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let r = cli(&app, Some(&op), &["restart", "--yes", "--json"]).await?;
     assert_eq!(r.code, 17, "{r:?}");
     let summary: RestartSummary = serde_json::from_str(r.out.trim())?;

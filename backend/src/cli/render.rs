@@ -119,14 +119,23 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
                 or_missing(g.util_gpu_percent, fmt_percent),
                 or_missing(g.power_mw, fmt_power_mw),
                 or_missing(g.temp_c, fmt_temp_c),
+                health_cell(g),
             ]
         })
         .collect();
     out.push_str(&table(
-        &["GPU", "NAME", "MEMORY", "UTIL", "POWER", "TEMP"],
-        &[true, false, true, true, true, true],
+        &["GPU", "NAME", "MEMORY", "UTIL", "POWER", "TEMP", "HEALTH"],
+        &[true, false, true, true, true, true, false],
         &rows,
     ));
+    // What is wrong, in full, under the table.
+    for issue in sample
+        .gpus
+        .iter()
+        .flat_map(|g| shared::health::issues_now(g.index, &g.health))
+    {
+        let _ = writeln!(out, "health: {}", issue.line());
+    }
     let procs: Vec<Vec<String>> = sample
         .processes
         .iter()
@@ -486,6 +495,24 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
         let _ = writeln!(out, "WARNING throttled: {line}");
     }
     out
+}
+
+/// A GPU's health in a word or two: "ok", what is wrong ("XID 79",
+/// "x4 of x16", "throttled"), or how many things are.
+fn health_cell(g: &shared::GpuSample) -> String {
+    use shared::health::HealthReason;
+    let issues = shared::health::issues_now(g.index, &g.health);
+    match issues.as_slice() {
+        [] if g.health == shared::health::GpuHealth::default() => MISSING.to_owned(),
+        [] => "ok".to_owned(),
+        [one] => match one.reason {
+            HealthReason::Xid | HealthReason::Pcie => one.detail.clone(),
+            HealthReason::RowRemap => "row remap".to_owned(),
+            HealthReason::Ecc => "ECC error".to_owned(),
+            HealthReason::Throttle => "throttled".to_owned(),
+        },
+        more => format!("{} issues", more.len()),
+    }
 }
 
 /// "goodput: requests with TTFT ≤ 500 ms and TPOT ≤ 20 ms; a level meets the
