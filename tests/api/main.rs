@@ -8,6 +8,7 @@ mod health;
 mod metrics;
 mod nvml_errors;
 mod other_clients;
+mod prometheus;
 mod redact;
 mod remote;
 mod state;

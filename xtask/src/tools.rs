@@ -78,6 +78,16 @@ pub(crate) fn ensure_wasm_bindgen() -> anyhow::Result<()> {
     run_cmd(crate::cargo().args(["install", "wasm-bindgen-cli", "--version", &want, "--force"]))
 }
 
+/// Debian's Prometheus server and promtool, for the tests of `deploy/prometheus/`.
+pub(crate) fn ensure_prometheus() -> anyhow::Result<()> {
+    if Path::new("/usr/bin/prometheus").exists() && Path::new("/usr/bin/promtool").exists() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Debian's prometheus (server and promtool) for the fleet tests");
+    apt_install(&["prometheus"])
+        .context("installing prometheus (Debian/Ubuntu with apt is required for its tests)")
+}
+
 pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 

@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use shared::health::GpuHealth;
-use shared::restart::Phase;
+use shared::restart::{OpKind, Phase};
 
 use super::state::AppState;
 use crate::store::name;
@@ -95,6 +95,11 @@ fn gpus(reg: &mut Registry, state: &AppState) {
     let util = gauge(reg, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).");
     let power = gauge(reg, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).");
     let temp = gauge(reg, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).");
+    let over = gauge(
+        reg,
+        "drainwatch_gpu_over_baseline_mib",
+        "GPU memory used above the GPU's idle baseline (in MiB): what a drained GPU must give back.",
+    );
     let health: Vec<(&str, FGauge)> = HEALTH
         .iter()
         .map(|(name, text)| (*name, gauge(reg, name, text)))
@@ -115,6 +120,13 @@ fn gpus(reg: &mut Registry, state: &AppState) {
         ]);
         if simulated {
             labels.push(("simulated".to_owned(), "true".to_owned()));
+        }
+        if let (Some(u), Some(b)) = (g.mem_used_bytes, g.mem_baseline_bytes) {
+            set(
+                &over,
+                labels.clone(),
+                (u.saturating_sub(b) as f64 / MIB).round(),
+            );
         }
         if let Some(u) = g.mem_used_bytes {
             set(&used, labels.clone(), (u as f64 / MIB).round());
@@ -326,11 +338,34 @@ async fn own(reg: &mut Registry, state: &AppState) {
         help("Time spent in each part of a finished operation."),
         phases.clone(),
     );
+    let failures = Family::<Labels, Counter>::default();
+    reg.register(
+        "drainwatch_restart_failures",
+        help(
+            "Failed operations by kind and failure class (verify_failed, foreign_holders, \
+             launch_failed, crashed, interrupted, unhealthy); every pair from 0, so that \
+             the first failure shows as an increase.",
+        ),
+        failures.clone(),
+    );
+    for kind in ALL_KINDS {
+        for failure in FAILURE_CLASSES {
+            let _ = failures.get_or_create(&l(&[
+                ("kind", name(&kind)),
+                ("failure", failure.to_owned()),
+            ]));
+        }
+    }
     if let Ok(all) = store.outcomes().await {
-        for (kind, outcome, d) in all {
+        for (kind, outcome, d, failure) in all {
             restarts
                 .get_or_create(&l(&[("kind", name(&kind)), ("outcome", name(&outcome))]))
                 .inc();
+            if let Some(f) = failure {
+                failures
+                    .get_or_create(&l(&[("kind", name(&kind)), ("failure", f)]))
+                    .inc();
+            }
             for (part, ms) in [
                 ("drain", d.drain_ms),
                 ("kill", d.kill_ms),
@@ -374,6 +409,18 @@ async fn own(reg: &mut Registry, state: &AppState) {
         }
     }
 }
+
+const ALL_KINDS: [OpKind; 4] = [OpKind::Restart, OpKind::Stop, OpKind::Start, OpKind::Adopt];
+
+/// `Failure`'s classes, as its `kind` tag names them.
+const FAILURE_CLASSES: [&str; 6] = [
+    "verify_failed",
+    "foreign_holders",
+    "launch_failed",
+    "crashed",
+    "interrupted",
+    "unhealthy",
+];
 
 const ALL_PHASES: [Phase; 9] = [
     Phase::Stopped,

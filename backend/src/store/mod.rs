@@ -198,6 +198,15 @@ impl std::fmt::Debug for Write {
     }
 }
 
+/// One finished (or running) operation for `/metrics`: kind, outcome,
+/// durations, and the failure's class where it failed.
+pub type OutcomeRow = (
+    shared::restart::OpKind,
+    shared::restart::Outcome,
+    shared::restart::Durations,
+    Option<String>,
+);
+
 impl Store {
     /// Opens (creating if needed) `dir/drainwatch.sqlite3`, migrates it, recovers
     /// what a previous run left, and starts the writer thread.
@@ -338,16 +347,7 @@ impl Store {
     }
 
     /// Every restart's kind, outcome and phase durations.
-    pub async fn outcomes(
-        &self,
-    ) -> Result<
-        Vec<(
-            shared::restart::OpKind,
-            shared::restart::Outcome,
-            shared::restart::Durations,
-        )>,
-        StoreError,
-    > {
+    pub async fn outcomes(&self) -> Result<Vec<OutcomeRow>, StoreError> {
         self.read(read::outcomes).await
     }
 

@@ -49,13 +49,18 @@ pub(super) fn restarts(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<Re
 }
 
 /// Every restart's kind, outcome and phase durations, for `/metrics`.
-pub(super) fn outcomes(conn: &Connection) -> rusqlite::Result<Vec<(OpKind, Outcome, Durations)>> {
-    let mut q = conn.prepare("SELECT kind, outcome, durations FROM restarts")?;
+/// Every operation's kind, outcome, durations and failure class (the
+/// failure's `kind`: `verify_failed`, `foreign_holders`, …).
+pub(super) fn outcomes(conn: &Connection) -> rusqlite::Result<Vec<super::OutcomeRow>> {
+    let mut q = conn.prepare(
+        "SELECT kind, outcome, durations, json_extract(failure, '$.kind') FROM restarts",
+    )?;
     q.query_map([], |r| {
         Ok((
             named::<OpKind>(&r.get::<_, String>(0)?)?,
             named::<Outcome>(&r.get::<_, String>(1)?)?,
             parse(&r.get::<_, String>(2)?)?,
+            r.get::<_, Option<String>>(3)?,
         ))
     })?
     .collect()
