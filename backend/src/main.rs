@@ -26,6 +26,8 @@ async fn main() {
         Some(Command::Bench(args)) => client(cli::bench(args)).await,
         Some(Command::Watch(args)) => client(cli::watch(args)).await,
         Some(Command::Campaign(args)) => client(cli::campaign(args)).await,
+        Some(Command::VerifyDrained(args)) => client(cli::verify_drained(args)).await,
+        Some(Command::WaitReady(args)) => client(cli::wait_ready(args)).await,
     };
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("error: invalid --log-level `{}`: {e}", config.log_level);

@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod hardening;
 mod health;
+mod hooks;
 mod metrics;
 mod nvml_errors;
 mod other_clients;

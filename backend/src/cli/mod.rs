@@ -12,6 +12,7 @@
 mod bench;
 mod campaign;
 mod client;
+mod hooks;
 mod render;
 mod restart;
 mod status;
@@ -19,6 +20,7 @@ mod watch;
 
 pub use bench::bench;
 pub use campaign::campaign;
+pub use hooks::{not_drained, verify_drained, wait_ready};
 pub use restart::restart;
 pub use status::status;
 pub use watch::watch;
@@ -49,6 +51,7 @@ Exit codes:
   24  campaign stopped by its failure policy
   25  campaign cancelled
   26  campaign paused (by an operator, or a foreign process holds GPU memory)
+  27  verify-drained: the server's processes or GPU memory still there at the timeout
   130 stopped waiting (Ctrl-C); the operation goes on in drainwatch";
 
 /// How a client command ended: its process exit code.
@@ -75,6 +78,7 @@ pub enum Exit {
     CampaignStopped,
     CampaignCancelled,
     CampaignPaused,
+    NotDrained,
     StoppedWaiting,
 }
 
@@ -102,6 +106,7 @@ impl Exit {
             Self::CampaignStopped => 24,
             Self::CampaignCancelled => 25,
             Self::CampaignPaused => 26,
+            Self::NotDrained => 27,
             Self::StoppedWaiting => 130,
         }
     }
@@ -175,6 +180,36 @@ pub struct RestartArgs {
     /// "GPU 3"`): name exactly the GPUs it refuses. For this launch only; audited.
     #[arg(long, value_name = "GPUS")]
     pub override_health: Option<String>,
+}
+
+/// `drainwatch verify-drained`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct VerifyDrainedArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    /// The GPUs to check (`--gpus 0,1`); default: the managed server's, else all.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// How long to wait for the server to be gone (`90s`, `5m`).
+    #[arg(long, default_value = "120s", value_parser = crate::config::parse_duration)]
+    pub timeout: std::time::Duration,
+    /// How far above its idle baseline a GPU may be and count as drained (MiB).
+    #[arg(long, default_value_t = 64)]
+    pub tolerance_mib: u64,
+}
+
+/// `drainwatch wait-ready`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct WaitReadyArgs {
+    /// The server's config (the file `drainwatch --config` takes): its
+    /// readiness probe, port and API key.
+    #[arg(long)]
+    pub config: std::path::PathBuf,
+    /// How long to wait for a completion to come back (`90s`, `10m`).
+    #[arg(long, default_value = "600s", value_parser = crate::config::parse_duration)]
+    pub timeout: std::time::Duration,
 }
 
 /// `drainwatch bench`: settings not given take the server's configured defaults.
@@ -396,6 +431,7 @@ mod tests {
             Exit::Exited,
             Exit::WarmupTimeout,
             Exit::Interrupted,
+            Exit::Unhealthy,
             Exit::BenchFailed,
             Exit::BenchCancelled,
             Exit::WrongAnswer,
@@ -403,6 +439,7 @@ mod tests {
             Exit::CampaignStopped,
             Exit::CampaignCancelled,
             Exit::CampaignPaused,
+            Exit::NotDrained,
             Exit::StoppedWaiting,
         ];
         let codes: std::collections::BTreeSet<i32> = all.iter().map(|e| e.code()).collect();

@@ -49,6 +49,13 @@ pub enum Command {
     /// Run a campaign (a plan of flag sets, each restarted and benchmarked
     /// unattended), show one, or pause, resume or cancel the running one.
     Campaign(crate::cli::CampaignArgs),
+    /// Wait until the server is gone: no process of it alive and every one
+    /// of its GPUs back at its idle baseline (a preStop or post-stop hook, a
+    /// Slurm epilog). Asks the drainwatch on this host.
+    VerifyDrained(crate::cli::VerifyDrainedArgs),
+    /// Wait until the server answers a real completion, by its config's
+    /// readiness probe (a readiness or startup probe command).
+    WaitReady(crate::cli::WaitReadyArgs),
 }
 
 /// `--role`.

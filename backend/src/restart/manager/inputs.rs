@@ -108,7 +108,7 @@ impl Scrape {
 
 /// The HTTP client the probes and the scrape share: every request carries the
 /// server's API key, if it has one, as `Authorization: Bearer` (marked sensitive).
-pub(super) fn client(api_key: Option<&ApiKey>) -> reqwest::Client {
+pub(crate) fn client(api_key: Option<&ApiKey>) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(key) = api_key {
         headers.insert(reqwest::header::AUTHORIZATION, key.bearer());

@@ -29,6 +29,8 @@ mod bench;
 mod effects;
 mod handle;
 mod inputs;
+
+pub(crate) use inputs::client as probe_client;
 mod requests;
 mod status;
 
