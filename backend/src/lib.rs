@@ -25,6 +25,7 @@ pub mod campaign;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod fleet;
 pub mod hub;
 pub mod identity;
 pub mod redact;

@@ -28,6 +28,17 @@ async fn main() {
         Some(Command::Campaign(args)) => client(cli::campaign(args)).await,
         Some(Command::VerifyDrained(args)) => client(cli::verify_drained(args)).await,
         Some(Command::WaitReady(args)) => client(cli::wait_ready(args)).await,
+        Some(Command::Hub(args)) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(EnvFilter::new("info"))
+                .with_writer(std::io::stderr)
+                .init();
+            if let Err(e) = drainwatch::fleet::serve(args, shutdown_signal()).await {
+                eprintln!("error: {e:#}");
+                std::process::exit(2);
+            }
+            return;
+        }
     };
     let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|e| {
         eprintln!("error: invalid --log-level `{}`: {e}", config.log_level);

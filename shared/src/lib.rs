@@ -29,6 +29,7 @@ pub mod campaign;
 pub mod failure;
 pub mod flags;
 pub mod flat;
+pub mod fleet;
 pub mod gpu;
 pub mod health;
 pub mod holders;

@@ -3,6 +3,7 @@
 
 mod auth;
 mod cli;
+mod fleet;
 mod hardening;
 mod health;
 mod hooks;

@@ -15,7 +15,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use super::{CliError, Exit, Remote};
 
 /// Connects to one drainwatch.
-pub(super) struct Client {
+pub(crate) struct Client {
     http: reqwest::Client,
     /// Always ends in `/`, so a proxy's path prefix is kept by `join`.
     base: Url,
@@ -23,7 +23,7 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub(super) fn new(remote: &Remote) -> Result<Self, CliError> {
+    pub(crate) fn new(remote: &Remote) -> Result<Self, CliError> {
         let mut base = Url::parse(remote.url.trim()).map_err(|e| {
             CliError::new(
                 Exit::Usage,
@@ -142,7 +142,7 @@ impl Client {
     }
 
     /// Opens `/ws` and reads past `hello` (checking the protocol version).
-    pub(super) async fn events(&self) -> Result<Events, CliError> {
+    pub(crate) async fn events(&self) -> Result<Events, CliError> {
         let mut url = self.url("ws");
         // http → ws, https → wss; the scheme was checked in `new`.
         let ws = if url.scheme() == "https" { "wss" } else { "ws" };
@@ -200,14 +200,14 @@ impl Client {
 }
 
 /// The `/ws` stream of one client.
-pub(super) struct Events {
+pub(crate) struct Events {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
 
 impl Events {
     /// The next message, as sent and as read; `None` when drainwatch closed the
     /// stream (shutting down). Messages this client does not know are skipped.
-    pub(super) async fn next(&mut self) -> Result<Option<(String, ServerMsg)>, CliError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<(String, ServerMsg)>, CliError> {
         loop {
             let Some(frame) = self.socket.next().await else {
                 return Ok(None);

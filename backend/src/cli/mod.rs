@@ -11,7 +11,7 @@
 
 mod bench;
 mod campaign;
-mod client;
+pub(crate) mod client;
 mod hooks;
 mod render;
 mod restart;

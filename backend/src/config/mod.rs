@@ -53,6 +53,9 @@ pub enum Command {
     /// of its GPUs back at its idle baseline (a preStop or post-stop hook, a
     /// Slurm epilog). Asks the drainwatch on this host.
     VerifyDrained(crate::cli::VerifyDrainedArgs),
+    /// Run a hub: one view of many agents (the drainwatch of each GPU host),
+    /// from their own `/ws`.
+    Hub(crate::fleet::HubArgs),
     /// Wait until the server answers a real completion, by its config's
     /// readiness probe (a readiness or startup probe command).
     WaitReady(crate::cli::WaitReadyArgs),

@@ -1,0 +1,91 @@
+//! The fleet as a hub sees it: one entry per agent (a drainwatch on a GPU
+//! host), built from that agent's own `/ws`. An agent the hub cannot reach is
+//! said to be so, with when it was last heard from; its last known state is
+//! kept but is never shown as current.
+
+use serde::{Deserialize, Serialize};
+
+use crate::flags::Flags;
+use crate::restart::Phase;
+
+/// Every agent, in the hub config's order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fleet {
+    /// When the hub wrote this (Unix ms).
+    pub at_ms: u64,
+    pub agents: Vec<AgentView>,
+}
+
+/// One agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentView {
+    /// Its name in the hub's config.
+    pub name: String,
+    /// Connected to its `/ws` now.
+    pub reachable: bool,
+    /// When a message last came from it (Unix ms); `None`: never.
+    pub last_seen_ms: Option<u64>,
+    /// Why it cannot be reached, while it cannot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub hostname: Option<String>,
+    /// Its GPUs are a simulated host.
+    pub simulated: Option<bool>,
+    pub version: Option<String>,
+    /// Its GPUs as last seen.
+    pub gpus: Vec<GpuBrief>,
+    /// The server it manages or watches, as last seen.
+    pub server: Option<ServerBrief>,
+}
+
+/// One GPU, compact.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuBrief {
+    pub index: u32,
+    pub mem_used_bytes: Option<u64>,
+    pub mem_total_bytes: Option<u64>,
+    pub util_gpu_percent: Option<u32>,
+    /// What the GPU shows wrong by itself ([`crate::health::issues_now`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub issues: Vec<String>,
+}
+
+/// The agent's server, compact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerBrief {
+    pub name: String,
+    pub phase: Phase,
+    pub generation: u64,
+    pub flags: Flags,
+    pub flagset: Option<String>,
+    /// Live output tokens per second, from the server's own metrics.
+    pub output_tok_s: Option<f64>,
+}
+
+impl GpuBrief {
+    pub fn of(g: &crate::GpuSample) -> Self {
+        Self {
+            index: g.index,
+            mem_used_bytes: g.mem_used_bytes,
+            mem_total_bytes: g.mem_total_bytes,
+            util_gpu_percent: g.util_gpu_percent,
+            issues: crate::health::issues_now(g.index, &g.health)
+                .iter()
+                .map(crate::health::HealthIssue::line)
+                .collect(),
+        }
+    }
+}
+
+impl ServerBrief {
+    pub fn of(s: &crate::restart::ServerStatus) -> Self {
+        Self {
+            name: s.name.clone(),
+            phase: s.phase,
+            generation: s.generation,
+            flags: s.flags.clone(),
+            flagset: s.flagset.clone(),
+            output_tok_s: s.passive.output_tok_s,
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! `drainwatch hub` over three agents, each with its own simulated host and
+//! loopback address: every agent's GPUs and server in one fleet view (over HTTP and
+//! `/ws`); an agent killed is shown unreachable with when it was last seen,
+//! never as idle, and comes back when it does; viewer tokens suffice.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use shared::fleet::Fleet;
+use shared::restart::Phase;
+use tests::managed::{ServerSpec, spawn_managed};
+use tests::{Proc, SimHost, TestApp, bin};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::auth::managed_with_auth;
+
+/// The hub on `config`: its process and address.
+fn spawn_hub(config: &std::path::Path) -> anyhow::Result<(Proc, String)> {
+    let mut proc = Proc::spawn(
+        Command::new(bin("drainwatch"))
+            .args(["hub", "--bind", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )?;
+    let url = proc.read_line_with("drainwatch hub listening on ")?;
+    Ok((proc, url.trim().to_owned()))
+}
+
+async fn fleet(hub: &str) -> anyhow::Result<Fleet> {
+    Ok(reqwest::get(format!("{hub}/api/fleet"))
+        .await?
+        .json()
+        .await?)
+}
+
+/// Polls the hub until `want` holds; the fleet that satisfied it.
+async fn wait_fleet(hub: &str, what: &str, want: impl Fn(&Fleet) -> bool) -> anyhow::Result<Fleet> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let f = fleet(hub).await?;
+        if want(&f) {
+            return Ok(f);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{what}: {f:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_hub_shows_every_agent_and_one_that_is_gone_as_unreachable() -> anyhow::Result<()> {
+    // Agent a needs a viewer token (it runs with --auth); b and c do not.
+    let (_host_a, a, _op, view) = managed_with_auth("").await?;
+    let host_b = SimHost::new(100);
+    let b = spawn_managed(&host_b, &ServerSpec::default(), &["--bind", "127.0.0.3:0"])?;
+    b.start_server().await?;
+    let host_c = SimHost::new(100);
+    let c = spawn_managed(&host_c, &ServerSpec::default(), &["--bind", "127.0.0.4:0"])?;
+    let scratch = tempfile::tempdir()?;
+    std::fs::write(scratch.path().join("a.token"), format!("{view}\n"))?;
+    let config = scratch.path().join("fleet.toml");
+    let agent = |name: &str, app: &TestApp, token: &str| {
+        format!(
+            "[[agent]]\nname = \"{name}\"\nurl = \"{}\"\n{token}",
+            app.url("")
+        )
+    };
+    std::fs::write(
+        &config,
+        [
+            agent("gpu-a", &a, "token_file = \"a.token\"\n"),
+            agent("gpu-b", &b, ""),
+            agent("gpu-c", &c, ""),
+        ]
+        .join("\n"),
+    )?;
+    let (_hub, hub) = spawn_hub(&config)?;
+
+    // Every agent, in the config's order, with its 8 GPUs and its server.
+    let f = wait_fleet(&hub, "all reachable", |f| {
+        f.agents
+            .iter()
+            .all(|a| a.reachable && a.gpus.len() == 8 && a.server.is_some())
+    })
+    .await?;
+    let names: Vec<&str> = f.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["gpu-a", "gpu-b", "gpu-c"]);
+    for agent in &f.agents {
+        assert_eq!(agent.simulated, Some(true), "{agent:?}");
+        assert!(agent.hostname.is_some() && agent.error.is_none());
+    }
+    let phase = |f: &Fleet, i: usize| f.agents[i].server.as_ref().map(|s| s.phase);
+    assert_eq!(phase(&f, 1), Some(Phase::Ready));
+    assert_eq!(phase(&f, 2), Some(Phase::Stopped));
+    // b's server holds its GPUs; c's hold nothing.
+    assert!(f.agents[1].gpus[0].mem_used_bytes > Some(1 << 30));
+    assert!(f.agents[2].gpus[0].mem_used_bytes < Some(64 << 20));
+
+    // The fleet on /ws: a whole fleet at once, then as it changes.
+    let ws = hub.replacen("http://", "ws://", 1) + "/ws";
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws.as_str()).await?;
+    let first = match socket.next().await {
+        Some(Ok(Message::Text(t))) => serde_json::from_str::<Fleet>(t.as_str())?,
+        other => anyhow::bail!("no fleet on /ws: {other:?}"),
+    };
+    assert_eq!(first.agents.len(), 3);
+
+    // b is killed: unreachable, with when it was last seen; a and c unaffected.
+    let b_addr = b.addr.clone();
+    let seen_before = f.agents[1].last_seen_ms.expect("seen");
+    drop(b);
+    let f = wait_fleet(&hub, "b unreachable", |f| !f.agents[1].reachable).await?;
+    let gone = &f.agents[1];
+    assert!(gone.error.is_some(), "{gone:?}");
+    assert!(gone.last_seen_ms >= Some(seen_before), "{gone:?}");
+    assert!(f.agents[0].reachable && f.agents[2].reachable);
+    // The /ws stream says so too.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        anyhow::ensure!(Instant::now() < deadline, "no unreachable b on /ws");
+        if let Some(Ok(Message::Text(t))) = socket.next().await {
+            let f: Fleet = serde_json::from_str(t.as_str())?;
+            if !f.agents[1].reachable {
+                break;
+            }
+        }
+    }
+
+    // b comes back on the same address: reachable again.
+    let b = spawn_managed(&host_b, &ServerSpec::default(), &["--bind", &b_addr])?;
+    let f = wait_fleet(&hub, "b back", |f| {
+        f.agents[1].reachable && f.agents[1].gpus.len() == 8
+    })
+    .await?;
+    assert!(f.agents[1].error.is_none());
+    drop(b);
+    assert!(a.server().await?.phase == Phase::Ready);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_fleet_config_is_refused_naming_what() -> anyhow::Result<()> {
+    let scratch = tempfile::tempdir()?;
+    let config = scratch.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        "[[agent]]\nname = \"a\"\nurl = \"http://127.0.0.2:1\"\n[[agent]]\nname = \"a\"\nurl = \"http://127.0.0.3:1\"\n",
+    )?;
+    let out = tokio::process::Command::new(bin("drainwatch"))
+        .args(["hub", "--bind", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .await?;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agent `a` is listed twice"),
+        "{out:?}"
+    );
+    Ok(())
+}
