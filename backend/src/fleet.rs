@@ -4,7 +4,8 @@
 //! a compact [`AgentView`], and serves the [`Fleet`] at `/api/fleet` and, at
 //! most [`PUSH_HZ`] times a second whatever the agents' rates, on `/ws`. An
 //! agent that cannot be reached is said to be so, with when it was last heard
-//! from, and is reconnected to with a backoff.
+//! from, and is reconnected to with a backoff. The UI's page, at `/fleet`,
+//! shows it (`frontend/src/fleet.rs`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::response::{IntoResponse, Json};
+use axum::http::{HeaderMap, Uri};
+use axum::response::{IntoResponse, Json, Redirect};
 use axum::routing::get;
 use serde::Deserialize;
 use shared::fleet::{AgentView, Fleet, GpuBrief, ServerBrief};
@@ -186,6 +188,13 @@ pub async fn serve(
         .route("/api/fleet", get(fleet))
         .route("/ws", get(ws))
         .route("/healthz", get(|| async { "ok" }))
+        // The UI's own page, in its fleet mode.
+        .route("/", get(|| async { Redirect::to("/fleet") }))
+        .route(
+            "/fleet",
+            get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
+        )
+        .fallback(crate::api::assets::serve)
         .with_state(shared);
     println!(
         "drainwatch hub listening on http://{}",

@@ -14,6 +14,8 @@ mod components;
 mod deeplink;
 mod fetch;
 mod flags;
+#[allow(unreachable_pub)]
+mod fleet;
 mod gpu_markup;
 mod health_markup;
 mod json;
@@ -29,5 +31,14 @@ mod ws;
 
 fn main() {
     console_error_panic_hook::set_once();
-    leptos::mount::mount_to_body(app::App);
+    // A hub serves this same page at `/fleet`.
+    let path = leptos::prelude::window()
+        .location()
+        .pathname()
+        .unwrap_or_default();
+    if path == "/fleet" {
+        leptos::mount::mount_to_body(fleet::FleetApp);
+    } else {
+        leptos::mount::mount_to_body(app::App);
+    }
 }

@@ -9,6 +9,7 @@ use tests::{SimHost, SimServer, spawn_app, spawn_foreign};
 use tokio::sync::Mutex;
 
 mod campaign;
+mod fleet;
 mod health;
 mod login;
 mod throughput;

@@ -15,7 +15,7 @@ const NO_UI: &str = "<!doctype html><meta charset=utf-8><title>drainwatch</title
 <p>drainwatch is running, but this build has no UI: build it with <code>cargo xtask build</code>. \
 The API is at <a href=/api/state>/api/state</a>.</p>";
 
-pub(super) async fn serve(uri: Uri, headers: HeaderMap) -> Response {
+pub(crate) async fn serve(uri: Uri, headers: HeaderMap) -> Response {
     let path = uri.path().trim_start_matches('/');
     let path = if path.is_empty() { "index.html" } else { path };
     let Some(file) = Ui::get(path) else {

@@ -4,7 +4,7 @@
 //! [`ApiError`] (`error.rs`), the body reader (`extract.rs`) and the audit
 //! log's writers (`audit.rs`), and none of them reads from here.
 
-mod assets;
+pub(crate) mod assets;
 mod audit;
 mod auth;
 mod campaigns;
