@@ -1,8 +1,9 @@
 //! `drainwatch hub`: one view of many agents. The hub holds no GPU state of
 //! its own: it keeps one `/ws` connection per agent (with that agent's token,
 //! so a viewer token gives a read-only fleet), folds what each agent sends into
-//! a compact [`AgentView`], and serves the [`Fleet`] at `/api/fleet` and, at
-//! most [`PUSH_HZ`] times a second whatever the agents' rates, on `/ws`. An
+//! a compact [`AgentView`], and serves the [`Fleet`] at `/api/fleet` and on
+//! `/ws` (each change at once, at most [`PUSH_HZ`] times a second, or fewer
+//! where a browser asks). An
 //! agent that cannot be reached is said to be so, with when it was last heard
 //! from, and is reconnected to with a backoff. The UI's page, at `/fleet`,
 //! shows it (`frontend/src/fleet.rs`).
@@ -13,8 +14,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Json, Redirect};
 use axum::routing::get;
@@ -28,9 +29,11 @@ use crate::cli::Remote;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
 
-/// Fleet pushes per second to each browser at most: its bandwidth is bounded
-/// by the fleet's size, not by how fast the agents sample.
-pub const PUSH_HZ: u64 = 2;
+/// Fleet pushes per second to a browser at most, by default: each change is
+/// sent at once unless the last push was sooner than this allows. A browser
+/// may ask for fewer (`/ws?max_hz=1`): its bandwidth is then bounded by the
+/// fleet's size and that rate, not by how fast the agents sample.
+pub const PUSH_HZ: u32 = 20;
 /// Agents one hub holds at most.
 const MAX_AGENTS: usize = 500;
 /// The longest wait before trying an unreachable agent again.
@@ -210,24 +213,36 @@ async fn fleet(State(s): State<Shared>) -> Json<Fleet> {
     Json(s.fleet())
 }
 
-async fn ws(State(s): State<Shared>, up: WebSocketUpgrade) -> impl IntoResponse {
-    up.on_upgrade(move |socket| push(s, socket))
+#[derive(Debug, Deserialize)]
+struct PushQuery {
+    max_hz: Option<u32>,
 }
 
-/// The fleet to one browser: at once, then at most [`PUSH_HZ`] times a second
-/// while anything changes.
-async fn push(s: Shared, mut socket: WebSocket) {
+async fn ws(
+    State(s): State<Shared>,
+    Query(q): Query<PushQuery>,
+    up: WebSocketUpgrade,
+) -> impl IntoResponse {
+    let hz = q.max_hz.unwrap_or(PUSH_HZ).clamp(1, PUSH_HZ);
+    up.on_upgrade(move |socket| push(s, socket, hz))
+}
+
+/// The fleet to one browser: at once, then on each change, at most `hz`
+/// times a second.
+async fn push(s: Shared, mut socket: WebSocket, hz: u32) {
     let mut changed = s.changed.subscribe();
-    let mut tick = tokio::time::interval(Duration::from_millis(1_000 / PUSH_HZ));
+    let mut tick = tokio::time::interval(Duration::from_millis(1_000 / u64::from(hz)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
     loop {
+        // What changes from here on is the next push's.
+        changed.mark_unchanged();
         let Ok(text) = serde_json::to_string(&s.fleet()) else {
             return;
         };
         if socket.send(Message::Text(text.into())).await.is_err() {
             return;
         }
-        changed.mark_unchanged();
         tick.tick().await;
         tokio::select! {
             c = changed.changed() => if c.is_err() { return },
@@ -292,11 +307,13 @@ fn fold(v: &mut AgentView, msg: ServerMsg) {
             v.version = Some(snap.host.version.clone());
             if let Some(l) = &snap.latest {
                 v.gpus = l.gpus.iter().map(GpuBrief::of).collect();
+                v.sample_at_ms = Some(l.at_ms);
             }
             v.server = snap.server.as_ref().map(ServerBrief::of);
         }
         ServerMsg::Sample(sample) => {
             v.gpus = sample.gpus.iter().map(GpuBrief::of).collect();
+            v.sample_at_ms = Some(sample.at_ms);
         }
         ServerMsg::Server(status) => v.server = Some(ServerBrief::of(&status)),
         _ => {}

@@ -199,6 +199,7 @@ mod tests {
             name: "gpu-07".into(),
             reachable,
             last_seen_ms: Some(1_000),
+            sample_at_ms: Some(900),
             error: (!reachable).then(|| "connection refused".into()),
             hostname: Some("node7".into()),
             simulated: Some(true),

@@ -25,6 +25,9 @@ pub struct AgentView {
     pub reachable: bool,
     /// When a message last came from it (Unix ms); `None`: never.
     pub last_seen_ms: Option<u64>,
+    /// When its newest sample was taken, on the agent's clock (Unix ms).
+    #[serde(default)]
+    pub sample_at_ms: Option<u64>,
     /// Why it cannot be reached, while it cannot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
