@@ -9,24 +9,11 @@
 use std::fmt::Write as _;
 
 use shared::GpuSample;
-use shared::health::{GpuHealth, HealthIssue, HealthReason, issues_now, reason_names};
+use shared::health::{GpuHealth, HealthIssue, HealthReason, brief, issues_now, reason_names};
 use shared::units::{fmt_bytes, fmt_bytes_of, fmt_percent};
 
 use crate::gpu_markup::MISSING;
 use crate::markup::escape;
-
-/// What the badge says for `issues` (one issue by name, more by count).
-fn badge_text(issues: &[HealthIssue]) -> String {
-    match issues {
-        [one] => match one.reason {
-            HealthReason::Xid | HealthReason::Pcie => one.detail.clone(),
-            HealthReason::RowRemap => "row remap".to_owned(),
-            HealthReason::Ecc => "ECC error".to_owned(),
-            HealthReason::Throttle => "throttled".to_owned(),
-        },
-        more => format!("{} issues", more.len()),
-    }
-}
 
 /// The badge: empty when the GPU shows nothing wrong. Throttling alone is a
 /// warning (amber); anything the launch gate may refuse is red.
@@ -54,7 +41,7 @@ pub(crate) fn badge(gpu: Option<&GpuSample>) -> String {
         r#"<span class="health-badge health-{level}" data-testid="gpu-health-badge" data-level="{level}" data-reasons="{}" title="{}">{}</span>"#,
         reasons.join(","),
         escape(&title),
-        escape(&badge_text(&issues))
+        escape(&brief(&issues).unwrap_or_default())
     )
 }
 

@@ -232,6 +232,22 @@ impl HealthIssue {
     }
 }
 
+/// `issues` in a word or two, for a badge or a table cell: one issue by
+/// what it is ("XID 79", "x4 of x16", "row remap", "ECC error",
+/// "throttled"), more by how many; `None` for none.
+pub fn brief(issues: &[HealthIssue]) -> Option<String> {
+    match issues {
+        [] => None,
+        [one] => Some(match one.reason {
+            HealthReason::Xid | HealthReason::Pcie => one.detail.clone(),
+            HealthReason::RowRemap => "row remap".to_owned(),
+            HealthReason::Ecc => "ECC error".to_owned(),
+            HealthReason::Throttle => "throttled".to_owned(),
+        }),
+        more => Some(format!("{} issues", more.len())),
+    }
+}
+
 /// What is wrong with a GPU now, by what it shows alone: the badge on its
 /// card. The gate adds what needs history (an XID or ECC error since the last
 /// launch); here an XID counts while it is among the recent ones shown, and

@@ -500,18 +500,11 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
 /// A GPU's health in a word or two: "ok", what is wrong ("XID 79",
 /// "x4 of x16", "throttled"), or how many things are.
 fn health_cell(g: &shared::GpuSample) -> String {
-    use shared::health::HealthReason;
     let issues = shared::health::issues_now(g.index, &g.health);
-    match issues.as_slice() {
-        [] if g.health == shared::health::GpuHealth::default() => MISSING.to_owned(),
-        [] => "ok".to_owned(),
-        [one] => match one.reason {
-            HealthReason::Xid | HealthReason::Pcie => one.detail.clone(),
-            HealthReason::RowRemap => "row remap".to_owned(),
-            HealthReason::Ecc => "ECC error".to_owned(),
-            HealthReason::Throttle => "throttled".to_owned(),
-        },
-        more => format!("{} issues", more.len()),
+    match shared::health::brief(&issues) {
+        Some(text) => text,
+        None if g.health == shared::health::GpuHealth::default() => MISSING.to_owned(),
+        None => "ok".to_owned(),
     }
 }
 
