@@ -134,6 +134,18 @@ pub fn load(path: &Path) -> Result<Vec<AgentConfig>, String> {
     Ok(out)
 }
 
+/// `url` as the fleet page may show it: without a user or password.
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => String::new(),
+    }
+}
+
 /// The fleet's state, one slot per agent, written by the agents' tasks.
 #[derive(Debug, Clone)]
 struct Shared {
@@ -176,6 +188,7 @@ pub async fn serve(
                 .map(|a| {
                     RwLock::new(AgentView {
                         name: a.name.clone(),
+                        url: shown_url(&a.url),
                         error: Some("not connected yet".to_owned()),
                         ..AgentView::default()
                     })
@@ -349,6 +362,10 @@ token_file = "t"
         let agents = load(&path).expect("valid");
         assert_eq!(agents.len(), 2);
         assert_eq!(agents[1].token.as_deref(), Some("secret"));
+        assert_eq!(
+            shown_url("https://hub:pw@gpu-08.example:7878/"),
+            "https://gpu-08.example:7878/"
+        );
         for (bad, says) in [
             ("", "no [[agent]]"),
             (

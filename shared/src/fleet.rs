@@ -21,6 +21,10 @@ pub struct Fleet {
 pub struct AgentView {
     /// Its name in the hub's config.
     pub name: String,
+    /// Its dashboard, as the hub's config gives it (without any user or
+    /// password the URL carried).
+    #[serde(default)]
+    pub url: String,
     /// Connected to its `/ws` now.
     pub reachable: bool,
     /// When a message last came from it (Unix ms); `None`: never.
