@@ -10,15 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use simserver::workers;
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::memory::Backend;
 use crate::modes::Modes;
 use crate::serve::{self, Hog};
-
-/// How long a worker's exit waits for the launcher's own SIGTERM before it is
-/// taken as a crash (a SIGTERM to the process group reaches both).
-const SIGTERM_WITH_WORKERS: Duration = Duration::from_millis(200);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LaunchArgs {
@@ -91,36 +86,11 @@ async fn serve_until_stopped(
     let app = serve::router(Arc::clone(&hog));
     let http = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let code = loop {
-        tokio::select! {
-            biased;
-            _ = term.recv() => {
-                eprintln!("gpuhog: SIGTERM at {} ms", simhost::now_ms());
-                if modes.ignore_sigterm {
-                    eprintln!("gpuhog: SIGTERM ignored");
-                    continue;
-                }
-                hog.draining.store(true, Ordering::SeqCst);
-                break 0;
-            }
-            _ = int.recv() => break 0,
-            rank = workers::first_exit(&mut workers) => {
-                if tokio::time::timeout(SIGTERM_WITH_WORKERS, term.recv()).await.is_ok() {
-                    eprintln!("gpuhog: SIGTERM at {} ms", simhost::now_ms());
-                    if !modes.ignore_sigterm {
-                        break 0;
-                    }
-                    eprintln!("gpuhog: SIGTERM ignored");
-                }
-                eprintln!("gpuhog: worker rank {rank} died; shutting down the server");
-                break 1;
-            }
-        }
-    };
+    let code = workers::supervise(&mut workers, "gpuhog", modes.ignore_sigterm, async || {
+        hog.draining.store(true, Ordering::SeqCst);
+    })
+    .await?;
     http.abort();
-    workers::stop(&mut workers).await;
     eprintln!(
         "gpuhog: exiting with code {code} at {} ms",
         simhost::now_ms()

@@ -11,15 +11,10 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use simserver::workers;
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::modes::Modes;
 use crate::rate::{RateModel, SpeedFlags};
 use crate::serve::{self, Server};
-
-/// How long a worker's exit waits for the launcher's own SIGTERM before it is
-/// taken as a crash.
-const SIGTERM_WITH_WORKERS: Duration = Duration::from_millis(200);
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LaunchArgs {
@@ -167,40 +162,16 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         .await
     });
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let code = loop {
-        tokio::select! {
-            biased;
-            _ = term.recv() => {
-                eprintln!("simserver: SIGTERM at {} ms", simhost::now_ms());
-                if modes.ignore_sigterm {
-                    eprintln!("simserver: SIGTERM ignored");
-                    continue;
-                }
-                drain(&server, modes.slow_drain).await;
-                break 0;
-            }
-            _ = int.recv() => break 0,
-            rank = workers::first_exit(&mut workers) => {
-                // A SIGTERM to the whole process group reaches the workers as
-                // well, and one may be seen gone before the launcher's own
-                // SIGTERM is: that is the stop, not a crash.
-                if tokio::time::timeout(SIGTERM_WITH_WORKERS, term.recv()).await.is_ok() {
-                    eprintln!("simserver: SIGTERM at {} ms", simhost::now_ms());
-                    if !modes.ignore_sigterm {
-                        drain(&server, modes.slow_drain).await;
-                        break 0;
-                    }
-                    eprintln!("simserver: SIGTERM ignored");
-                }
-                eprintln!("simserver: worker rank {rank} died; shutting down the server");
-                break 1;
-            }
-        }
-    };
+    let code = workers::supervise(
+        &mut workers,
+        "simserver",
+        modes.ignore_sigterm,
+        async || {
+            drain(&server, modes.slow_drain).await;
+        },
+    )
+    .await?;
     http.abort();
-    workers::stop(&mut workers).await;
     eprintln!(
         "simserver: exiting with code {code} at {} ms",
         simhost::now_ms()

@@ -79,3 +79,52 @@ pub async fn stop(workers: &mut [Child]) {
         }
     }
 }
+
+/// How long after a worker exits a SIGTERM still counts as the stop (a
+/// SIGTERM to the whole process group reaches the workers as well, and one
+/// may be seen gone before the launcher's own SIGTERM is).
+const SIGTERM_WITH_WORKERS: Duration = Duration::from_millis(200);
+
+/// The launcher's life once its workers run, as SGLang's: SIGTERM (unless
+/// `ignore_sigterm`) or SIGINT stops it, after `on_sigterm` (a drain); a
+/// worker that dies takes the server down. Then every worker is stopped.
+/// Returns the exit code: 0 when stopped, 1 when a worker died.
+pub async fn supervise(
+    workers: &mut [Child],
+    who: &'static str,
+    ignore_sigterm: bool,
+    mut on_sigterm: impl AsyncFnMut(),
+) -> anyhow::Result<i32> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let code = loop {
+        tokio::select! {
+            biased;
+            _ = term.recv() => {
+                eprintln!("{who}: SIGTERM at {} ms", simhost::now_ms());
+                if ignore_sigterm {
+                    eprintln!("{who}: SIGTERM ignored");
+                    continue;
+                }
+                on_sigterm().await;
+                break 0;
+            }
+            _ = int.recv() => break 0,
+            rank = first_exit(workers) => {
+                if tokio::time::timeout(SIGTERM_WITH_WORKERS, term.recv()).await.is_ok() {
+                    eprintln!("{who}: SIGTERM at {} ms", simhost::now_ms());
+                    if !ignore_sigterm {
+                        on_sigterm().await;
+                        break 0;
+                    }
+                    eprintln!("{who}: SIGTERM ignored");
+                }
+                eprintln!("{who}: worker rank {rank} died; shutting down the server");
+                break 1;
+            }
+        }
+    };
+    stop(workers).await;
+    Ok(code)
+}
