@@ -275,12 +275,18 @@ async fn follow(s: Shared, i: usize, a: AgentConfig) {
         token: a.token.clone(),
         json: false,
     };
-    let mut backoff = Duration::from_millis(250);
+    const FIRST: Duration = Duration::from_millis(250);
+    let mut backoff = FIRST;
     loop {
-        let error = match connect(&s, i, &remote).await {
+        let mut connected = false;
+        let error = match connect(&s, i, &remote, &mut connected).await {
             Ok(()) => "the agent closed the connection".to_owned(),
             Err(e) => e,
         };
+        // A connection that was up starts the backoff over.
+        if connected {
+            backoff = FIRST;
+        }
         tracing::debug!(agent = %a.name, %error, "agent unreachable");
         s.update(i, |v| {
             v.reachable = false;
@@ -292,9 +298,15 @@ async fn follow(s: Shared, i: usize, a: AgentConfig) {
 }
 
 /// One connection to an agent, until it ends.
-async fn connect(s: &Shared, i: usize, remote: &Remote) -> Result<(), String> {
+async fn connect(
+    s: &Shared,
+    i: usize,
+    remote: &Remote,
+    connected: &mut bool,
+) -> Result<(), String> {
     let client = Client::new(remote).map_err(|e| e.message)?;
     let mut events = client.events().await.map_err(|e| e.message)?;
+    *connected = true;
     s.update(i, |v| {
         v.reachable = true;
         v.error = None;
