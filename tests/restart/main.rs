@@ -8,4 +8,5 @@ mod guards;
 mod health;
 mod launch;
 mod modes;
+mod multinode;
 mod verify;

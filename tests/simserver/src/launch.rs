@@ -52,6 +52,15 @@ pub(crate) struct LaunchArgs {
     cuda_graph_max_bs: Option<usize>,
     #[arg(long)]
     speculative_algorithm: Option<String>,
+    /// Nodes the server spans (SGLang's `--nnodes`).
+    #[arg(long, default_value_t = 1)]
+    nnodes: u32,
+    /// This node's rank among them (`--node-rank`).
+    #[arg(long, default_value_t = 0)]
+    node_rank: u32,
+    /// Where rank 0 waits for the others (`--dist-init-addr host:port`).
+    #[arg(long)]
+    dist_init_addr: Option<String>,
     /// Ignored: only shapes this process's command line.
     #[arg(last = true)]
     _decoy: Vec<String>,
@@ -132,7 +141,16 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         args.warmup_ms
     );
     print_arguments(&args);
+    let group = match (args.nnodes, &args.dist_init_addr) {
+        (0 | 1, _) => None,
+        (n, Some(addr)) => {
+            anyhow::ensure!(args.node_rank < n, "--node-rank must be below --nnodes");
+            Some(crate::nodes::start(n as usize, args.node_rank as usize, addr.clone()).await?)
+        }
+        (_, None) => anyhow::bail!("--nnodes above 1 needs --dist-init-addr"),
+    };
     let server = Arc::new(Server {
+        group,
         tp: args.tp as usize,
         ready: Arc::new(AtomicUsize::new(0)),
         draining: AtomicBool::new(false),

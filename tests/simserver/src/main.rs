@@ -24,6 +24,7 @@
 mod hist;
 mod launch;
 mod modes;
+mod nodes;
 mod quirks;
 mod rate;
 mod serve;

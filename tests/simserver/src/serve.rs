@@ -29,6 +29,8 @@ use crate::rate::RateModel;
 /// The server's shared state.
 #[derive(Debug)]
 pub(crate) struct Server {
+    /// The nodes this server spans, when more than one.
+    pub(crate) group: Option<Arc<crate::nodes::Group>>,
     pub(crate) tp: usize,
     pub(crate) ready: Arc<AtomicUsize>,
     /// SIGTERM received: no new requests.
@@ -79,7 +81,9 @@ impl Server {
     }
 
     pub(crate) fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst) >= self.tp && !self.draining.load(Ordering::SeqCst)
+        self.ready.load(Ordering::SeqCst) >= self.tp
+            && !self.draining.load(Ordering::SeqCst)
+            && self.group.as_ref().is_none_or(|g| g.complete())
     }
 }
 
@@ -163,6 +167,11 @@ async fn health(State(s): State<Arc<Server>>) -> (StatusCode, &'static str) {
         (StatusCode::OK, "ok")
     } else if s.draining.load(Ordering::SeqCst) {
         (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else if s.group.as_ref().is_some_and(|g| g.broken()) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "a node of the group was lost",
+        )
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "warming up")
     }
@@ -325,7 +334,7 @@ async fn generate(State(s): State<Arc<Server>>, Json(req): Json<GenRequest>, api
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response();
     }
     let guard = InFlight::new(&s);
-    if s.modes.hang_completions {
+    if s.modes.hang_completions || s.group.as_ref().is_some_and(|g| g.broken()) {
         std::future::pending::<()>().await;
     }
     let p = prompt_tokens(&req);
