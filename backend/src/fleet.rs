@@ -210,8 +210,8 @@ pub async fn serve(
             "/fleet",
             get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
         )
-        .fallback(crate::api::assets::serve)
-        .with_state(shared);
+        .fallback(crate::api::assets::serve);
+    let app = crate::api::browser_headers(app).with_state(shared);
     println!(
         "drainwatch hub listening on http://{}",
         listener.local_addr()?
@@ -234,10 +234,36 @@ struct PushQuery {
 async fn ws(
     State(s): State<Shared>,
     Query(q): Query<PushQuery>,
+    headers: HeaderMap,
     up: WebSocketUpgrade,
-) -> impl IntoResponse {
+) -> axum::response::Response {
+    // A page of another site may not read the fleet through a browser.
+    if !same_origin(&headers) {
+        return (
+            axum::http::StatusCode::FORBIDDEN,
+            "a WebSocket from another origin",
+        )
+            .into_response();
+    }
     let hz = q.max_hz.unwrap_or(PUSH_HZ).clamp(1, PUSH_HZ);
     up.on_upgrade(move |socket| push(s, socket, hz))
+        .into_response()
+}
+
+/// No `Origin` (not a browser), or one whose host is the one asked.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(axum::http::header::ORIGIN) else {
+        return true;
+    };
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, h)| h);
+    host.is_some() && origin_host == host
 }
 
 /// The fleet to one browser: at once, then on each change, at most `hz`

@@ -12,6 +12,7 @@ use shared::restart::Phase;
 use tests::managed::{ServerSpec, spawn_managed};
 use tests::{Proc, SimHost, TestApp, bin};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::auth::managed_with_auth;
 
@@ -105,6 +106,22 @@ async fn the_hub_shows_every_agent_and_one_that_is_gone_as_unreachable() -> anyh
         other => anyhow::bail!("no fleet on /ws: {other:?}"),
     };
     assert_eq!(first.agents.len(), 3);
+    // Not from another site's page; and the page carries the UI's headers.
+    let mut foreign = ws.as_str().into_client_request()?;
+    foreign
+        .headers_mut()
+        .insert("origin", "http://evil.example".parse()?);
+    assert!(tokio_tungstenite::connect_async(foreign).await.is_err());
+    let page = reqwest::get(format!("{hub}/fleet")).await?;
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()
+            .get("content-security-policy")
+            .is_some_and(|v| v
+                .to_str()
+                .unwrap_or_default()
+                .contains("frame-ancestors 'none'"))
+    );
 
     // b is killed: unreachable, with when it was last seen; a and c unaffected.
     let b_addr = b.addr.clone();

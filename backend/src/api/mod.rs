@@ -40,7 +40,7 @@ const MAX_BODY: usize = 64 * 1024;
 
 /// The whole HTTP surface; tests may drive it without a socket.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/api/state", get(api_state))
         .route(
@@ -104,13 +104,19 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::forwarded,
         ))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(DefaultBodyLimit::max(MAX_BODY));
+    browser_headers(router).with_state(state)
+}
+
+/// Compression and what every response tells the browser (see [`CSP`]);
+/// the hub's pages get the same.
+pub(crate) fn browser_headers<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
+    router
         .layer(CompressionLayer::new())
         .layer(always(header::CONTENT_SECURITY_POLICY, CSP))
         .layer(always(header::X_FRAME_OPTIONS, "DENY"))
         .layer(always(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .layer(always(header::REFERRER_POLICY, "no-referrer"))
-        .with_state(state)
 }
 
 /// What every response tells the browser: run only our own scripts (and the
