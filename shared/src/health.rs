@@ -264,21 +264,8 @@ pub fn issues_now(gpu_index: u32, h: &GpuHealth) -> Vec<HealthIssue> {
     if let Some(x) = h.xid.last() {
         push(HealthReason::Xid, format!("XID {}", x.code));
     }
-    if let Some(r) = h.remapped_rows {
-        if r.failure {
-            push(HealthReason::RowRemap, "a row remap failed".to_owned());
-        } else if r.pending {
-            push(
-                HealthReason::RowRemap,
-                "a row remap is pending a reset".to_owned(),
-            );
-        }
-    }
-    if h.retired_pages.is_some_and(|p| p.pending) {
-        push(
-            HealthReason::RowRemap,
-            "a page retirement is pending a reset".to_owned(),
-        );
+    for detail in row_remap_issues(h) {
+        push(HealthReason::RowRemap, detail.to_owned());
     }
     if let Some(e) = h.ecc
         && e.volatile_uncorrected > 0
@@ -301,6 +288,23 @@ pub fn issues_now(gpu_index: u32, h: &GpuHealth) -> Vec<HealthIssue> {
             HealthReason::Throttle,
             reason_names(r & THROTTLE_MASK).join(", "),
         );
+    }
+    out
+}
+
+/// What the GPU's memory repair waits for or failed at: a row remap failed
+/// or pending, a page retirement pending (each a [`HealthReason::RowRemap`]).
+pub fn row_remap_issues(h: &GpuHealth) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if let Some(r) = h.remapped_rows {
+        if r.failure {
+            out.push("a row remap failed");
+        } else if r.pending {
+            out.push("a row remap is pending a reset");
+        }
+    }
+    if h.retired_pages.is_some_and(|p| p.pending) {
+        out.push("a page retirement is pending a reset");
     }
     out
 }

@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use shared::health::{HealthIssue, HealthReason, pcie_issue};
+use shared::health::{HealthIssue, HealthReason, pcie_issue, row_remap_issues};
 use shared::{GpuSample, Sample};
 
 use crate::config::file::{HealthPolicy, Policy};
@@ -140,21 +140,8 @@ fn issues(g: &GpuSample, history: &History) -> Vec<HealthIssue> {
         );
     }
 
-    if let Some(r) = h.remapped_rows {
-        if r.failure {
-            push(HealthReason::RowRemap, "a row remap failed".to_owned());
-        } else if r.pending {
-            push(
-                HealthReason::RowRemap,
-                "a row remap is pending a reset".to_owned(),
-            );
-        }
-    }
-    if h.retired_pages.is_some_and(|p| p.pending) {
-        push(
-            HealthReason::RowRemap,
-            "a page retirement is pending a reset".to_owned(),
-        );
+    for detail in row_remap_issues(h) {
+        push(HealthReason::RowRemap, detail.to_owned());
     }
 
     if let Some(e) = h.ecc {
