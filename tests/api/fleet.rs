@@ -3,31 +3,17 @@
 //! `/ws`); an agent killed is shown unreachable with when it was last seen,
 //! never as idle, and comes back when it does; viewer tokens suffice.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use shared::fleet::Fleet;
 use shared::restart::Phase;
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{Proc, SimHost, TestApp, bin};
+use tests::{SimHost, TestApp, bin, spawn_hub};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::auth::managed_with_auth;
-
-/// The hub on `config`: its process and address.
-fn spawn_hub(config: &std::path::Path) -> anyhow::Result<(Proc, String)> {
-    let mut proc = Proc::spawn(
-        Command::new(bin("drainwatch"))
-            .args(["hub", "--bind", "127.0.0.1:0", "--config"])
-            .arg(config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )?;
-    let url = proc.read_line_with("drainwatch hub listening on ")?;
-    Ok((proc, url.trim().to_owned()))
-}
 
 async fn fleet(hub: &str) -> anyhow::Result<Fleet> {
     Ok(reqwest::get(format!("{hub}/api/fleet"))

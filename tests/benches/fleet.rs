@@ -10,12 +10,11 @@
 //!
 //! Run through `cargo xtask bench fleet`.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use shared::fleet::Fleet;
-use tests::{Proc, SimHost, bin, spawn_app};
+use tests::{SimHost, spawn_app};
 use tokio_tungstenite::tungstenite::Message;
 
 const AGENTS: usize = 50;
@@ -80,19 +79,12 @@ async fn run() -> anyhow::Result<()> {
         })
         .collect();
     std::fs::write(&config, text)?;
-    let mut hub = Proc::spawn(
-        Command::new(bin("drainwatch"))
-            .args(["hub", "--bind", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )?;
-    let url = hub.read_line_with("drainwatch hub listening on ")?;
-    let ws = url.trim().replacen("http://", "ws://", 1) + "/ws";
+    let (hub, url) = tests::spawn_hub(&config)?;
+    let ws = url.as_str().replacen("http://", "ws://", 1) + "/ws";
     // Every agent followed before the window opens.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let f: Fleet = reqwest::get(format!("{}/api/fleet", url.trim()))
+        let f: Fleet = reqwest::get(format!("{}/api/fleet", url.as_str()))
             .await?
             .json()
             .await?;

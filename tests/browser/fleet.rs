@@ -2,10 +2,8 @@
 //! turns unreachable with when it was last seen (its last state greyed, never
 //! idle), and live again when it is back.
 
-use std::process::{Command, Stdio};
-
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{Proc, SimHost, TestApp, bin};
+use tests::{SimHost, TestApp};
 
 use super::{ONE_AT_A_TIME, T};
 use tests::browser::Browser;
@@ -34,17 +32,10 @@ async fn the_fleet_page_shows_an_agent_going_and_coming_back() -> anyhow::Result
         .map(|(n, a)| format!("[[agent]]\nname = \"{n}\"\nurl = \"{}\"\n", a.url("")))
         .collect();
     std::fs::write(&config, text)?;
-    let mut hub = Proc::spawn(
-        Command::new(bin("drainwatch"))
-            .args(["hub", "--bind", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
-    )?;
-    let url = hub.read_line_with("drainwatch hub listening on ")?;
+    let (_hub, url) = tests::spawn_hub(&config)?;
 
     let b = Browser::start().await?;
-    b.client.goto(url.trim()).await?;
+    b.client.goto(&url).await?;
     assert_eq!(b.wait_count("[data-testid=fleet-row]", 3, T).await?, 3);
     for name in ["gpu-a", "gpu-b", "gpu-c"] {
         let row = format!("[data-testid=fleet-row][data-agent='{name}']");

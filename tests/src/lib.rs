@@ -400,6 +400,20 @@ pub struct TestApp {
     pub http: reqwest::Client,
 }
 
+/// Starts `drainwatch hub --config <config>` on `127.0.0.1:0`: the process
+/// and its URL (`http://127.0.0.1:<port>`).
+pub fn spawn_hub(config: &Path) -> anyhow::Result<(Proc, String)> {
+    let mut proc = Proc::spawn(
+        Command::new(bin("drainwatch"))
+            .args(["hub", "--bind", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    )?;
+    let url = proc.read_line_with("drainwatch hub listening on ")?;
+    Ok((proc, url.trim().to_owned()))
+}
+
 /// Starts `drainwatch --bind 127.0.0.1:0 --nvml-lib <host's lib> <extra>` (an
 /// explicit `--bind` or `--nvml-lib` in `extra` replaces the default) with the
 /// host's directory in its environment. `TEST_LOG=1` shows its log.

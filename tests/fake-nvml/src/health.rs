@@ -330,20 +330,30 @@ pub extern "C" fn nvmlDeviceGetPcieThroughput(
 /// The video engines sample over 167 ms, as on recent boards.
 const VIDEO_SAMPLING_US: c_uint = 167_000;
 
+/// One video engine's load (`pick` chooses which) and its sampling period.
+fn video_util(
+    device: NvmlDevice,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+    pick: fn(&GpuHealth) -> u32,
+) -> NvmlReturn {
+    with_health(
+        device,
+        |f| f.video,
+        |_, _, h| {
+            put(util, pick(h).min(100))?;
+            put(period_us, VIDEO_SAMPLING_US)
+        },
+    )
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetEncoderUtilization(
     device: NvmlDevice,
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> NvmlReturn {
-    with_health(
-        device,
-        |f| f.video,
-        |_, _, h| {
-            put(util, h.encoder_util.min(100))?;
-            put(period_us, VIDEO_SAMPLING_US)
-        },
-    )
+    video_util(device, util, period_us, |h| h.encoder_util)
 }
 
 #[unsafe(no_mangle)]
@@ -352,14 +362,7 @@ pub extern "C" fn nvmlDeviceGetDecoderUtilization(
     util: *mut c_uint,
     period_us: *mut c_uint,
 ) -> NvmlReturn {
-    with_health(
-        device,
-        |f| f.video,
-        |_, _, h| {
-            put(util, h.decoder_util.min(100))?;
-            put(period_us, VIDEO_SAMPLING_US)
-        },
-    )
+    video_util(device, util, period_us, |h| h.decoder_util)
 }
 
 /// One sample per process with a context on the GPU (timestamps in µs):

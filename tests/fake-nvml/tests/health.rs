@@ -5,56 +5,32 @@
 //! failing with its fault switch; MIG devices as handles of their own; XID
 //! errors delivered through an event set.
 
-use std::ffi::OsStr;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
 use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{
     EccCounter, MemoryError, PcieUtilCounter, RetirementCause,
 };
 use nvml_wrapper::error::NvmlError;
-use simhost::{EccCounts, Fault, GpuFaults, GpuUse, HOST_DIR_ENV, Inventory, Registration};
+use simhost::{EccCounts, Fault, GpuFaults, GpuUse, Registration};
 
-/// One host for this test process (NVML state is process-wide); each test
-/// has a GPU of its own.
+mod common;
+
+use common::{WRITE, eventually};
+
+/// The GPUs of this test process's host; each test has one of its own.
+const GPUS: u32 = 6;
+
 fn host() -> &'static tempfile::TempDir {
-    static HOST: OnceLock<tempfile::TempDir> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        Inventory::with_gpus(6).save(dir.path()).expect("save");
-        // SAFETY: set once, before any thread of this process reads it via NVML.
-        unsafe { std::env::set_var(HOST_DIR_ENV, dir.path()) };
-        dir
-    })
+    common::host(GPUS)
 }
 
 fn nvml() -> Nvml {
-    host();
-    let lib = std::env::current_exe()
-        .expect("test exe")
-        .with_file_name("libnvidia_ml.so");
-    Nvml::builder()
-        .lib_path(OsStr::new(&lib))
-        .init()
-        .expect("init the fake")
+    common::nvml(GPUS)
 }
-
-/// `host.json` is rewritten whole: one writer at a time.
-static WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn set_health(gpu: u32, f: impl FnOnce(&mut simhost::GpuHealth)) {
     let _w = WRITE.lock().unwrap_or_else(|p| p.into_inner());
     simhost::set_health(host().path(), gpu, f).expect("set health");
-}
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 #[test]

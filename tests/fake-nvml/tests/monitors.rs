@@ -3,51 +3,29 @@
 //! wrapper, its raw bindings: the versioned temperature, the display, the
 //! Windows driver model, and the BAR1 aperture of GPUs and MIG devices.
 
-use std::ffi::{OsStr, c_int, c_uint};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::ffi::{c_int, c_uint};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::error::NvmlError;
-use simhost::{Fault, GpuFaults, GpuUse, HOST_DIR_ENV, Inventory, MigInstance, Registration};
+use simhost::{Fault, GpuFaults, GpuUse, MigInstance, Registration};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-/// One host for this test process (NVML state is process-wide); each test
-/// has a GPU of its own.
+mod common;
+
+use common::{WRITE, eventually};
+
+/// The GPUs of this test process's host; each test has one of its own.
+const GPUS: u32 = 4;
+
 fn host() -> &'static tempfile::TempDir {
-    static HOST: OnceLock<tempfile::TempDir> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        Inventory::with_gpus(4).save(dir.path()).expect("save");
-        // SAFETY: set once, before any thread of this process reads it via NVML.
-        unsafe { std::env::set_var(HOST_DIR_ENV, dir.path()) };
-        dir
-    })
+    common::host(GPUS)
 }
 
 fn nvml() -> Nvml {
-    host();
-    let lib = std::env::current_exe()
-        .expect("test exe")
-        .with_file_name("libnvidia_ml.so");
-    Nvml::builder()
-        .lib_path(OsStr::new(&lib))
-        .init()
-        .expect("init the fake")
-}
-
-/// `host.json` is rewritten whole: one writer at a time.
-static WRITE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    common::nvml(GPUS)
 }
 
 /// `nvmlTemperature_v1_t`, declared here from the header.
