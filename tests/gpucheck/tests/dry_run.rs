@@ -5,10 +5,12 @@
 //! The binaries come from the workspace's `target/<profile>` (built by
 //! `cargo xtask test`, or `cargo build -p drainwatch -p gpuhog -p fake-nvml`).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
+use tests::sigtrace::{Event, SignalTrace, foreign_signals};
 
 const RUNNER: &str = env!("CARGO_BIN_EXE_gpu-check");
 /// The simulated driver's release delay in the dry run (the runner's `sim`).
@@ -48,14 +50,20 @@ fn a_dry_run_reports_every_part_and_leaves_nothing_running() {
     // Whatever the runner leaves behind is re-parented to this test, which
     // then finds it among its descendants.
     become_subreaper();
+    // Every signal the runner and what it starts (drainwatch, gpuhog) send.
+    let trace = SignalTrace::start().expect("the signal trace (needs root and tracefs)");
     let out = tempfile::tempdir().expect("temp dir");
-    let run = Command::new(RUNNER)
+    let child = Command::new(RUNNER)
         .args(["--dry-run", "--out"])
         .arg(out.path())
         .arg("--bin-dir")
         .arg(bin_dir())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run gpu-check");
+    let runner = child.id();
+    let run = child.wait_with_output().expect("gpu-check's output");
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
@@ -170,6 +178,29 @@ fn a_dry_run_reports_every_part_and_leaves_nothing_running() {
         .filter(|p| !p.has_exited())
         .collect();
     assert!(left.is_empty(), "left running: {left:?}");
+
+    // Nothing foreign was signalled: every signal the runner or a process it
+    // started sent went to a process of that same tree.
+    assert!(
+        !trace.overrun(),
+        "the signal trace overflowed: it proves nothing"
+    );
+    let events = trace.events().expect("the trace");
+    let mut tree = HashSet::from([runner]);
+    for e in &events {
+        if let Event::Fork { parent_tgid, child } = e
+            && tree.contains(parent_tgid)
+        {
+            tree.insert(*child);
+        }
+    }
+    let sent = events
+        .iter()
+        .filter(|e| matches!(e, Event::Signal(s) if tree.contains(&s.sender_tgid) && s.sig == libc::SIGTERM))
+        .count();
+    assert!(sent >= 3, "the drains' SIGTERMs were traced: {sent}");
+    let foreign = foreign_signals(&events, &tree, &HashSet::new());
+    assert!(foreign.is_empty(), "signals outside the tree: {foreign:?}");
 }
 
 #[test]
