@@ -195,6 +195,7 @@ pub(crate) async fn submit(
             flags,
             confirm,
             override_health,
+            node: None,
         })
     } else {
         req.json(&ConfirmRequest {

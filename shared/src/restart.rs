@@ -429,6 +429,78 @@ pub struct RestartRequest {
     /// audited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_health: Option<String>,
+    /// For a server that spans nodes (its argv has `{node_rank}`): which node
+    /// this host is. Sent by the hub's coordinated restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeRole>,
+}
+
+/// One node's place in a server that spans nodes: what the `{node_rank}`,
+/// `{nnodes}` and `{dist_init_addr}` of its argv become.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRole {
+    pub rank: u32,
+    pub nnodes: u32,
+    /// `host:port` of rank 0's rendezvous (`[v6]:port` for IPv6).
+    pub dist_init_addr: String,
+}
+
+/// The most nodes one server may span.
+pub const MAX_NODES: u32 = 256;
+
+impl NodeRole {
+    /// Checks the values before any of them reaches an argv: a rank below
+    /// the node count, at most [`MAX_NODES`], and an address that is a host
+    /// name or IP and a port, with nothing else in it.
+    pub fn check(&self) -> Result<(), String> {
+        if self.nnodes == 0 || self.nnodes > MAX_NODES {
+            return Err(format!(
+                "nnodes must be 1 to {MAX_NODES}, not {}",
+                self.nnodes
+            ));
+        }
+        if self.rank >= self.nnodes {
+            return Err(format!(
+                "node rank {} is not below nnodes {}",
+                self.rank, self.nnodes
+            ));
+        }
+        check_host_port(&self.dist_init_addr)
+            .map_err(|why| format!("dist_init_addr must be host:port ({why})"))
+    }
+
+    /// "node rank 1 of 2 (rendezvous 10.0.0.1:5000)".
+    pub fn describe(&self) -> String {
+        format!(
+            "node rank {} of {} (rendezvous {})",
+            self.rank, self.nnodes, self.dist_init_addr
+        )
+    }
+}
+
+fn check_host_port(s: &str) -> Result<(), &'static str> {
+    if s.len() > 255 {
+        return Err("too long");
+    }
+    let port = if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once("]:").ok_or("no ]:port after an IPv6 host")?;
+        if h.is_empty() || !h.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+            return Err("not an IPv6 address");
+        }
+        p
+    } else {
+        let (h, p) = s.rsplit_once(':').ok_or("no port")?;
+        let ok = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_';
+        if h.is_empty() || !h.chars().all(ok) || h.starts_with('-') {
+            return Err("not a host name or IP");
+        }
+        p
+    };
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 && port.chars().all(|c| c.is_ascii_digit()) => Ok(()),
+        _ => Err("not a port"),
+    }
 }
 
 /// `POST /api/stop` and `/api/adopt`.
@@ -449,4 +521,39 @@ pub struct ConfirmRequest {
 pub struct Accepted {
     pub id: i64,
     pub kind: OpKind,
+}
+
+#[cfg(test)]
+mod node_tests {
+    use super::NodeRole;
+
+    fn role(rank: u32, nnodes: u32, addr: &str) -> NodeRole {
+        NodeRole {
+            rank,
+            nnodes,
+            dist_init_addr: addr.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_node_role_is_checked_before_it_reaches_an_argv() {
+        assert!(role(0, 2, "10.0.0.1:5000").check().is_ok());
+        assert!(role(1, 2, "node-a.cluster:29500").check().is_ok());
+        assert!(role(1, 2, "[fd00::1]:5000").check().is_ok());
+        for (r, why) in [
+            (role(2, 2, "a:1"), "not below"),
+            (role(0, 0, "a:1"), "nnodes"),
+            (role(0, 300, "a:1"), "nnodes"),
+            (role(0, 2, "a"), "no port"),
+            (role(0, 2, "a:0"), "not a port"),
+            (role(0, 2, "a:+80"), "not a port"),
+            (role(0, 2, "a b:80"), "host"),
+            (role(0, 2, "a;rm -rf /:80"), "host"),
+            (role(0, 2, "--x:80"), "host"),
+            (role(0, 2, "[zz]:80"), "IPv6"),
+        ] {
+            let e = r.check().unwrap_err();
+            assert!(e.contains(why), "{r:?}: {e}");
+        }
+    }
 }

@@ -145,7 +145,11 @@ pub(super) async fn gate(
             .into_response();
         }
     }
-    if let Some(c) = caller {
+    if let Some(mut c) = caller {
+        match crate::auth::for_whom(req.headers(), &c.via) {
+            Ok(p) => c.for_whom = p,
+            Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, e).into_response(),
+        }
         req.extensions_mut().insert(c);
     }
     next.run(req).await

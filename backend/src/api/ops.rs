@@ -30,6 +30,7 @@ pub(super) struct Ask {
     flags: BTreeMap<String, Option<String>>,
     contain: bool,
     override_health: Option<String>,
+    node: Option<shared::restart::NodeRole>,
 }
 
 /// `/api/restart` and `/api/start`: flags to change, never a containment.
@@ -40,6 +41,7 @@ impl From<RestartRequest> for Ask {
             flags,
             confirm,
             override_health,
+            node,
         } = r;
         Self {
             generation,
@@ -47,6 +49,7 @@ impl From<RestartRequest> for Ask {
             flags,
             contain: false,
             override_health,
+            node,
         }
     }
 }
@@ -66,6 +69,7 @@ impl From<ConfirmRequest> for Ask {
             flags: BTreeMap::new(),
             contain,
             override_health: None,
+            node: None,
         }
     }
 }
@@ -92,6 +96,7 @@ pub(super) async fn operation<T: Into<Ask>>(
         peer: caller.who(),
         campaign: None,
         override_health: ask.override_health,
+        node: ask.node,
     };
     audited(match m.submit(req).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),

@@ -64,6 +64,33 @@ pub struct Caller {
     pub role: Role,
     pub via: Via,
     pub peer: SocketAddr,
+    /// The person a hub acts for (`X-Drainwatch-For`), as the hub says: the
+    /// audit names both, the caller that proved itself first.
+    pub for_whom: Option<String>,
+}
+
+/// The header a hub names the person it acts for with.
+pub const FOR_HEADER: &str = "x-drainwatch-for";
+
+/// The person named in `X-Drainwatch-For`, checked: a name of at most 64
+/// letters, digits, spaces and `. _ @ + - ( ) :`. Only a script's caller (a
+/// token, or anyone without authentication) may name one: a browser
+/// session speaks for itself.
+pub fn for_whom(headers: &HeaderMap, via: &Via) -> Result<Option<String>, String> {
+    let Some(v) = headers.get(FOR_HEADER) else {
+        return Ok(None);
+    };
+    if matches!(via, Via::Session { .. }) {
+        return Err("a browser session cannot act for someone else (X-Drainwatch-For)".to_owned());
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || " ._@+-():".contains(c);
+    match v.to_str().map(str::trim) {
+        Ok(s) if !s.is_empty() && s.len() <= 64 && s.chars().all(ok) => Ok(Some(s.to_owned())),
+        _ => Err(
+            "X-Drainwatch-For must be a name of 1 to 64 letters, digits, spaces and . _ @ + - ( ) :"
+                .to_owned(),
+        ),
+    }
 }
 
 impl Caller {
@@ -75,9 +102,13 @@ impl Caller {
             0 => self.peer.ip().to_string(),
             _ => self.peer.to_string(),
         };
-        match &self.name {
+        let me = match &self.name {
             Some(n) => format!("{n} ({at})"),
             None => at,
+        };
+        match &self.for_whom {
+            Some(p) => format!("{me} for {p}"),
+            None => me,
         }
     }
 
@@ -159,6 +190,7 @@ impl Auth {
                 role: Role::Operator,
                 via: Via::Open,
                 peer,
+                for_whom: None,
             }));
         }
         if let Some(auth) = headers.get(AUTHORIZATION) {
@@ -173,6 +205,7 @@ impl Auth {
                 role: t.role,
                 via: Via::Bearer,
                 peer,
+                for_whom: None,
             }));
         }
         let Some(id) = cookie(headers, self.cookie_name()) else {
@@ -190,6 +223,7 @@ impl Auth {
                     csrf: s.csrf.clone(),
                 },
                 peer,
+                for_whom: None,
             })),
             Some(_) => {
                 sessions.remove(&key);

@@ -191,8 +191,26 @@ fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
         role: Role::Operator,
         via: Via::Bearer,
         peer: ip("203.0.113.9"),
+        for_whom: None,
     };
     assert_eq!(c.who(), "olga (203.0.113.9)");
+    let hub = Caller {
+        for_whom: Some("alice".into()),
+        ..c
+    };
+    assert_eq!(hub.who(), "olga (203.0.113.9) for alice");
+    let mut h = HeaderMap::new();
+    assert_eq!(super::for_whom(&h, &Via::Bearer), Ok(None));
+    h.insert(super::FOR_HEADER, "alice@example.org".parse().unwrap());
+    assert_eq!(super::for_whom(&h, &Via::Bearer), Ok(Some("alice@example.org".into())));
+    let session = Via::Session { id: "s".into(), csrf: "c".into() };
+    assert!(super::for_whom(&h, &session).is_err());
+    for bad in ["", "a\nb", "x;y", &"a".repeat(65)] {
+        if let Ok(v) = bad.parse() {
+            h.insert(super::FOR_HEADER, v);
+            assert!(super::for_whom(&h, &Via::Bearer).is_err(), "{bad:?}");
+        }
+    }
     assert!(
         AuthConfig::parse("trusted_proxies = [\"nginx\"]\n[[token]]\nname = \"a\"\nrole = \"viewer\"\nsha256 = \"00\"\n")
             .is_err()

@@ -46,6 +46,7 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
         flags: changes,
         confirm: server.name.clone(),
         override_health: args.override_health.clone(),
+        node: None,
     };
     let accepted: Accepted = client.post("api/restart", &req).await?;
     let id = accepted.id;

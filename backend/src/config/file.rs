@@ -75,6 +75,20 @@ pub struct ServerConfig {
     pub webhooks: Vec<crate::campaign::webhook::Hook>,
     /// What the pre-launch health gate does about each reason (`[health]`).
     pub health: HealthPolicy,
+    /// The argv or environment names `{node_rank}`, `{nnodes}` or
+    /// `{dist_init_addr}`: the server spans nodes, and each launch needs this
+    /// node's place in it (from the hub's coordinated restart).
+    pub spans_nodes: bool,
+}
+
+/// What a server that spans nodes names in its argv and environment.
+pub const NODE_PLACEHOLDERS: [&str; 3] = ["{node_rank}", "{nnodes}", "{dist_init_addr}"];
+
+/// `s` with the node's placeholders filled in.
+pub fn fill_node(s: &str, node: &shared::restart::NodeRole) -> String {
+    s.replace("{node_rank}", &node.rank.to_string())
+        .replace("{nnodes}", &node.nnodes.to_string())
+        .replace("{dist_init_addr}", &node.dist_init_addr)
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -309,6 +323,11 @@ impl ServerConfig {
         let bench = raw.bench.check(s.engine, &model, dir)?;
         let webhooks = webhooks::check(raw.webhooks)?;
         let health = health::check(raw.health)?;
+        let spans_nodes = s
+            .args
+            .iter()
+            .chain(s.env.values())
+            .any(|a| NODE_PLACEHOLDERS.iter().any(|p| a.contains(p)));
         Ok(Self {
             name: s.name.trim().to_owned(),
             program: s.program,
@@ -331,6 +350,7 @@ impl ServerConfig {
             api_key,
             webhooks,
             health,
+            spans_nodes,
         })
     }
 }

@@ -95,6 +95,9 @@ impl Observation {
 pub enum Input {
     /// An accepted operation (the manager already checked the guards).
     Begin { kind: OpKind, to_flags: Flags },
+    /// A stop preempts the launch in flight ([`Machine::stop_preempts`]):
+    /// end it, interrupted, before the stop begins.
+    Abandon,
     /// A new sample was turned into an observation.
     Observe(Observation),
     /// The server process was started.
@@ -203,6 +206,9 @@ impl Machine {
 
     /// Whether `kind` may begin now; `Err` says why not.
     pub fn can_begin(&self, kind: OpKind) -> Result<(), String> {
+        if self.stop_preempts(kind) {
+            return Ok(());
+        }
         if let Some(op) = &self.op {
             return Err(format!(
                 "a {} is already running ({})",
@@ -219,6 +225,15 @@ impl Machine {
             }
             _ => Ok(()),
         }
+    }
+
+    /// A stop may cut short a launch that is still warming up (a node of a
+    /// group whose other node failed, or an operator who gives up waiting):
+    /// the launch ends interrupted and the stop drains what it started.
+    pub fn stop_preempts(&self, kind: OpKind) -> bool {
+        kind == OpKind::Stop
+            && self.op.as_ref().is_some_and(|o| o.launch)
+            && matches!(self.phase, Phase::Launching | Phase::WarmingUp)
     }
 
     fn enter(
@@ -277,6 +292,21 @@ impl Machine {
         let mut fx = Vec::new();
         match input {
             Input::Begin { kind, to_flags } => self.begin(kind, to_flags, now, &mut fx),
+            Input::Abandon if self.stop_preempts(OpKind::Stop) => {
+                let phase = self.phase;
+                self.enter(
+                    phase,
+                    now,
+                    "a stop was asked: this launch is abandoned".to_owned(),
+                    None,
+                    &mut fx,
+                );
+                self.op = None;
+                fx.push(Effect::Finished {
+                    outcome: Outcome::Interrupted,
+                    failure: None,
+                });
+            }
             Input::Observe(obs) => self.observe(&obs, now, &mut fx),
             Input::Spawned if self.phase == Phase::Launching => {
                 self.enter(
@@ -342,7 +372,8 @@ impl Machine {
             | Input::SpawnFailed(_)
             | Input::Healthy
             | Input::Ready
-            | Input::Refused { .. } => {}
+            | Input::Refused { .. }
+            | Input::Abandon => {}
         }
         fx
     }

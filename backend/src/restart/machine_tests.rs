@@ -533,3 +533,37 @@ fn late_probe_results_after_a_failure_change_nothing() {
     assert!(m.step(Input::Ready, 2 * S).is_empty());
     assert_eq!(m.phase(), Phase::Failed);
 }
+
+#[test]
+fn a_stop_cuts_short_a_launch_that_is_warming_up_and_nothing_else() {
+    let mut m = launched();
+    assert_eq!(m.phase(), Phase::WarmingUp);
+    m.step(alive(3), 1 * S);
+    // Neither another launch nor an adoption may cut in; a stop may.
+    assert!(m.can_begin(OpKind::Restart).is_err());
+    assert!(m.can_begin(OpKind::Start).is_err());
+    assert!(m.can_begin(OpKind::Stop).is_ok());
+    let fx = m.step(Input::Abandon, 2 * S);
+    assert!(fx.contains(&Effect::Finished {
+        outcome: Outcome::Interrupted,
+        failure: None,
+    }));
+    assert_eq!(m.busy(), None);
+    let fx = m.step(
+        Input::Begin {
+            kind: OpKind::Stop,
+            to_flags: flags("8"),
+        },
+        2 * S,
+    );
+    assert!(fx.contains(&Effect::Sigterm));
+    assert_eq!(m.phase(), Phase::Draining);
+    // A late probe result changes nothing.
+    assert!(m.step(Input::Ready, 3 * S).is_empty());
+    assert_eq!(m.phase(), Phase::Draining);
+    // A stop does not cut short a restart that is still draining.
+    let mut r = restarting();
+    assert!(!r.stop_preempts(OpKind::Stop));
+    assert!(r.step(Input::Abandon, S).is_empty());
+    assert_eq!(r.busy(), Some(OpKind::Restart));
+}

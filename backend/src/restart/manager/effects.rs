@@ -64,7 +64,23 @@ impl Manager {
             Effect::Sigterm => self.signal_all(libc::SIGTERM),
             Effect::KillAll => self.signal_all(libc::SIGKILL),
             Effect::Launch(flags) => self.launch(flags),
-            Effect::Probe => self.probes.start(self.generation, &self.cfg),
+            Effect::Probe => match &self.node {
+                // Only rank 0 serves: another rank is ready once it runs, and
+                // the group once a completion comes back through rank 0.
+                Some(n) if n.rank > 0 => {
+                    let note = format!(
+                        "{}: no endpoint of its own; ready once started (the group is ready when rank 0 answers)",
+                        n.describe()
+                    );
+                    self.effect(Effect::Entered {
+                        phase: Phase::WarmingUp,
+                        note,
+                        marker: None,
+                    });
+                    self.feed(Input::Ready);
+                }
+                _ => self.probes.start(self.generation, &self.cfg),
+            },
             Effect::FastSampling(on) => self.scrape.fast(on),
             Effect::Finished { outcome, failure } => self.finished(outcome, failure, now),
             Effect::Crashed(failure) => {
@@ -160,10 +176,20 @@ impl Manager {
             return;
         }
         self.generation += 1;
-        let inv = self
-            .cfg
-            .allow
-            .invocation(&self.cfg.args, &self.cfg.env, &flags);
+        let inv = match &self.node {
+            Some(n) if self.cfg.spans_nodes => {
+                use crate::config::file::fill_node;
+                let args: Vec<String> = self.cfg.args.iter().map(|a| fill_node(a, n)).collect();
+                let env = (self.cfg.env.iter())
+                    .map(|(k, v)| (k.clone(), fill_node(v, n)))
+                    .collect();
+                self.cfg.allow.invocation(&args, &env, &flags)
+            }
+            _ => self
+                .cfg
+                .allow
+                .invocation(&self.cfg.args, &self.cfg.env, &flags),
+        };
         let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
         let leaf = match &self.cgroups {
             // Empty leaves of earlier launches go on the manager's tick.

@@ -48,6 +48,8 @@ pub struct Request {
     /// The GPUs the operator typed to launch on although the health gate
     /// refuses them (`GPU 3, 5`), for this launch only.
     pub override_health: Option<String>,
+    /// For a server that spans nodes: this node's place in it.
+    pub node: Option<shared::restart::NodeRole>,
 }
 
 /// What happened in the manager, for whoever follows it (the campaign runner).

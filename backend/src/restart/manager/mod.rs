@@ -95,6 +95,9 @@ pub struct Manager {
     events: broadcast::Sender<Event>,
     /// The pre-launch health gate's memory and the operation's overrides.
     health: HealthGate,
+    /// For a server that spans nodes: this node's place in it, as the last
+    /// accepted launch gave it.
+    node: Option<shared::restart::NodeRole>,
 }
 
 /// What the health gate needs across samples.
@@ -167,6 +170,7 @@ impl Manager {
                 fresh_since_ms: None,
                 overridden: Vec::new(),
             },
+            node: None,
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst);

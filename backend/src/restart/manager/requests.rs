@@ -62,7 +62,11 @@ impl Manager {
                 Err(_) => "refused".to_owned(),
             },
             detail: match &result {
-                Ok(_) => overridden,
+                Ok(_) => match &req.node {
+                    Some(n) if overridden.is_empty() => n.describe(),
+                    Some(n) => format!("{}; {overridden}", n.describe()),
+                    None => overridden,
+                },
                 Err(r) => r.message().to_owned(),
             },
             count: 1,
@@ -119,6 +123,7 @@ impl Manager {
         } else {
             self.machine.can_begin(req.kind).map_err(conflict)?;
         }
+        self.check_node(req)?;
         if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
             return Err(Refusal::BadRequest(format!(
                 "a {} takes no flags",
@@ -129,6 +134,29 @@ impl Manager {
             .allow
             .resolve(&self.flags, &req.flags)
             .map_err(|e| Refusal::BadRequest(e.0))
+    }
+
+    /// A launch of a server that spans nodes says which node this is; no other
+    /// request does.
+    fn check_node(&self, req: &Request) -> Result<(), Refusal> {
+        let launches = matches!(req.kind, OpKind::Restart | OpKind::Start);
+        match (&req.node, self.cfg.spans_nodes) {
+            (Some(n), true) if launches => n
+                .check()
+                .map_err(|e| Refusal::BadRequest(format!("node: {e}"))),
+            (Some(_), true) => Err(Refusal::BadRequest(format!(
+                "a {} takes no node",
+                op_name(req.kind)
+            ))),
+            (Some(_), false) => Err(Refusal::BadRequest(
+                "this server does not span nodes (its argv has no {node_rank}): send no node"
+                    .to_owned(),
+            )),
+            (None, true) if launches => Err(Refusal::BadRequest(
+                "this server spans nodes (its argv has {node_rank}): it is launched by the hub's coordinated restart, which says which node this is".to_owned(),
+            )),
+            (None, _) => Ok(()),
+        }
     }
 
     /// An override of the health gate, checked: only with a launch, and
@@ -180,6 +208,11 @@ impl Manager {
     }
 
     async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
+        if self.op.is_some() && self.machine.stop_preempts(req.kind) {
+            // The launch in flight ends (recorded, interrupted) before the
+            // stop's own record begins.
+            self.feed(Input::Abandon);
+        }
         let now = now_ms();
         // The record and every view of the operation show the flags redacted;
         // the machine gets them raw, to launch with.
@@ -218,6 +251,9 @@ impl Manager {
             self.record_containment();
             // Whatever the server spawned since the last sample is ours too.
             self.track_descendants();
+            if req.node.is_some() {
+                self.node = req.node.clone();
+            }
             self.feed(Input::Begin {
                 kind: req.kind,
                 to_flags,
