@@ -96,3 +96,102 @@ impl ServerBrief {
         }
     }
 }
+
+/// What the hub restarts as one operation: a server that spans nodes (a
+/// group: drain all, verify each, rank 0, the others, a completion through
+/// rank 0), or a deployment of several servers restarted in a declared order
+/// (prefill, decode, router), each with its own guarded restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoordKind {
+    Group,
+    Deployment,
+}
+
+/// A group or deployment as the hub's config declares it (`GET /api/groups`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordTarget {
+    pub name: String,
+    pub kind: CoordKind,
+    /// A group's agents in rank order; a deployment's members (agents or
+    /// groups) in restart order.
+    pub members: Vec<String>,
+    /// A group's rendezvous (`host:port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dist_init_addr: Option<String>,
+}
+
+/// `POST /api/groups/{name}/restart`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordRequest {
+    /// The group's or deployment's name, typed.
+    pub confirm: String,
+    /// A group's flag changes, sent to every node (each agent checks them
+    /// against its own allow-list). A deployment takes none.
+    #[serde(default)]
+    pub flags: std::collections::BTreeMap<String, Option<String>>,
+}
+
+/// What a step of a coordinated operation did on one member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoordStep {
+    /// Stopping the member's server (SIGTERM to its own server, by its agent).
+    Drain,
+    /// Checking the member's GPUs and processes from its agent's samples.
+    Verify,
+    /// Launching (a group node with its rank; a deployment member restarted).
+    Launch,
+    /// Ready: a real completion came back (through rank 0 for a group).
+    Ready,
+    /// Stopping it again because the operation failed.
+    Unwind,
+    /// What went wrong on this member.
+    Failed,
+}
+
+/// One event of one member's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordEvent {
+    pub at_ms: u64,
+    pub step: CoordStep,
+    pub note: String,
+}
+
+/// One member's timeline (an agent of a group, or a deployment's member).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberTimeline {
+    pub name: String,
+    /// Its rank, in a group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The operations its agent recorded for this one (`/api/restarts/{id}`
+    /// there: each with its per-GPU drain timeline).
+    pub agent_ops: Vec<i64>,
+    pub events: Vec<CoordEvent>,
+}
+
+/// Which member failed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordFailure {
+    pub member: String,
+    pub reason: String,
+}
+
+/// One coordinated operation, as the hub records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoordRecord {
+    pub id: i64,
+    pub target: String,
+    pub kind: CoordKind,
+    /// Who asked, at the hub.
+    pub requested_by: String,
+    pub started_at_ms: u64,
+    pub finished_at_ms: Option<u64>,
+    pub outcome: crate::restart::Outcome,
+    pub failure: Option<CoordFailure>,
+    #[serde(default)]
+    pub flags: std::collections::BTreeMap<String, Option<String>>,
+    pub members: Vec<MemberTimeline>,
+}

@@ -484,8 +484,14 @@ fn check_host_port(s: &str) -> Result<(), &'static str> {
         return Err("too long");
     }
     let port = if let Some(rest) = s.strip_prefix('[') {
-        let (h, p) = rest.split_once("]:").ok_or("no ]:port after an IPv6 host")?;
-        if h.is_empty() || !h.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+        let (h, p) = rest
+            .split_once("]:")
+            .ok_or("no ]:port after an IPv6 host")?;
+        if h.is_empty()
+            || !h
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
             return Err("not an IPv6 address");
         }
         p
@@ -552,7 +558,7 @@ mod node_tests {
             (role(0, 2, "--x:80"), "host"),
             (role(0, 2, "[zz]:80"), "IPv6"),
         ] {
-            let e = r.check().unwrap_err();
+            let e = r.check().expect_err("refused");
             assert!(e.contains(why), "{r:?}: {e}");
         }
     }

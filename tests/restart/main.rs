@@ -2,6 +2,7 @@
 //! (real processes, signals and SQLite) on a simulated host, driven over HTTP.
 
 mod containment;
+mod coordinated;
 mod crash;
 mod flow;
 mod guards;

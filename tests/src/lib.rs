@@ -403,12 +403,29 @@ pub struct TestApp {
 /// Starts `drainwatch hub --config <config>` on `127.0.0.1:0`: the process
 /// and its URL (`http://127.0.0.1:<port>`).
 pub fn spawn_hub(config: &Path) -> anyhow::Result<(Proc, String)> {
+    spawn_hub_with(config, &[])
+}
+
+/// As [`spawn_hub`], with more arguments (`--auth FILE`, say). Its records
+/// go beside the config (`hub-data/`). `TEST_LOG=1` shows its log.
+pub fn spawn_hub_with(config: &Path, extra: &[&str]) -> anyhow::Result<(Proc, String)> {
+    let data = config
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join("hub-data");
     let mut proc = Proc::spawn(
         Command::new(bin("drainwatch"))
             .args(["hub", "--bind", "127.0.0.1:0", "--config"])
             .arg(config)
+            .arg("--data-dir")
+            .arg(data)
+            .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null()),
+            .stderr(if std::env::var_os("TEST_LOG").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            }),
     )?;
     let url = proc.read_line_with("drainwatch hub listening on ")?;
     Ok((proc, url.trim().to_owned()))

@@ -36,6 +36,9 @@ pub struct ServerSpec {
     pub batch_knee: f64,
     /// Extra TOML appended to the file (a `[bench]` section, say).
     pub extra: String,
+    /// The server spans nodes: its argv names `{nnodes}`, `{node_rank}` and
+    /// `{dist_init_addr}`, which the hub's coordinated restart fills in.
+    pub nodes: bool,
 }
 
 impl Default for ServerSpec {
@@ -53,6 +56,7 @@ impl Default for ServerSpec {
             ttft_ms: 40.0,
             batch_knee: 16.0,
             extra: String::new(),
+            nodes: false,
         }
     }
 }
@@ -88,7 +92,7 @@ impl ServerSpec {
 [server]
 name = "sim"
 program = "{program}"
-args = ["launch", "--port", "{port}", "--tp", "{tp}", "--warmup-ms", "{warmup}", "--itl-ms", "{itl}", "--ttft-ms", "{ttft}", "--batch-knee", "{knee}",
+args = ["launch", "--port", "{port}", "--tp", "{tp}", "--warmup-ms", "{warmup}", "--itl-ms", "{itl}", "--ttft-ms", "{ttft}", "--batch-knee", "{knee}",{nodes}
         "--", "python3", "-m", "sglang.launch_server", "--port", "{port}"]
 port = {port}
 gpus = [0, 1, 2, 3]
@@ -156,6 +160,11 @@ type = "bool"
             itl = self.itl_ms,
             ttft = self.ttft_ms,
             knee = self.batch_knee,
+            nodes = if self.nodes {
+                r#" "--nnodes", "{nnodes}", "--node-rank", "{node_rank}", "--dist-init-addr", "{dist_init_addr}","#
+            } else {
+                ""
+            },
         ) + &self.extra
     }
 }

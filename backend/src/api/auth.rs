@@ -23,8 +23,9 @@ use shared::auth::SessionInfo;
 
 use super::error::ApiError;
 use super::extract::Body;
-use super::state::AppState;
-use crate::auth::{Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
+use std::sync::Arc;
+
+use crate::auth::{Auth, Caller, InvalidToken, LoginError, Via, cookie, csrf_ok};
 
 /// What a path is, for the gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +43,7 @@ enum Kind {
 fn kind(path: &str) -> Kind {
     match path {
         "/api/login" | "/api/session" | "/login" | "/healthz" => Kind::Open,
-        "/" | "/index.html" => Kind::Page,
+        "/" | "/index.html" | "/fleet" => Kind::Page,
         "/metrics" => Kind::Metrics,
         p if p.starts_with("/api/") || p == "/ws" => Kind::Api,
         _ => Kind::Open,
@@ -55,26 +56,25 @@ fn changes_state(m: &Method) -> bool {
 
 /// Outermost: a request a trusted proxy passes on is from the client its
 /// `X-Forwarded-For` names, for everything after (limits, presence, audit).
-pub(super) async fn forwarded(
-    State(state): State<AppState>,
+pub(crate) async fn forwarded(
+    State(auth): State<Arc<Auth>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let client = state.auth.client(peer, req.headers());
+    let client = auth.client(peer, req.headers());
     if client != peer {
         req.extensions_mut().insert(ConnectInfo(client));
     }
     next.run(req).await
 }
 
-pub(super) async fn gate(
-    State(state): State<AppState>,
+pub(crate) async fn gate(
+    State(auth): State<Arc<Auth>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let auth = &state.auth;
     let headers = req.headers();
     if !auth.host_ok(headers) {
         return ApiError::new(
@@ -155,9 +155,9 @@ pub(super) async fn gate(
     next.run(req).await
 }
 
-fn session_info(state: &AppState, c: &Caller) -> SessionInfo {
+fn session_info(auth: &Auth, c: &Caller) -> SessionInfo {
     SessionInfo {
-        auth: state.auth.enabled(),
+        auth: auth.enabled(),
         name: c.name.clone(),
         role: c.role,
         csrf: match &c.via {
@@ -168,46 +168,46 @@ fn session_info(state: &AppState, c: &Caller) -> SessionInfo {
 }
 
 /// `GET /api/session`: the caller, or 401 for nobody.
-pub(super) async fn session(
-    State(state): State<AppState>,
+pub(crate) async fn session(
+    State(auth): State<Arc<Auth>>,
     caller: Option<axum::Extension<Caller>>,
 ) -> Response {
     match caller {
-        Some(axum::Extension(c)) => Json(session_info(&state, &c)).into_response(),
+        Some(axum::Extension(c)) => Json(session_info(&auth, &c)).into_response(),
         None => ApiError::new(StatusCode::UNAUTHORIZED, "not logged in").into_response(),
     }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Login {
+pub(crate) struct Login {
     token: String,
 }
 
 /// `POST /api/login` `{"token": "…"}`: a session cookie and the session.
-pub(super) async fn login(
-    State(state): State<AppState>,
+pub(crate) async fn login(
+    State(auth): State<Arc<Auth>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     Body(body): Body<Login>,
 ) -> Response {
-    if !state.auth.enabled() {
+    if !auth.enabled() {
         return ApiError::new(
             StatusCode::BAD_REQUEST,
             "drainwatch runs without authentication: there is nothing to log in to",
         )
         .into_response();
     }
-    match state.auth.login(peer.ip(), &body.token) {
+    match auth.login(peer.ip(), &body.token) {
         Ok(s) => {
             tracing::info!(name = %s.name, role = s.role.as_str(), %peer, "logged in");
-            let secure = if state.auth.secure_cookies() {
+            let secure = if auth.secure_cookies() {
                 "; Secure"
             } else {
                 ""
             };
             let set = format!(
                 "{}={}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-                state.auth.cookie_name(),
+                auth.cookie_name(),
                 s.id,
                 s.ttl.as_secs()
             );
@@ -249,12 +249,12 @@ pub(super) async fn login(
 }
 
 /// `POST /api/logout`: ends the browser session.
-pub(super) async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let name = state.auth.cookie_name();
+pub(crate) async fn logout(State(auth): State<Arc<Auth>>, headers: HeaderMap) -> Response {
+    let name = auth.cookie_name();
     if let Some(id) = cookie(&headers, name) {
-        state.auth.logout(&id);
+        auth.logout(&id);
     }
-    let secure = if state.auth.secure_cookies() {
+    let secure = if auth.secure_cookies() {
         "; Secure"
     } else {
         ""
@@ -271,7 +271,7 @@ pub(super) async fn logout(State(state): State<AppState>, headers: HeaderMap) ->
 
 /// `GET /login`: a page that asks for a token (no script of its own beyond
 /// the request; the UI is not loaded until the session exists).
-pub(super) async fn login_page() -> impl IntoResponse {
+pub(crate) async fn login_page() -> impl IntoResponse {
     (
         [(CACHE_CONTROL, "no-store")],
         Html(include_str!("login.html")),
@@ -279,7 +279,7 @@ pub(super) async fn login_page() -> impl IntoResponse {
 }
 
 /// `GET /login.js`: the login page's script (a file, for the page's CSP).
-pub(super) async fn login_script() -> impl IntoResponse {
+pub(crate) async fn login_script() -> impl IntoResponse {
     (
         [
             (CONTENT_TYPE, "text/javascript; charset=utf-8"),

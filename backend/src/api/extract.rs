@@ -13,7 +13,7 @@ use super::error::ApiError;
 /// content type, 413 for too big, 400 for anything that is not the expected
 /// object (an array is not read as one, field by field, as serde would).
 #[derive(Debug)]
-pub(super) struct Body<T>(pub(super) T);
+pub(crate) struct Body<T>(pub(crate) T);
 
 /// Whether `content-type` is JSON: `application/json` or `application/…+json`.
 fn is_json(content_type: Option<&str>) -> bool {

@@ -6,10 +6,10 @@
 
 pub(crate) mod assets;
 mod audit;
-mod auth;
+pub(crate) mod auth;
 mod campaigns;
 mod error;
-mod extract;
+pub(crate) mod extract;
 mod ledger;
 mod metrics;
 mod ops;
@@ -93,7 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ws", get(ws::upgrade))
         .fallback(assets::serve)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.auth.clone(),
             auth::gate,
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -101,7 +101,7 @@ pub fn router(state: AppState) -> Router {
             refusals::layer,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.auth.clone(),
             auth::forwarded,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY));

@@ -73,3 +73,9 @@ impl AppState {
         })
     }
 }
+
+impl axum::extract::FromRef<AppState> for Arc<crate::auth::Auth> {
+    fn from_ref(s: &AppState) -> Self {
+        Arc::clone(&s.auth)
+    }
+}

@@ -201,9 +201,18 @@ fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
     assert_eq!(hub.who(), "olga (203.0.113.9) for alice");
     let mut h = HeaderMap::new();
     assert_eq!(super::for_whom(&h, &Via::Bearer), Ok(None));
-    h.insert(super::FOR_HEADER, "alice@example.org".parse().unwrap());
-    assert_eq!(super::for_whom(&h, &Via::Bearer), Ok(Some("alice@example.org".into())));
-    let session = Via::Session { id: "s".into(), csrf: "c".into() };
+    h.insert(
+        super::FOR_HEADER,
+        "alice@example.org".parse().expect("a header"),
+    );
+    assert_eq!(
+        super::for_whom(&h, &Via::Bearer),
+        Ok(Some("alice@example.org".into()))
+    );
+    let session = Via::Session {
+        id: "s".into(),
+        csrf: "c".into(),
+    };
     assert!(super::for_whom(&h, &session).is_err());
     for bad in ["", "a\nb", "x;y", &"a".repeat(65)] {
         if let Ok(v) = bad.parse() {

@@ -20,6 +20,8 @@ pub(crate) struct Client {
     /// Always ends in `/`, so a proxy's path prefix is kept by `join`.
     base: Url,
     token: Option<String>,
+    /// The person a hub acts for (`X-Drainwatch-For`).
+    for_whom: Option<String>,
 }
 
 impl Client {
@@ -60,7 +62,19 @@ impl Client {
             .user_agent(concat!("drainwatch-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| CliError::new(Exit::Error, format!("cannot set up HTTP: {e}")))?;
-        Ok(Self { http, base, token })
+        Ok(Self {
+            http,
+            base,
+            token,
+            for_whom: None,
+        })
+    }
+
+    /// Names the person this client acts for on every request: the agent's
+    /// audit names both this client's token and them.
+    pub(crate) fn acting_for(mut self, who: &str) -> Self {
+        self.for_whom = Some(who.to_owned());
+        self
     }
 
     fn url(&self, path: &str) -> Url {
@@ -69,7 +83,10 @@ impl Client {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let req = self.http.request(method, self.url(path));
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(p) = &self.for_whom {
+            req = req.header(crate::auth::FOR_HEADER, p);
+        }
         match &self.token {
             Some(t) => req.bearer_auth(t),
             None => req,
@@ -82,12 +99,12 @@ impl Client {
         resp.text().await.map_err(|e| self.lost(&e))
     }
 
-    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
         let text = self.get_text(path).await?;
         parse(path, &text)
     }
 
-    pub(super) async fn post<T: DeserializeOwned>(
+    pub(crate) async fn post<T: DeserializeOwned>(
         &self,
         path: &str,
         body: &impl Serialize,

@@ -12,7 +12,7 @@
 mod bench;
 mod campaign;
 pub(crate) mod client;
-mod hooks;
+pub(crate) mod hooks;
 mod render;
 mod restart;
 mod status;

@@ -538,7 +538,7 @@ fn late_probe_results_after_a_failure_change_nothing() {
 fn a_stop_cuts_short_a_launch_that_is_warming_up_and_nothing_else() {
     let mut m = launched();
     assert_eq!(m.phase(), Phase::WarmingUp);
-    m.step(alive(3), 1 * S);
+    m.step(alive(3), S);
     // Neither another launch nor an adoption may cut in; a stop may.
     assert!(m.can_begin(OpKind::Restart).is_err());
     assert!(m.can_begin(OpKind::Start).is_err());

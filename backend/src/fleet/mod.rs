@@ -1,4 +1,5 @@
-//! `drainwatch hub`: one view of many agents. The hub holds no GPU state of
+//! `drainwatch hub`: one view of many agents, and the restarts that span
+//! them (`coordinate.rs`, recorded in `records.rs`; the config: `config.rs`). The hub holds no GPU state of
 //! its own: it keeps one `/ws` connection per agent (with that agent's token,
 //! so a viewer token gives a read-only fleet), folds what each agent sends into
 //! a compact [`AgentView`], and serves the [`Fleet`] at `/api/fleet` and on
@@ -8,34 +9,44 @@
 //! from, and is reconnected to with a backoff. The UI's page, at `/fleet`,
 //! shows it (`frontend/src/fleet.rs`).
 
+pub mod config;
+pub mod coordinate;
+pub mod records;
+
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Uri};
-use axum::response::{IntoResponse, Json, Redirect};
-use axum::routing::get;
-use serde::Deserialize;
-use shared::fleet::{AgentView, Fleet, GpuBrief, ServerBrief};
+use axum::extract::{FromRef, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Json, Redirect, Response};
+use axum::routing::{any, get, post};
+use axum::{Extension, Router};
+use serde::{Deserialize, Serialize};
+use shared::fleet::{
+    AgentView, CoordRecord, CoordRequest, CoordTarget, Fleet, GpuBrief, ServerBrief,
+};
 use shared::protocol::ServerMsg;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::api::ApiError;
+use crate::api::auth as gate;
+use crate::api::extract::Body;
+use crate::auth::{Auth, AuthConfig, Caller};
 use crate::cli::Remote;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
+use config::AgentConfig;
+use coordinate::{Coordinator, Refused};
 
 /// Fleet pushes per second to a browser at most, by default: each change is
 /// sent at once unless the last push was sooner than this allows. A browser
 /// may ask for fewer (`/ws?max_hz=1`): its bandwidth is then bounded by the
 /// fleet's size and that rate, not by how fast the agents sample.
 pub const PUSH_HZ: u32 = 20;
-/// Agents one hub holds at most.
-const MAX_AGENTS: usize = 500;
 /// The longest wait before trying an unreachable agent again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -49,89 +60,38 @@ pub struct HubArgs {
     /// Address to serve the fleet view on.
     #[arg(long, env = "DRAINWATCH_HUB_BIND", default_value = "127.0.0.1:7880")]
     pub bind: SocketAddr,
+    /// Who may use the hub: the same token file as an agent's `--auth`
+    /// (`drainwatch token`). Without it the hub answers loopback only, and
+    /// every caller may operate.
+    #[arg(long, env = "DRAINWATCH_HUB_AUTH")]
+    pub auth: Option<PathBuf>,
+    /// Where the hub keeps its coordinated restarts' records (`hub.db`).
+    #[arg(
+        long,
+        env = "DRAINWATCH_HUB_DATA_DIR",
+        default_value = "drainwatch-hub-data"
+    )]
+    pub data_dir: PathBuf,
 }
 
-/// One agent as configured.
+/// What the hub's handlers share.
 #[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub name: String,
-    pub url: String,
-    /// Read from `token_file` at start; never shown or logged.
-    token: Option<String>,
+struct HubState {
+    shared: Shared,
+    auth: Arc<Auth>,
+    coord: Arc<Coordinator>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFleet {
-    #[serde(default)]
-    agent: Vec<RawAgent>,
+impl FromRef<HubState> for Shared {
+    fn from_ref(s: &HubState) -> Self {
+        s.shared.clone()
+    }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawAgent {
-    name: String,
-    url: String,
-    token_file: Option<PathBuf>,
-}
-
-/// Reads and checks the fleet config whole: a bad entry names itself and
-/// nothing starts.
-pub fn load(path: &Path) -> Result<Vec<AgentConfig>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let raw: RawFleet =
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
-    if raw.agent.is_empty() {
-        return Err(format!("{}: no [[agent]]", path.display()));
+impl FromRef<HubState> for Arc<Auth> {
+    fn from_ref(s: &HubState) -> Self {
+        Arc::clone(&s.auth)
     }
-    if raw.agent.len() > MAX_AGENTS {
-        return Err(format!(
-            "{}: {} agents, at most {MAX_AGENTS}",
-            path.display(),
-            raw.agent.len()
-        ));
-    }
-    let mut out: Vec<AgentConfig> = Vec::new();
-    for a in raw.agent {
-        let name = a.name.trim().to_owned();
-        if name.is_empty()
-            || name.len() > 64
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(format!(
-                "agent `{}`: a name is 1–64 letters, digits, `-`, `_` or `.`",
-                a.name
-            ));
-        }
-        if out.iter().any(|o| o.name == name) {
-            return Err(format!("agent `{name}` is listed twice"));
-        }
-        let url = a.url.trim().to_owned();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!(
-                "agent `{name}`: url must start with http:// or https://"
-            ));
-        }
-        // A relative token file is beside the config.
-        let token_file = a
-            .token_file
-            .map(|f| path.parent().map_or(f.clone(), |dir| dir.join(&f)));
-        let token = match token_file {
-            None => None,
-            Some(f) => Some(
-                std::fs::read_to_string(&f)
-                    .map_err(|e| format!("agent `{name}`: cannot read its token_file: {e}"))?
-                    .trim()
-                    .to_owned(),
-            )
-            .filter(|t| !t.is_empty()),
-        };
-        out.push(AgentConfig { name, url, token });
-    }
-    Ok(out)
 }
 
 /// `url` as the fleet page may show it: without a user or password.
@@ -179,7 +139,18 @@ pub async fn serve(
     args: HubArgs,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let agents = load(&args.config).map_err(anyhow::Error::msg)?;
+    let cfg = Arc::new(config::load(&args.config).map_err(anyhow::Error::msg)?);
+    let auth = match &args.auth {
+        Some(path) => Auth::new(AuthConfig::load(path)?),
+        None if !args.bind.ip().is_loopback() => anyhow::bail!(
+            "refusing to listen on {} without authentication: anyone who can reach it could restart every server of the fleet. \
+             Pass a token file with --auth (see docs/deploy.md), or bind 127.0.0.1",
+            args.bind
+        ),
+        None => Auth::open(),
+    };
+    let records = records::Records::open(&args.data_dir).map_err(anyhow::Error::msg)?;
+    let agents = cfg.agents.clone();
     let listener = TcpListener::bind(args.bind).await?;
     let shared = Shared {
         agents: Arc::new(
@@ -200,8 +171,23 @@ pub async fn serve(
     for (i, a) in agents.into_iter().enumerate() {
         tokio::spawn(follow(shared.clone(), i, a));
     }
+    let state = HubState {
+        shared: shared.clone(),
+        auth: Arc::new(auth),
+        coord: Arc::new(Coordinator::new(Arc::clone(&cfg), records)),
+    };
     let app = Router::new()
         .route("/api/fleet", get(fleet))
+        .route("/api/groups", get(groups))
+        .route("/api/groups/{name}/restart", post(restart_group))
+        .route("/api/coordinated", get(coordinated))
+        .route("/api/coordinated/{id}", get(coordinated_one))
+        .route("/api/session", get(gate::session))
+        .route("/api/login", post(gate::login))
+        .route("/api/logout", post(gate::logout))
+        .route("/login", get(gate::login_page))
+        .route("/login.js", get(gate::login_script))
+        .route("/api/{*rest}", any(not_found))
         .route("/ws", get(ws))
         .route("/healthz", get(|| async { "ok" }))
         // The UI's own page, in its fleet mode.
@@ -210,20 +196,115 @@ pub async fn serve(
             "/fleet",
             get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
         )
-        .fallback(crate::api::assets::serve);
-    let app = crate::api::browser_headers(app).with_state(shared);
+        .fallback(crate::api::assets::serve)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            gate::gate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            gate::forwarded,
+        ))
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024));
+    let app = crate::api::browser_headers(app).with_state(state);
     println!(
         "drainwatch hub listening on http://{}",
         listener.local_addr()?
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await?;
     Ok(())
 }
 
 async fn fleet(State(s): State<Shared>) -> Json<Fleet> {
     Json(s.fleet())
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such API on the hub")
+}
+
+/// The person behind a request at the hub, as the agents' audit will name
+/// them: their token's name, or their address without authentication.
+fn person(c: &Caller) -> String {
+    c.name.clone().unwrap_or_else(|| c.peer.ip().to_string())
+}
+
+#[derive(Debug, Serialize)]
+struct Groups {
+    targets: Vec<CoordTarget>,
+}
+
+/// `GET /api/groups`: the groups and deployments the config declares.
+async fn groups(State(s): State<HubState>) -> Json<Groups> {
+    Json(Groups {
+        targets: s.coord.config().targets(),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct Begun {
+    id: i64,
+}
+
+/// `POST /api/groups/{name}/restart`: a coordinated restart of a group or a
+/// deployment, run in the background; 202 with its record's id.
+async fn restart_group(
+    State(s): State<HubState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+    Body(req): Body<CoordRequest>,
+) -> Response {
+    match s.coord.begin(&name, req, person(&caller)).await {
+        Ok(id) => (StatusCode::ACCEPTED, Json(Begun { id })).into_response(),
+        Err(Refused::NotFound(m)) => ApiError::new(StatusCode::NOT_FOUND, m).into_response(),
+        Err(Refused::BadRequest(m)) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
+        Err(Refused::Busy(m)) => ApiError::new(StatusCode::CONFLICT, m).into_response(),
+        Err(Refused::Internal(m)) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m).into_response()
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    limit: Option<u32>,
+}
+
+/// `GET /api/coordinated`: the newest coordinated restarts, newest first.
+async fn coordinated(
+    State(s): State<HubState>,
+    Query(p): Query<Page>,
+) -> Result<Json<Vec<CoordRecord>>, ApiError> {
+    let n = p.limit.unwrap_or(50).clamp(1, records::MAX_LIST);
+    s.coord
+        .records()
+        .list(n)
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))
+}
+
+/// `GET /api/coordinated/{id}`.
+async fn coordinated_one(
+    State(s): State<HubState>,
+    Path(id): Path<String>,
+) -> Result<Json<CoordRecord>, ApiError> {
+    let id: i64 = id
+        .parse()
+        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "a record's id is a number"))?;
+    match s.coord.records().get(id) {
+        Ok(Some(r)) => Ok(Json(r)),
+        Ok(None) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no coordinated restart #{id}"),
+        )),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e)),
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -373,61 +454,11 @@ fn fold(v: &mut AgentView, msg: ServerMsg) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("fleet.toml");
-        std::fs::write(&path, text).expect("write");
-        (dir, path)
-    }
-
     #[test]
-    fn a_fleet_config_is_checked_whole() {
-        let (dir, path) = write(
-            r#"
-[[agent]]
-name = "gpu-07"
-url = "http://10.0.0.7:7878"
-[[agent]]
-name = "gpu-08"
-url = "https://gpu-08.example:7878"
-token_file = "t"
-"#,
-        );
-        // A relative token file is beside the config.
-        std::fs::write(dir.path().join("t"), "secret\n").expect("token");
-        let agents = load(&path).expect("valid");
-        assert_eq!(agents.len(), 2);
-        assert_eq!(agents[1].token.as_deref(), Some("secret"));
+    fn a_shown_url_carries_no_user_or_password() {
         assert_eq!(
-            shown_url("https://hub:pw@gpu-08.example:7878/"),
+            super::shown_url("https://hub:pw@gpu-08.example:7878/"),
             "https://gpu-08.example:7878/"
         );
-        for (bad, says) in [
-            ("", "no [[agent]]"),
-            (
-                "[[agent]]\nname = \"a b\"\nurl = \"http://x\"\n",
-                "a name is",
-            ),
-            ("[[agent]]\nname = \"a\"\nurl = \"ftp://x\"\n", "http://"),
-            (
-                "[[agent]]\nname = \"a\"\nurl = \"http://x\"\n[[agent]]\nname = \"a\"\nurl = \"http://y\"\n",
-                "listed twice",
-            ),
-            (
-                "[[agent]]\nname = \"a\"\nurl = \"http://x\"\nport = 1\n",
-                "unknown field",
-            ),
-            (
-                "[[agent]]\nname = \"a\"\nurl = \"http://x\"\ntoken_file = \"/nonexistent\"\n",
-                "cannot read its token_file",
-            ),
-        ] {
-            let (_d, p) = write(bad);
-            let e = load(&p).expect_err(bad);
-            assert!(e.contains(says), "{bad}: {e}");
-            assert!(!e.contains("secret"));
-        }
     }
 }

@@ -1,0 +1,724 @@
+//! Coordinated restarts, run by the hub through each agent's own API: every
+//! signal is sent by the agent that owns the process, under its containment
+//! and guards; the hub only orders the steps and proves each one from the
+//! agents' samples.
+//!
+//! A group (one server that spans nodes):
+//! 1. drain every node at once (each agent stops its own server: SIGTERM,
+//!    SIGKILL after its drain timeout, then its own verification);
+//! 2. verify every node again from a sample newer than the drain: no process
+//!    of its server, no process at all on its GPUs, every GPU at its idle
+//!    baseline. Nothing is launched anywhere until every node passes;
+//! 3. launch rank 0, and wait until it is spawned;
+//! 4. launch the other ranks (each with its `{node_rank}`);
+//! 5. ready only when rank 0's agent got a real completion back through it.
+//!
+//! Any failure names its node and reason; once anything was launched, every
+//! node is stopped and verified again (a stop cuts short a launch still
+//! warming up). A deployment restarts its members one after another in its
+//! declared order, each with its own guarded restart (a group as above), and
+//! stops at the first that fails.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use shared::Snapshot;
+use shared::fleet::{
+    CoordEvent, CoordFailure, CoordKind, CoordRecord, CoordRequest, CoordStep, MemberTimeline,
+};
+use shared::restart::{
+    Accepted, ConfirmRequest, NodeRole, Outcome, Phase, RestartDetail, RestartRequest,
+    RestartSummary, ServerStatus,
+};
+
+use super::config::{FleetConfig, GroupConfig};
+use super::records::Records;
+use crate::cli::Remote;
+use crate::cli::client::Client;
+use crate::clock::now_ms;
+
+/// How often an agent is asked while waiting on it.
+const POLL: Duration = Duration::from_millis(200);
+/// The longest the hub waits for one agent operation (a drain or a
+/// single-server restart): each agent bounds its own phases well below this.
+const OP_LIMIT: Duration = Duration::from_secs(3600);
+
+/// Flag changes: a value sets a flag, `None` resets it to the config's.
+type Changes = std::collections::BTreeMap<String, Option<String>>;
+
+/// Why a coordinated restart was not begun. Nothing was touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    NotFound(String),
+    BadRequest(String),
+    Busy(String),
+    Internal(String),
+}
+
+/// Runs one coordinated operation at a time.
+#[derive(Debug)]
+pub struct Coordinator {
+    cfg: Arc<FleetConfig>,
+    records: Records,
+    /// Held by the operation in flight, with its record's id.
+    busy: Arc<tokio::sync::Mutex<Option<i64>>>,
+}
+
+impl Coordinator {
+    pub fn new(cfg: Arc<FleetConfig>, records: Records) -> Self {
+        Self {
+            cfg,
+            records,
+            busy: Arc::new(tokio::sync::Mutex::new(None)),
+        }
+    }
+
+    pub fn records(&self) -> &Records {
+        &self.records
+    }
+
+    pub fn config(&self) -> &FleetConfig {
+        &self.cfg
+    }
+
+    /// Checks the request, records it and runs it in the background; the
+    /// record's id comes back at once.
+    pub async fn begin(
+        &self,
+        target: &str,
+        req: CoordRequest,
+        person: String,
+    ) -> Result<i64, Refused> {
+        let (kind, members) = if let Some(g) = self.cfg.group(target) {
+            let members = (g.nodes.iter().enumerate())
+                .map(|(rank, n)| (n.clone(), Some(rank as u32)))
+                .collect::<Vec<_>>();
+            (CoordKind::Group, members)
+        } else if let Some(d) = self.cfg.deployment(target) {
+            let mut members = Vec::new();
+            for m in &d.order {
+                match self.cfg.group(m) {
+                    Some(g) => members.extend(
+                        (g.nodes.iter().enumerate())
+                            .map(|(rank, n)| (format!("{m}/{n}"), Some(rank as u32))),
+                    ),
+                    None => members.push((m.clone(), None)),
+                }
+            }
+            (CoordKind::Deployment, members)
+        } else {
+            return Err(Refused::NotFound(format!(
+                "no group or deployment `{target}` in the hub's config"
+            )));
+        };
+        if req.confirm.trim() != target {
+            return Err(Refused::BadRequest(format!(
+                "type the name, `{target}`, to confirm"
+            )));
+        }
+        if kind == CoordKind::Deployment && !req.flags.is_empty() {
+            return Err(Refused::BadRequest(
+                "a deployment restarts each member with its own flags: send no flags".to_owned(),
+            ));
+        }
+        if req.flags.len() > 64 {
+            return Err(Refused::BadRequest("at most 64 flag changes".to_owned()));
+        }
+        let mut guard = match Arc::clone(&self.busy).try_lock_owned() {
+            Ok(g) => g,
+            Err(_) => {
+                return Err(Refused::Busy(
+                    "a coordinated restart is already running; wait for it".to_owned(),
+                ));
+            }
+        };
+        let mut rec = CoordRecord {
+            id: 0,
+            target: target.to_owned(),
+            kind,
+            requested_by: person.clone(),
+            started_at_ms: now_ms(),
+            finished_at_ms: None,
+            outcome: Outcome::Running,
+            failure: None,
+            flags: req.flags.clone(),
+            members: members
+                .into_iter()
+                .map(|(name, rank)| MemberTimeline {
+                    name,
+                    rank,
+                    agent_ops: Vec::new(),
+                    events: Vec::new(),
+                })
+                .collect(),
+        };
+        self.records.begin(&mut rec).map_err(|e| {
+            tracing::error!(error = %e, "cannot record a coordinated restart");
+            Refused::Internal("cannot record the operation; the hub's log says why".to_owned())
+        })?;
+        let id = rec.id;
+        *guard = Some(id);
+        tracing::info!(id, %target, %person, "coordinated restart begun");
+        let log = Log {
+            rec: Arc::new(Mutex::new(rec)),
+            records: self.records.clone(),
+        };
+        let cfg = Arc::clone(&self.cfg);
+        let target = target.to_owned();
+        tokio::spawn(async move {
+            let result = match kind {
+                CoordKind::Group => match cfg.group(&target) {
+                    Some(g) => {
+                        let idx: Vec<usize> = (0..g.nodes.len()).collect();
+                        run_group(&log, &cfg, g, &idx, &person, &req.flags).await
+                    }
+                    None => Ok(()),
+                },
+                CoordKind::Deployment => run_deployment(&log, &cfg, &target, &person).await,
+            };
+            log.finish(result.err());
+            drop(guard);
+        });
+        Ok(id)
+    }
+}
+
+/// The record of the operation in flight, saved whole at every event.
+#[derive(Debug, Clone)]
+struct Log {
+    rec: Arc<Mutex<CoordRecord>>,
+    records: Records,
+}
+
+impl Log {
+    fn with(&self, f: impl FnOnce(&mut CoordRecord)) {
+        let mut rec = self.rec.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut rec);
+        if let Err(e) = self.records.save(&rec) {
+            tracing::error!(error = %e, id = rec.id, "cannot save the coordinated restart");
+        }
+    }
+
+    fn event(&self, m: usize, step: CoordStep, note: impl Into<String>) {
+        let note = note.into();
+        self.with(|r| {
+            if let Some(t) = r.members.get_mut(m) {
+                tracing::info!(id = r.id, member = %t.name, ?step, %note, "coordinated step");
+                t.events.push(CoordEvent {
+                    at_ms: now_ms(),
+                    step,
+                    note,
+                });
+            }
+        });
+    }
+
+    fn op(&self, m: usize, id: i64) {
+        self.with(|r| {
+            if let Some(t) = r.members.get_mut(m) {
+                t.agent_ops.push(id);
+            }
+        });
+    }
+
+    fn name(&self, m: usize) -> String {
+        let rec = self.rec.lock().unwrap_or_else(|p| p.into_inner());
+        rec.members
+            .get(m)
+            .map(|t| t.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// A failure of member `m`: on its timeline, and as the record's failure.
+    fn failed(&self, m: usize, reason: String) -> CoordFailure {
+        self.event(m, CoordStep::Failed, reason.clone());
+        CoordFailure {
+            member: self.name(m),
+            reason,
+        }
+    }
+
+    fn finish(&self, failure: Option<CoordFailure>) {
+        self.with(|r| {
+            r.finished_at_ms = Some(now_ms());
+            r.outcome = if failure.is_some() {
+                Outcome::Failed
+            } else {
+                Outcome::Succeeded
+            };
+            tracing::info!(id = r.id, outcome = ?r.outcome, failure = ?failure, "coordinated restart ended");
+            r.failure = failure;
+        });
+    }
+}
+
+/// A client of agent `name` that acts for `person`.
+fn client(cfg: &FleetConfig, name: &str, person: &str) -> Result<Client, String> {
+    let a = cfg
+        .agent(name)
+        .ok_or_else(|| format!("`{name}` is not an agent"))?;
+    let remote = Remote {
+        url: a.url.clone(),
+        token: a.token.clone(),
+        json: false,
+    };
+    Client::new(&remote)
+        .map(|c| c.acting_for(person))
+        .map_err(|e| e.message)
+}
+
+async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), String> {
+    let s: Snapshot = c.get("api/state").await.map_err(|e| e.message)?;
+    let sv = s
+        .server
+        .clone()
+        .ok_or("its drainwatch manages no server (it runs without --config)")?;
+    Ok((s, sv))
+}
+
+async fn summary(c: &Client, id: i64) -> Result<RestartSummary, String> {
+    let d: RestartDetail = c
+        .get(&format!("api/restarts/{id}"))
+        .await
+        .map_err(|e| e.message)?;
+    Ok(d.summary)
+}
+
+/// Waits until the agent's operation `id` ends.
+async fn wait_op(c: &Client, id: i64, limit: Duration) -> Result<RestartSummary, String> {
+    let began = Instant::now();
+    loop {
+        let s = summary(c, id).await?;
+        if s.outcome != Outcome::Running {
+            return Ok(s);
+        }
+        if began.elapsed() >= limit {
+            return Err(format!(
+                "its operation #{id} still runs after {}",
+                humanize(limit)
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    format!("{} s", d.as_secs().max(1))
+}
+
+fn why_failed(s: &RestartSummary) -> String {
+    match (&s.failure, s.outcome) {
+        (Some(f), _) => f.summary(),
+        (None, Outcome::Interrupted) => format!("its operation #{} was interrupted", s.id),
+        (None, _) => format!("its operation #{} did not succeed", s.id),
+    }
+}
+
+/// Has the agent stop its own server (if it runs) and verify it.
+async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), String> {
+    let (_, sv) = state(c).await?;
+    if sv.phase == Phase::Stopped && sv.root.is_none() && sv.operation.is_none() {
+        log.event(m, step, "already stopped");
+        return Ok(());
+    }
+    let acc: Accepted = c
+        .post(
+            "api/stop",
+            &ConfirmRequest {
+                generation: sv.generation,
+                confirm: sv.name.clone(),
+                contain: false,
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+    log.op(m, acc.id);
+    let what = match sv.root {
+        Some(root) => format!(
+            "SIGTERM to its own server (pid {}, {})",
+            root.pid,
+            sv.phase.label()
+        ),
+        None => format!(
+            "no server process alive ({}); checking its GPUs",
+            sv.phase.label()
+        ),
+    };
+    log.event(m, step, format!("stop #{} on its agent: {what}", acc.id));
+    let s = wait_op(c, acc.id, OP_LIMIT).await?;
+    if s.outcome != Outcome::Succeeded {
+        return Err(why_failed(&s));
+    }
+    let took = s.finished_at_ms.unwrap_or(s.started_at_ms) - s.started_at_ms;
+    log.event(
+        m,
+        step,
+        format!("stopped and verified by its agent (#{}, {took} ms)", acc.id),
+    );
+    Ok(())
+}
+
+/// Proves the node drained from a sample newer than this check: no process
+/// of its server, nothing on its GPUs, every GPU at its idle baseline.
+async fn verify(
+    log: &Log,
+    m: usize,
+    c: &Client,
+    timeout: Duration,
+    tolerance: u64,
+    step: CoordStep,
+) -> Result<(), String> {
+    let began = Instant::now();
+    let (first, _) = state(c).await?;
+    // The agent's clock, not ours: a newer sample is one with a later time.
+    let seen = first.latest.as_ref().map_or(0, |l| l.at_ms);
+    loop {
+        let (s, sv) = state(c).await?;
+        let fresh = s.latest.as_ref().is_some_and(|l| l.at_ms > seen);
+        let reasons = if fresh {
+            crate::cli::hooks::not_drained(&s, None, tolerance)
+        } else {
+            vec!["no sample newer than the drain yet".to_owned()]
+        };
+        if reasons.is_empty() {
+            let gpus = sv
+                .gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            log.event(
+                m,
+                step,
+                format!("verified: no process of its server, GPU {gpus} free and at idle baseline"),
+            );
+            return Ok(());
+        }
+        if began.elapsed() >= timeout {
+            return Err(format!(
+                "not drained after {}: {}",
+                humanize(timeout),
+                reasons.join("; ")
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Asks the agent to launch its node; returns its operation's id.
+async fn launch(
+    log: &Log,
+    m: usize,
+    c: &Client,
+    role: NodeRole,
+    changes: &Changes,
+) -> Result<i64, String> {
+    let (_, sv) = state(c).await?;
+    let acc: Accepted = c
+        .post(
+            "api/start",
+            &RestartRequest {
+                generation: sv.generation,
+                flags: changes.clone(),
+                confirm: sv.name.clone(),
+                override_health: None,
+                node: Some(role.clone()),
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+    log.op(m, acc.id);
+    log.event(
+        m,
+        CoordStep::Launch,
+        format!("start #{} on its agent: {}", acc.id, role.describe()),
+    );
+    Ok(acc.id)
+}
+
+/// Waits until the agent's start `id` has spawned the server (warming up),
+/// or has ended well.
+async fn wait_spawned(c: &Client, id: i64, limit: Duration) -> Result<(), String> {
+    let began = Instant::now();
+    loop {
+        let (_, sv) = state(c).await?;
+        let ours = sv.operation.as_ref().is_some_and(|o| o.id == id);
+        if ours && sv.phase == Phase::WarmingUp {
+            return Ok(());
+        }
+        if !ours {
+            let s = summary(c, id).await?;
+            if s.outcome == Outcome::Succeeded {
+                return Ok(());
+            }
+            if s.outcome != Outcome::Running {
+                return Err(why_failed(&s));
+            }
+        }
+        if began.elapsed() >= limit {
+            return Err(format!("not spawned after {}", humanize(limit)));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The coordinated restart of group `g`, whose nodes are the record's
+/// members `idx` (in rank order).
+async fn run_group(
+    log: &Log,
+    cfg: &FleetConfig,
+    g: &GroupConfig,
+    idx: &[usize],
+    person: &str,
+    changes: &Changes,
+) -> Result<(), CoordFailure> {
+    let mut clients = Vec::new();
+    for (rank, name) in g.nodes.iter().enumerate() {
+        clients.push(client(cfg, name, person).map_err(|e| log.failed(idx[rank], e))?);
+    }
+    // Every node launches with its current flags and these changes, applied
+    // by its own agent (its allow-list decides).
+    let flags = changes;
+    // 1. Drain every node; 2. verify every node. Nothing launches before all pass.
+    let drained = join_all(
+        clients
+            .iter()
+            .enumerate()
+            .map(|(r, c)| drain(log, idx[r], c, CoordStep::Drain)),
+    )
+    .await;
+    let verified = join_all(clients.iter().enumerate().map(|(r, c)| {
+        let ok = drained[r].is_ok();
+        async move {
+            if !ok {
+                return Err(String::new());
+            }
+            verify(
+                log,
+                idx[r],
+                c,
+                g.verify_timeout,
+                g.tolerance_bytes,
+                CoordStep::Verify,
+            )
+            .await
+        }
+    }))
+    .await;
+    for r in 0..clients.len() {
+        let why = match (&drained[r], &verified[r]) {
+            (Err(e), _) => format!("drain: {e}"),
+            (Ok(()), Err(e)) => format!("verify: {e}"),
+            _ => continue,
+        };
+        let failure = log.failed(idx[r], why);
+        for (o, _) in clients.iter().enumerate().filter(|(o, _)| *o != r) {
+            log.event(
+                idx[o],
+                CoordStep::Failed,
+                format!("nothing launched: node `{}` is not clean", failure.member),
+            );
+        }
+        return Err(failure);
+    }
+    // 3. Rank 0, then 4. the others, then 5. a completion through rank 0.
+    let launched = async {
+        let id0 = launch(log, idx[0], &clients[0], g.role(0), flags)
+            .await
+            .map_err(|e| (0, format!("launch: {e}")))?;
+        wait_spawned(&clients[0], id0, g.launch_timeout)
+            .await
+            .map_err(|e| (0, format!("launch: {e}")))?;
+        log.event(
+            idx[0],
+            CoordStep::Launch,
+            "spawned; waiting for the other ranks to join",
+        );
+        let others = join_all((1..clients.len()).map(|r| {
+            let clients = &clients;
+            async move {
+                let id = launch(log, idx[r], &clients[r], g.role(r), flags).await?;
+                let s = wait_op(&clients[r], id, g.launch_timeout).await?;
+                match s.outcome {
+                    Outcome::Succeeded => Ok(()),
+                    _ => Err(why_failed(&s)),
+                }
+            }
+        }))
+        .await;
+        for (r, res) in others.into_iter().enumerate() {
+            res.map_err(|e| (r + 1, format!("launch: {e}")))?;
+        }
+        wait_ready(log, g, idx, &clients, id0).await
+    }
+    .await;
+    match launched {
+        Ok(()) => Ok(()),
+        Err((r, why)) => {
+            let failure = log.failed(idx[r], why);
+            unwind(log, g, idx, &clients).await;
+            Err(failure)
+        }
+    }
+}
+
+/// Waits for rank 0's start to end ready (its agent's probe is a real
+/// completion through it), while watching that no other rank dies.
+async fn wait_ready(
+    log: &Log,
+    g: &GroupConfig,
+    idx: &[usize],
+    clients: &[Client],
+    id0: i64,
+) -> Result<(), (usize, String)> {
+    let began = Instant::now();
+    loop {
+        let s0 = summary(&clients[0], id0).await.map_err(|e| (0, e))?;
+        match s0.outcome {
+            Outcome::Succeeded => {
+                log.event(
+                    idx[0],
+                    CoordStep::Ready,
+                    format!("ready: a completion came back through rank 0 (its agent's #{id0})"),
+                );
+                for &m in &idx[1..] {
+                    log.event(
+                        m,
+                        CoordStep::Ready,
+                        "ready: the group answers through rank 0",
+                    );
+                }
+                return Ok(());
+            }
+            Outcome::Running => {}
+            _ => return Err((0, format!("warm-up: {}", why_failed(&s0)))),
+        }
+        for (r, c) in clients.iter().enumerate().skip(1) {
+            let (_, sv) = state(c).await.map_err(|e| (r, e))?;
+            if matches!(sv.phase, Phase::Crashed | Phase::Failed | Phase::Stopped) {
+                let why = sv
+                    .failure
+                    .map_or_else(|| sv.phase.label().to_owned(), |f| f.summary());
+                return Err((
+                    r,
+                    format!("its server ended before the group was ready: {why}"),
+                ));
+            }
+        }
+        if began.elapsed() >= g.launch_timeout {
+            return Err((
+                0,
+                format!(
+                    "no completion through rank 0 after {}",
+                    humanize(g.launch_timeout)
+                ),
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// After a failure once something launched: stop every node and verify it.
+async fn unwind(log: &Log, g: &GroupConfig, idx: &[usize], clients: &[Client]) {
+    join_all(clients.iter().enumerate().map(|(r, c)| async move {
+        let m = idx[r];
+        let res = match drain(log, m, c, CoordStep::Unwind).await {
+            Ok(()) => {
+                verify(
+                    log,
+                    m,
+                    c,
+                    g.verify_timeout,
+                    g.tolerance_bytes,
+                    CoordStep::Unwind,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = res {
+            log.event(
+                m,
+                CoordStep::Unwind,
+                format!("not clean after the failure: {e}"),
+            );
+        }
+    }))
+    .await;
+}
+
+/// A deployment: each member in order, stopping at the first that fails.
+async fn run_deployment(
+    log: &Log,
+    cfg: &FleetConfig,
+    name: &str,
+    person: &str,
+) -> Result<(), CoordFailure> {
+    let Some(d) = cfg.deployment(name) else {
+        return Ok(());
+    };
+    let mut at = 0;
+    for member in &d.order {
+        if let Some(g) = cfg.group(member) {
+            let idx: Vec<usize> = (at..at + g.nodes.len()).collect();
+            at += g.nodes.len();
+            run_group(log, cfg, g, &idx, person, &Default::default()).await?;
+            continue;
+        }
+        let m = at;
+        at += 1;
+        let c = client(cfg, member, person).map_err(|e| log.failed(m, e))?;
+        restart_one(log, m, &c)
+            .await
+            .map_err(|e| log.failed(m, e))?;
+    }
+    Ok(())
+}
+
+/// One server's own guarded restart, on its agent, to ready.
+async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), String> {
+    let (_, sv) = state(c).await?;
+    let path = if sv.phase == Phase::Ready {
+        "api/restart"
+    } else {
+        "api/start"
+    };
+    let acc: Accepted = c
+        .post(
+            path,
+            &RestartRequest {
+                generation: sv.generation,
+                flags: Default::default(),
+                confirm: sv.name.clone(),
+                override_health: None,
+                node: None,
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+    log.op(m, acc.id);
+    log.event(
+        m,
+        CoordStep::Launch,
+        format!(
+            "{} #{} on its agent: drain, verify, launch, a real completion",
+            if sv.phase == Phase::Ready {
+                "restart"
+            } else {
+                "start"
+            },
+            acc.id
+        ),
+    );
+    let s = wait_op(c, acc.id, OP_LIMIT).await?;
+    if s.outcome != Outcome::Succeeded {
+        return Err(why_failed(&s));
+    }
+    log.event(
+        m,
+        CoordStep::Ready,
+        format!("ready: its agent's #{} ended with a completion", acc.id),
+    );
+    Ok(())
+}

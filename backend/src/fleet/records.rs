@@ -1,0 +1,148 @@
+//! The hub's coordinated operations, kept in SQLite (`<data>/hub.db`): each
+//! record is written whole at every step, so a crash of the hub loses at most
+//! the step in flight, and a record the hub was writing when it stopped is
+//! marked interrupted when it starts again. The hub keeps no other state:
+//! fleet history is Prometheus's (`deploy/prometheus/`).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use shared::fleet::CoordRecord;
+use shared::restart::Outcome;
+
+/// The newest records a listing returns at most.
+pub const MAX_LIST: u32 = 200;
+
+#[derive(Debug, Clone)]
+pub struct Records {
+    db: Arc<Mutex<Connection>>,
+}
+
+impl Records {
+    /// Opens (or creates) `dir/hub.db`; marks what was running interrupted.
+    pub fn open(dir: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("hub.db");
+        let db =
+            Connection::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        db.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = NORMAL;
+             CREATE TABLE IF NOT EXISTS coordinated (
+                 id INTEGER PRIMARY KEY AUTOINCREMENT,
+                 target TEXT NOT NULL,
+                 started_at_ms INTEGER NOT NULL,
+                 record TEXT NOT NULL
+             );",
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        let records = Self {
+            db: Arc::new(Mutex::new(db)),
+        };
+        records.interrupt_unfinished(crate::clock::now_ms())?;
+        Ok(records)
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new record: its id is filled in.
+    pub fn begin(&self, rec: &mut CoordRecord) -> Result<(), String> {
+        let db = self.conn();
+        db.execute(
+            "INSERT INTO coordinated (target, started_at_ms, record) VALUES (?1, ?2, '{}')",
+            params![rec.target, rec.started_at_ms as i64],
+        )
+        .map_err(|e| e.to_string())?;
+        rec.id = db.last_insert_rowid();
+        drop(db);
+        self.save(rec)
+    }
+
+    /// Writes the record whole.
+    pub fn save(&self, rec: &CoordRecord) -> Result<(), String> {
+        let text = serde_json::to_string(rec).map_err(|e| e.to_string())?;
+        self.conn()
+            .execute(
+                "UPDATE coordinated SET record = ?1 WHERE id = ?2",
+                params![text, rec.id],
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn get(&self, id: i64) -> Result<Option<CoordRecord>, String> {
+        let text: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT record FROM coordinated WHERE id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        text.map(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .transpose()
+    }
+
+    /// The newest `n` records, newest first.
+    pub fn list(&self, n: u32) -> Result<Vec<CoordRecord>, String> {
+        let db = self.conn();
+        let mut q = db
+            .prepare("SELECT record FROM coordinated ORDER BY id DESC LIMIT ?1")
+            .map_err(|e| e.to_string())?;
+        let rows = q
+            .query_map(params![n.min(MAX_LIST)], |r| r.get::<_, String>(0))
+            .map_err(|e| e.to_string())?;
+        rows.filter_map(Result::ok)
+            .map(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    fn interrupt_unfinished(&self, now: u64) -> Result<(), String> {
+        for mut rec in self.list(MAX_LIST)? {
+            if rec.outcome == Outcome::Running {
+                rec.outcome = Outcome::Interrupted;
+                rec.finished_at_ms = Some(now);
+                self.save(&rec)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::fleet::CoordKind;
+
+    #[test]
+    fn records_survive_the_hub_and_an_unfinished_one_is_marked_interrupted() {
+        let dir = tempfile::tempdir().expect("dir");
+        let r = Records::open(dir.path()).expect("open");
+        let mut rec = CoordRecord {
+            id: 0,
+            target: "dsv3".into(),
+            kind: CoordKind::Group,
+            requested_by: "alice".into(),
+            started_at_ms: 1,
+            finished_at_ms: None,
+            outcome: Outcome::Running,
+            failure: None,
+            flags: Default::default(),
+            members: Vec::new(),
+        };
+        r.begin(&mut rec).expect("begin");
+        assert_eq!(rec.id, 1);
+        drop(r);
+        let r = Records::open(dir.path()).expect("reopen");
+        let back = r.get(1).expect("get").expect("there");
+        assert_eq!(back.outcome, Outcome::Interrupted);
+        assert!(back.finished_at_ms.is_some());
+        assert_eq!(r.list(10).expect("list").len(), 1);
+        assert!(r.get(2).expect("get").is_none());
+    }
+}

@@ -1,0 +1,408 @@
+//! The hub's coordinated restart of a server that spans two nodes, each node
+//! an agent with its own simulated host on its own loopback address, and the
+//! simulated server's rank 0 waiting for rank 1 to join (as NCCL's init
+//! does): drain both, verify both, rank 0, rank 1, a completion through rank
+//! 0; one record with a timeline per node. A node whose workers will not go
+//! (an orphan, an escapee) is cleaned by its own agent before anything
+//! launches anywhere; a foreign holder on one node fails the restart naming
+//! it, with nothing launched; a node that cannot launch stops the other too.
+//! The agents' audits name the hub's token and the person at the hub. Each
+//! host's signal trace proves no foreign process was signalled.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use shared::fleet::{CoordRecord, CoordStep};
+use shared::restart::{Outcome, Phase};
+use tests::managed::{ServerSpec, free_port, spawn_managed};
+use tests::{GIB, SimHost, TestApp, auth_file, bearer_client, sha256_hex, spawn_foreign};
+
+/// Two agents (a: rank 0, with `--auth` and a token for the hub; b: rank 1,
+/// open), a hub with its own `--auth` in front of them.
+struct Fleet {
+    hosts: [SimHost; 2],
+    agents: [TestApp; 2],
+    /// The hub's URL, its process, and its scratch folder.
+    hub: String,
+    _hub: tests::Proc,
+    _dir: tempfile::TempDir,
+    /// The hub's operator (olga) and viewer (victor).
+    olga: reqwest::Client,
+    victor: reqwest::Client,
+    /// Node b's server port (to occupy it in a test).
+    port_b: u16,
+}
+
+const HUB_TOKEN: &str = "dw_test_the_hub_secret";
+
+fn spec(env: Vec<(&'static str, &'static str)>) -> ServerSpec {
+    ServerSpec {
+        tp: 2,
+        warmup_ms: 300,
+        drain: "3s",
+        kill_grace: "2s",
+        verify: "4s",
+        warmup_timeout: "30s",
+        env,
+        nodes: true,
+        ..ServerSpec::default()
+    }
+}
+
+async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet> {
+    let hosts = [SimHost::new(150), SimHost::new(150)];
+    let hub_token = format!(
+        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\n",
+        sha256_hex(HUB_TOKEN)
+    );
+    let (auth_a, _, _) = auth_file(hosts[0].scratch(), &hub_token);
+    let auth_a = auth_a.display().to_string();
+    let spec_b = spec(env_b);
+    let port_b = spec_b.port;
+    let a = spawn_managed(
+        &hosts[0],
+        &spec(Vec::new()),
+        &["--bind", "127.0.0.2:0", "--auth", &auth_a],
+    )?
+    .with_token(HUB_TOKEN);
+    let b = spawn_managed(&hosts[1], &spec_b, &["--bind", "127.0.0.3:0"])?;
+    let agents = [a, b];
+    let dir = tempfile::tempdir()?;
+    let (hub_auth, op, view) = auth_file(dir.path(), "");
+    std::fs::write(dir.path().join("a.token"), format!("{HUB_TOKEN}\n"))?;
+    let init = format!("127.0.0.1:{}", free_port());
+    let config = dir.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agent]]\nname = \"a\"\nurl = \"{}\"\ntoken_file = \"a.token\"\n\
+             [[agent]]\nname = \"b\"\nurl = \"{}\"\n\
+             [[group]]\nname = \"dsv3\"\nnodes = [\"a\", \"b\"]\ndist_init_addr = \"{init}\"\n\
+             verify_timeout = \"8s\"\nlaunch_timeout = \"40s\"\n",
+            agents[0].url(""),
+            agents[1].url("")
+        ),
+    )?;
+    let (proc, hub) = tests::spawn_hub_with(&config, &["--auth", &hub_auth.display().to_string()])?;
+    Ok(Fleet {
+        hosts,
+        agents,
+        hub,
+        _hub: proc,
+        _dir: dir,
+        olga: bearer_client(&op),
+        victor: bearer_client(&view),
+        port_b,
+    })
+}
+
+impl Fleet {
+    async fn ask(&self, who: &reqwest::Client, body: Value) -> anyhow::Result<(u16, Value)> {
+        let r = who
+            .post(format!("{}/api/groups/dsv3/restart", self.hub))
+            .json(&body)
+            .send()
+            .await?;
+        let code = r.status().as_u16();
+        Ok((code, r.json().await.unwrap_or(Value::Null)))
+    }
+
+    async fn record(&self, id: i64) -> anyhow::Result<CoordRecord> {
+        Ok(self
+            .olga
+            .get(format!("{}/api/coordinated/{id}", self.hub))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?)
+    }
+
+    /// Olga restarts the group with `flags`; the record once it ended.
+    async fn run(&self, flags: Value) -> anyhow::Result<CoordRecord> {
+        let (code, body) = self
+            .ask(&self.olga, json!({"confirm": "dsv3", "flags": flags}))
+            .await?;
+        anyhow::ensure!(code == 202, "{code} {body}");
+        let id = body["id"].as_i64().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let r = self.record(id).await?;
+            if r.outcome != Outcome::Running {
+                return Ok(r);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "still running: {r:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// When member `m` first did `step` (ms), if it did.
+fn first(r: &CoordRecord, m: usize, step: CoordStep) -> Option<u64> {
+    r.members[m]
+        .events
+        .iter()
+        .find(|e| e.step == step)
+        .map(|e| e.at_ms)
+}
+
+fn last(r: &CoordRecord, m: usize, step: CoordStep) -> Option<u64> {
+    r.members[m]
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.step == step)
+        .map(|e| e.at_ms)
+}
+
+fn notes(r: &CoordRecord, m: usize) -> String {
+    r.members[m]
+        .events
+        .iter()
+        .map(|e| format!("{:?}: {}", e.step, e.note))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Every node drained and verified before the first launch anywhere, and
+/// rank 1 launched only after rank 0.
+fn assert_ordered(r: &CoordRecord) {
+    let launch0 = first(r, 0, CoordStep::Launch).expect("rank 0 launched");
+    let launch1 = first(r, 1, CoordStep::Launch).expect("rank 1 launched");
+    for m in 0..2 {
+        let verified = last(r, m, CoordStep::Verify).expect("verified");
+        assert!(verified <= launch0, "{}", notes(r, m));
+    }
+    assert!(launch0 <= launch1, "{r:#?}");
+}
+
+/// The node's server command line, as its agent sees it.
+async fn server_cmdline(app: &TestApp) -> anyhow::Result<String> {
+    let s = app.state().await?;
+    let sample = s.latest.expect("a sample");
+    let root = s.server.and_then(|s| s.root).expect("a server");
+    Ok(sample
+        .processes
+        .iter()
+        .find(|p| p.pid == root.pid)
+        .map(|p| p.cmdline.join(" "))
+        .unwrap_or_default())
+}
+
+async fn audit(app: &TestApp) -> anyhow::Result<Vec<Value>> {
+    let v = app.get_json("/api/audit?kind=action").await?;
+    Ok(v.as_array().cloned().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::Result<()> {
+    let f = fleet(Vec::new()).await?;
+    // A viewer may not; a wrong confirmation is refused. Nothing is recorded.
+    let (code, _) = f.ask(&f.victor, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 403);
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv"})).await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("`dsv3`"),
+        "{body}"
+    );
+    let listed: Vec<CoordRecord> = f
+        .olga
+        .get(format!("{}/api/coordinated", f.hub))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert!(listed.is_empty());
+    // Each node alone refuses a launch without its place in the group.
+    let (code, body) = f.agents[1]
+        .post("/api/start", &json!({"generation": 0, "confirm": "sim"}))
+        .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("spans nodes"), "{body}");
+
+    // From stopped: nothing to drain, both verified, rank 0, rank 1, ready.
+    let r = f.run(json!({"--warmup-ms": "400"})).await?;
+    assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
+    assert_eq!(r.requested_by, "olga");
+    assert_ordered(&r);
+    assert!(
+        notes(&r, 0).contains("completion came back through rank 0"),
+        "{}",
+        notes(&r, 0)
+    );
+    for (m, app) in f.agents.iter().enumerate() {
+        let s = app.server().await?;
+        assert_eq!(s.phase, Phase::Ready, "node {m}");
+        assert_eq!(s.flags.get("--warmup-ms").map(String::as_str), Some("400"));
+        let cmd = server_cmdline(app).await?;
+        assert!(
+            cmd.contains(&format!(
+                "--nnodes 2 --node-rank {m} --dist-init-addr 127.0.0.1:"
+            )),
+            "{cmd}"
+        );
+    }
+
+    // From ready: each node's own server is stopped and verified first.
+    let gens: Vec<u64> = [f.agents[0].server().await?, f.agents[1].server().await?]
+        .iter()
+        .map(|s| s.generation)
+        .collect();
+    let r = f.run(json!({})).await?;
+    assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
+    assert_ordered(&r);
+    for (m, gen_before) in gens.into_iter().enumerate() {
+        let n = notes(&r, m);
+        assert!(n.contains("stopped and verified by its agent"), "{n}");
+        assert_eq!(r.members[m].agent_ops.len(), 2, "a stop and a start: {n}");
+        assert_eq!(f.agents[m].server().await?.generation, gen_before + 1);
+    }
+    // The record is the hub's, and lasts.
+    let listed: Vec<CoordRecord> = f
+        .olga
+        .get(format!("{}/api/coordinated", f.hub))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].id, r.id);
+
+    // Each agent's audit names the hub's caller and the person at the hub.
+    let a = audit(&f.agents[0]).await?;
+    assert!(
+        a.iter().any(|e| {
+            let peer = e["peer"].as_str().unwrap_or("");
+            peer.starts_with("fleet-hub (")
+                && peer.ends_with(" for olga")
+                && e["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("node rank 0 of 2")
+        }),
+        "{a:#?}"
+    );
+    let b = audit(&f.agents[1]).await?;
+    assert!(
+        b.iter()
+            .any(|e| e["peer"].as_str().unwrap_or("").ends_with(" for olga")
+                && e["action"] == "stop"),
+        "{b:#?}"
+    );
+    // A name that is not one is refused, and nothing happens.
+    let r = f.agents[1]
+        .http
+        .post(f.agents[1].url("/api/stop"))
+        .header("x-drainwatch-for", "olga; DROP TABLE audit")
+        .json(&json!({"generation": 0, "confirm": "sim"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+    assert_eq!(f.agents[1].server().await?.phase, Phase::Ready);
+    Ok(())
+}
+
+#[tokio::test]
+async fn workers_that_will_not_go_are_cleaned_on_their_node_before_anything_launches()
+-> anyhow::Result<()> {
+    for mode in ["orphan", "escape"] {
+        let f = fleet(vec![("SIMSERVER_MODE", mode)]).await?;
+        let r = f.run(json!({})).await?;
+        assert_eq!(r.outcome, Outcome::Succeeded, "{mode}: {r:#?}");
+        if mode == "escape" {
+            // Its escapee appears a second after the server is warm.
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+        }
+        let r = f.run(json!({})).await?;
+        assert_eq!(r.outcome, Outcome::Succeeded, "{mode}: {r:#?}");
+        assert_ordered(&r);
+        // Node b's agent stopped its leftovers itself; then every GPU of b
+        // was proven idle before rank 0 launched on a.
+        let verified_b = last(&r, 1, CoordStep::Verify).expect("b verified");
+        let launch_a = first(&r, 0, CoordStep::Launch).expect("a launched");
+        assert!(verified_b <= launch_a, "{mode}: {}", notes(&r, 1));
+        // What holds memory on b now is its new server alone.
+        let s = f.agents[1].state().await?;
+        let sample = s.latest.expect("sample");
+        for p in sample.processes.iter().filter(|p| !p.gpu_mem.is_empty()) {
+            assert_eq!(p.role, shared::ProcessRole::Server, "{mode}: {p:#?}");
+        }
+        drop(f);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_foreign_holder_on_one_node_fails_the_restart_naming_it_and_nothing_launches()
+-> anyhow::Result<()> {
+    let f = fleet(Vec::new()).await?;
+    assert_eq!(f.run(json!({})).await?.outcome, Outcome::Succeeded);
+    let gen_a = f.agents[0].server().await?.generation;
+    let foreign = spawn_foreign(&f.hosts[1], 0, 2.0)?;
+    f.agents[1]
+        .wait_for_state("the foreign holder", Duration::from_secs(10), |s| {
+            s.latest.as_ref().is_some_and(|l| {
+                l.processes
+                    .iter()
+                    .any(|p| p.pid == foreign.pid() && !p.gpu_mem.is_empty())
+            })
+        })
+        .await?;
+    let r = f.run(json!({})).await?;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+    let failure = r.failure.clone().expect("a failure");
+    assert_eq!(failure.member, "b");
+    assert!(
+        failure.reason.contains(&foreign.pid().to_string()),
+        "{failure:?}"
+    );
+    // Nothing launched anywhere: a was drained and verified, then left stopped.
+    for m in 0..2 {
+        assert_eq!(first(&r, m, CoordStep::Launch), None, "{}", notes(&r, m));
+    }
+    assert!(notes(&r, 0).contains("nothing launched: node `b` is not clean"));
+    let a = f.agents[0].server().await?;
+    assert_eq!((a.phase, a.generation), (Phase::Stopped, gen_a));
+    // The foreign process was never signalled (the host's trace checks it too).
+    assert!(tests::alive(foreign.pid()));
+    assert!(f.hosts[1].foreign_signals().is_empty());
+    let held: u64 = simhost::observe(&f.hosts[1].path(), simhost::now_ms())?
+        .gpus
+        .iter()
+        .flat_map(|g| g.processes.iter().map(|p| p.used_bytes))
+        .sum();
+    assert_eq!(
+        held,
+        2 * GIB,
+        "only the foreign holder's memory is left on b"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_node_that_cannot_launch_stops_and_verifies_the_other() -> anyhow::Result<()> {
+    let f = fleet(Vec::new()).await?;
+    // Something else listens on node b's server port: b cannot launch, and
+    // rank 0 waits for a rank 1 that never joins.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", f.port_b))?;
+    let r = f.run(json!({})).await?;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+    let failure = r.failure.clone().expect("a failure");
+    assert_eq!(failure.member, "b", "{r:#?}");
+    assert!(failure.reason.starts_with("launch:"), "{failure:?}");
+    // Rank 0 had launched; it was stopped (its warm-up cut short) and verified.
+    assert!(first(&r, 0, CoordStep::Launch).is_some());
+    let n = notes(&r, 0);
+    assert!(n.contains("Unwind: stop #"), "{n}");
+    assert!(n.contains("Unwind: verified"), "{n}");
+    let a = f.agents[0].server().await?;
+    assert_eq!(a.phase, Phase::Stopped, "{a:#?}");
+    let start = r.members[0].agent_ops[0];
+    let d = f.agents[0]
+        .get_json(&format!("/api/restarts/{start}"))
+        .await?;
+    assert_eq!(d["summary"]["outcome"], "interrupted", "{d:#}");
+    drop(squatter);
+    Ok(())
+}
