@@ -52,7 +52,7 @@ fn changing(req: RequestBuilder) -> RequestBuilder {
 
 /// What `GET /api/session` said: `Ok(None)` when nobody is logged in.
 pub(crate) async fn session() -> Result<Option<SessionInfo>, String> {
-    let resp = Request::get("/api/session")
+    let resp = Request::get(&crate::base::url("/api/session"))
         .send()
         .await
         .map_err(unreachable)?;
@@ -90,7 +90,7 @@ pub(crate) fn check_session(state: AppState) {
 
 /// `POST /api/logout`; the page then goes to `/login`.
 pub(crate) async fn logout() -> Result<(), String> {
-    accepted(changing(Request::post("/api/logout")).build()).await
+    accepted(changing(Request::post(&crate::base::url("/api/logout"))).build()).await
 }
 
 fn unreachable(err: impl std::fmt::Display) -> String {
@@ -143,12 +143,19 @@ async fn accepted(req: Result<Request, gloo_net::Error>) -> Result<(), String> {
 
 /// `GET /api/flagsets`: every flag set with its results, first seen first.
 pub(crate) async fn ledger() -> Result<Vec<FlagSetResults>, String> {
-    parse_ledger(&body_of(Request::get("/api/flagsets").build().map_err(unreachable)?).await?)
+    parse_ledger(
+        &body_of(
+            Request::get(&crate::base::url("/api/flagsets"))
+                .build()
+                .map_err(unreachable)?,
+        )
+        .await?,
+    )
 }
 
 /// `GET /api/flagsets/diff?a=…&b=…`.
 pub(crate) async fn set_diff(a: &str, b: &str) -> Result<SetDiff, String> {
-    let url = format!("/api/flagsets/diff?a={a}&b={b}");
+    let url = crate::base::url(&format!("/api/flagsets/diff?a={a}&b={b}"));
     parse_diff(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
@@ -161,18 +168,23 @@ struct Edit<'a> {
 
 /// Sets a flag set's label and notes (empty clears them).
 pub(crate) async fn edit_flagset(id: &str, label: &str, notes: &str) -> Result<(), String> {
-    accepted(changing(Request::patch(&format!("/api/flagsets/{id}"))).json(&Edit { label, notes }))
-        .await
+    accepted(
+        changing(Request::patch(&crate::base::url(&format!(
+            "/api/flagsets/{id}"
+        ))))
+        .json(&Edit { label, notes }),
+    )
+    .await
 }
 
 /// `POST /api/bench` with the settings to change from the server's defaults.
 pub(crate) async fn start_bench(req: &BenchRequest) -> Result<(), String> {
-    accepted(changing(Request::post("/api/bench")).json(req)).await
+    accepted(changing(Request::post(&crate::base::url("/api/bench"))).json(req)).await
 }
 
 /// `POST /api/bench/cancel`.
 pub(crate) async fn cancel_bench() -> Result<(), String> {
-    accepted(changing(Request::post("/api/bench/cancel")).build()).await
+    accepted(changing(Request::post(&crate::base::url("/api/bench/cancel"))).build()).await
 }
 
 /// Asks for `kind` (restart, start with `flags`; stop, adopt without), guarded
@@ -188,7 +200,7 @@ pub(crate) async fn submit(
     contain: bool,
     override_health: Option<String>,
 ) -> Result<(), String> {
-    let req = changing(Request::post(ops::endpoint(kind)));
+    let req = changing(Request::post(&crate::base::url(ops::endpoint(kind))));
     let req = if ops::takes_flags(kind) {
         req.json(&RestartRequest {
             generation,
@@ -215,7 +227,7 @@ pub(crate) async fn submit(
 
 /// `GET /api/campaigns/{id}`: a campaign whole.
 pub(crate) async fn campaign(id: i64) -> Result<Campaign, String> {
-    let url = format!("/api/campaigns/{id}");
+    let url = crate::base::url(&format!("/api/campaigns/{id}"));
     parse(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
@@ -227,7 +239,7 @@ pub(crate) async fn post_plan(json: String, dry_run: bool) -> Result<Option<Camp
     } else {
         "/api/campaigns"
     };
-    let req = changing(Request::post(url))
+    let req = changing(Request::post(&crate::base::url(url)))
         .header("Content-Type", "application/json")
         .body(json)
         .map_err(|e| format!("could not write the request: {e}"))?;
@@ -241,7 +253,13 @@ pub(crate) async fn post_plan(json: String, dry_run: bool) -> Result<Option<Camp
 
 /// `POST /api/campaigns/{id}/{pause|resume|cancel}`.
 pub(crate) async fn campaign_act(id: i64, verb: &str) -> Result<(), String> {
-    accepted(changing(Request::post(&format!("/api/campaigns/{id}/{verb}"))).build()).await
+    accepted(
+        changing(Request::post(&crate::base::url(&format!(
+            "/api/campaigns/{id}/{verb}"
+        ))))
+        .build(),
+    )
+    .await
 }
 
 /// One webhook's answer to a test.
@@ -256,7 +274,7 @@ pub(crate) struct Delivery {
 pub(crate) async fn test_webhooks() -> Result<Vec<Delivery>, String> {
     parse(
         &body_of(
-            changing(Request::post("/api/webhooks/test"))
+            changing(Request::post(&crate::base::url("/api/webhooks/test")))
                 .build()
                 .map_err(unreachable)?,
         )
@@ -266,7 +284,7 @@ pub(crate) async fn test_webhooks() -> Result<Vec<Delivery>, String> {
 
 /// `GET /api/restarts/{id}`.
 pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
-    let url = format!("/api/restarts/{id}");
+    let url = crate::base::url(&format!("/api/restarts/{id}"));
     parse_detail(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 

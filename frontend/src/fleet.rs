@@ -32,8 +32,8 @@ fn row(a: &AgentView, now_ms: u64) -> String {
     );
     let _ = write!(
         out,
-        r#"<div class="fleet-name"><a class="fleet-link" data-testid="fleet-link" href="{}" target="_blank" rel="noopener" title="open its dashboard">{}</a><span class="fleet-host">{}</span>{}</div>"#,
-        escape(&a.url),
+        r#"<div class="fleet-name"><a class="fleet-link" data-testid="fleet-link" href="/agents/{}/" title="open its dashboard through the hub">{}</a><span class="fleet-host">{}</span>{}</div>"#,
+        escape(&a.name),
         escape(&a.name),
         escape(a.hostname.as_deref().unwrap_or("—")),
         if a.simulated == Some(true) {
@@ -229,7 +229,7 @@ mod tests {
         let live = row(&agent(true), 2_000);
         assert!(live.contains(r#"data-reachable="true""#), "{live}");
         assert!(live.contains(">simulated host<"), "{live}");
-        assert!(live.contains(r#"href="http://node7:7878/""#), "{live}");
+        assert!(live.contains(r#"href="/agents/gpu-07/""#), "{live}");
         assert!(live.contains(r#"style="height: 50%""#), "{live}");
         assert!(
             live.contains("GPU 0: 48.0 GiB / 96.0 GiB, util 90 %\nGPU 0: XID error"),

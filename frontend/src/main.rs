@@ -7,6 +7,7 @@ mod api;
 #[allow(unreachable_pub)]
 mod app;
 mod axis;
+mod base;
 mod campaign;
 mod chart;
 #[allow(unreachable_pub)]

@@ -41,7 +41,7 @@ fn socket_url() -> String {
         _ => "ws",
     };
     let host = location.host().unwrap_or_default();
-    format!("{scheme}://{host}/ws")
+    format!("{scheme}://{host}{}/ws", crate::base::base())
 }
 
 /// Opens the socket and keeps it open for as long as the calling component lives.

@@ -162,3 +162,136 @@ async fn a_bad_fleet_config_is_refused_naming_what() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A host's own dashboard through the hub: its API and `/ws` pass through
+/// with the hub's token for it and the person's name; the hub's gate says
+/// first what the person may do, the agent's audit names both.
+#[tokio::test]
+async fn a_host_s_dashboard_and_operations_go_through_the_hub_under_the_person_s_name()
+-> anyhow::Result<()> {
+    const HUB_TOKEN: &str = "dw_test_fleet_hub_token";
+    let hub_token = format!(
+        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\n",
+        tests::sha256_hex(HUB_TOKEN)
+    );
+    let (_host, agent, _op, _view) = managed_with_auth(&hub_token).await?;
+    let scratch = tempfile::tempdir()?;
+    std::fs::write(scratch.path().join("a.token"), HUB_TOKEN)?;
+    let config = scratch.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agent]]\nname = \"gpu-a\"\nurl = \"{}\"\ntoken_file = \"a.token\"\n",
+            agent.url("")
+        ),
+    )?;
+    let (hub_auth, op, view) = tests::auth_file(scratch.path(), "");
+    let (_hub, hub) =
+        tests::spawn_hub_with(&config, &["--auth", hub_auth.to_str().expect("utf-8")])?;
+    let (olga, victor) = (tests::bearer_client(&op), tests::bearer_client(&view));
+    let stranger = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+
+    // A stranger gets nothing of the agent's, and the page sends them to log in.
+    let r = stranger
+        .get(format!("{hub}/agents/gpu-a/api/state"))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 401);
+    let r = stranger.get(format!("{hub}/agents/gpu-a/")).send().await?;
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/login");
+    // A viewer sees the agent's state and history, and the hub's own session.
+    let s: shared::Snapshot = victor
+        .get(format!("{hub}/agents/gpu-a/api/state"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    assert_eq!(s.latest.map(|l| l.gpus.len()), Some(8));
+    let generation = s.server.as_ref().map(|s| s.generation).unwrap_or_default();
+    let me: serde_json::Value = victor
+        .get(format!("{hub}/agents/gpu-a/api/session"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(me["name"], "victor");
+    assert_eq!(me["role"], "viewer");
+    // …but changes nothing: the hub refuses before the agent hears of it.
+    let body = serde_json::json!({"generation": generation, "confirm": "sim"});
+    let r = victor
+        .post(format!("{hub}/agents/gpu-a/api/stop"))
+        .json(&body)
+        .send()
+        .await?;
+    assert_eq!(r.status(), 403);
+    // Nor may another site's page, whoever is logged in.
+    let r = olga
+        .post(format!("{hub}/agents/gpu-a/api/stop"))
+        .header("origin", "http://evil.example")
+        .json(&body)
+        .send()
+        .await?;
+    assert_eq!(r.status(), 403);
+    assert_eq!(agent.server().await?.phase, Phase::Ready);
+    // An operator's stop goes through; the agent's audit names both.
+    let r = olga
+        .post(format!("{hub}/agents/gpu-a/api/stop"))
+        .json(&body)
+        .send()
+        .await?;
+    assert_eq!(r.status(), 202, "{}", r.text().await?);
+    agent
+        .wait_phase(Phase::Stopped, Duration::from_secs(20))
+        .await?;
+    let audit = agent.get_json("/api/audit?kind=action").await?;
+    let entry = audit
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["action"] == "stop"))
+        .cloned()
+        .expect("the stop audited");
+    let peer = entry["peer"].as_str().unwrap_or_default();
+    assert!(
+        peer.starts_with("fleet-hub (") && peer.ends_with(" for olga"),
+        "{entry}"
+    );
+    // The agent's refusals come back as the agent said them.
+    let r = olga
+        .post(format!("{hub}/agents/gpu-a/api/stop"))
+        .json(&body)
+        .send()
+        .await?;
+    assert_eq!(r.status(), 409);
+    let text = r.text().await?;
+    assert!(text.contains("already stopped"), "{text}");
+    // An agent the hub does not know is not reached.
+    let r = olga
+        .get(format!("{hub}/agents/nope/api/state"))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 404);
+
+    // The agent's stream, through the hub, for the person.
+    let ws = hub.replacen("http://", "ws://", 1) + "/agents/gpu-a/ws";
+    let mut req = ws.as_str().into_client_request()?;
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {view}").parse()?);
+    let (mut socket, _) = tokio_tungstenite::connect_async(req).await?;
+    let mut kinds = Vec::new();
+    while kinds.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), socket.next()).await? {
+            Some(Ok(Message::Text(t))) => {
+                let v: serde_json::Value = serde_json::from_str(t.as_str())?;
+                kinds.push(v["type"].as_str().unwrap_or_default().to_owned());
+            }
+            other => anyhow::bail!("no message through the hub: {other:?}"),
+        }
+    }
+    assert_eq!(kinds, ["hello", "snapshot"]);
+    // Without a login, no stream.
+    assert!(tokio_tungstenite::connect_async(ws.as_str()).await.is_err());
+    Ok(())
+}

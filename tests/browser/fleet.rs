@@ -1,6 +1,7 @@
 //! The hub's fleet page in Chromium: a row per agent, live; an agent killed
 //! turns unreachable with when it was last seen (its last state greyed, never
-//! idle), and live again when it is back.
+//! idle), and live again when it is back. A click into a host opens its own
+//! dashboard through the hub, from which a restart reaches the agent.
 
 use tests::managed::{ServerSpec, spawn_managed};
 use tests::{SimHost, TestApp};
@@ -80,6 +81,56 @@ async fn the_fleet_page_shows_an_agent_going_and_coming_back() -> anyhow::Result
     b.wait_attr(row, "data-reachable", T, |r| r == "true")
         .await?;
     drop(back);
+
+    // Into a host: its own dashboard, live, through the hub; a restart from
+    // there reaches the agent and is audited as the person's through the hub.
+    b.click("[data-testid=fleet-row][data-agent='gpu-a'] [data-testid=fleet-link]")
+        .await?;
+    assert_eq!(b.wait_count("[data-testid=gpu-card]", 8, T).await?, 8);
+    let via = b.text("[data-testid=via-hub]").await?;
+    assert!(via.contains("gpu-a"), "{via}");
+    assert!(
+        b.client
+            .current_url()
+            .await?
+            .path()
+            .starts_with("/agents/gpu-a/")
+    );
+    b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
+        p == "ready"
+    })
+    .await?;
+    let generation = agents[0].server().await?.generation;
+    b.click("[data-testid=open-restart]").await?;
+    b.wait_count("[data-testid=restart-dialog]", 1, T).await?;
+    b.fill("[data-testid=confirm-input]", "sim").await?;
+    let confirm = b
+        .client
+        .find(fantoccini::Locator::Css("[data-testid=confirm-action]"))
+        .await?;
+    b.wait_enabled(&confirm, T).await?;
+    confirm.click().await?;
+    let deadline = std::time::Instant::now() + T;
+    while agents[0].server().await?.generation == generation {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no restart through the hub"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    b.wait_attr("[data-testid=server-phase]", "data-phase", T, |p| {
+        p == "ready"
+    })
+    .await?;
+    b.screenshot("fleet-host-through-hub").await?;
+    let audit = agents[0].get_json("/api/audit?kind=action").await?;
+    assert!(
+        audit
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["action"] == "restart"
+                && e["peer"].as_str().unwrap_or("").ends_with(" for 127.0.0.1"))),
+        "{audit:#}"
+    );
     b.client.close().await?;
     Ok(())
 }

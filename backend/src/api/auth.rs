@@ -40,8 +40,20 @@ enum Kind {
     Api,
 }
 
+/// A path as its agent sees it: a hub serves each agent's dashboard under
+/// `/agents/{name}/`, and judges the rest as an agent would.
+fn local(path: &str) -> &str {
+    match path
+        .strip_prefix("/agents/")
+        .and_then(|r| r.split_once('/'))
+    {
+        Some((_, rest)) => &path[path.len() - rest.len() - 1..],
+        None => path,
+    }
+}
+
 fn kind(path: &str) -> Kind {
-    match path {
+    match local(path) {
         "/api/login" | "/api/session" | "/login" | "/healthz" => Kind::Open,
         "/" | "/index.html" | "/fleet" => Kind::Page,
         "/metrics" => Kind::Metrics,
@@ -86,7 +98,7 @@ pub(crate) async fn gate(
     let path = req.uri().path().to_owned();
     let k = kind(&path);
     let mutating = changes_state(req.method());
-    if (mutating || path == "/ws") && !auth.origin_ok(headers) {
+    if (mutating || local(&path) == "/ws") && !auth.origin_ok(headers) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "request from another site refused (its Origin is not drainwatch's)",
@@ -134,7 +146,7 @@ pub(crate) async fn gate(
             )
             .into_response();
         }
-        if path != "/api/logout" && !c.role.may_operate() {
+        if local(&path) != "/api/logout" && !c.role.may_operate() {
             return ApiError::new(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -287,4 +299,24 @@ pub(crate) async fn login_script() -> impl IntoResponse {
         ],
         include_str!("login.js"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kind, kind, local};
+
+    #[test]
+    fn an_agent_s_dashboard_through_a_hub_is_judged_as_the_agent_would() {
+        assert_eq!(local("/agents/gpu-01/api/state"), "/api/state");
+        assert_eq!(local("/agents/gpu-01/ws"), "/ws");
+        assert_eq!(local("/agents/gpu-01/"), "/");
+        assert_eq!(local("/agents/gpu-01"), "/agents/gpu-01");
+        assert_eq!(local("/api/state"), "/api/state");
+        assert_eq!(kind("/agents/a/api/restart"), Kind::Api);
+        assert_eq!(kind("/agents/a/ws"), Kind::Api);
+        assert_eq!(kind("/agents/a/"), Kind::Page);
+        assert_eq!(kind("/fleet"), Kind::Page);
+        assert_eq!(kind("/agents/a/style.css"), Kind::Open);
+        assert_eq!(kind("/agents/a/api/session"), Kind::Open);
+    }
 }

@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod coordinate;
+mod proxy;
 pub mod records;
 
 use std::net::SocketAddr;
@@ -80,6 +81,8 @@ struct HubState {
     shared: Shared,
     auth: Arc<Auth>,
     coord: Arc<Coordinator>,
+    /// For the agents' API through the hub (`proxy.rs`).
+    http: reqwest::Client,
 }
 
 impl FromRef<HubState> for Shared {
@@ -175,6 +178,10 @@ pub async fn serve(
         shared: shared.clone(),
         auth: Arc::new(auth),
         coord: Arc::new(Coordinator::new(Arc::clone(&cfg), records)),
+        http: reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .build()?,
     };
     let app = Router::new()
         .route("/api/fleet", get(fleet))
@@ -188,6 +195,14 @@ pub async fn serve(
         .route("/login", get(gate::login_page))
         .route("/login.js", get(gate::login_script))
         .route("/api/{*rest}", any(not_found))
+        // Each host's own dashboard, through the hub.
+        .route("/agents/{name}", get(proxy::bare))
+        .route("/agents/{name}/", get(proxy::index))
+        .route("/agents/{name}/api/session", get(gate::session))
+        .route("/agents/{name}/api/logout", post(gate::logout))
+        .route("/agents/{name}/api/{*rest}", any(proxy::api))
+        .route("/agents/{name}/ws", get(proxy::ws))
+        .route("/agents/{name}/{*rest}", get(proxy::files))
         .route("/ws", get(ws))
         .route("/healthz", get(|| async { "ok" }))
         // The UI's own page, in its fleet mode.

@@ -27,7 +27,8 @@ fn button(out: &mut String, act: &str, testid: &str, class: &str, text: &str) {
 /// The head: the campaign's number, name and state (none yet: nothing),
 /// pause, resume and cancel as its state allows, the exports, and for an
 /// operator the webhook test and a new campaign.
-pub(crate) fn head(c: Option<(i64, &str, CampaignState)>, may: bool) -> String {
+/// `base`: where the API is (see `crate::base`).
+pub(crate) fn head(c: Option<(i64, &str, CampaignState)>, may: bool, base: &str) -> String {
     let mut out = String::from(r#"<h2 class="proc-title">campaign</h2>"#);
     if let Some((id, name, st)) = c {
         let _ = write!(
@@ -58,7 +59,7 @@ pub(crate) fn head(c: Option<(i64, &str, CampaignState)>, may: bool) -> String {
         }
         let _ = write!(
             out,
-            r#"<span class="proc-spacer"></span><a class="link" href="/api/campaigns/{id}/export.csv" download="">CSV</a><a class="link" href="/api/campaigns/{id}/export.json" download="">JSON</a>"#
+            r#"<span class="proc-spacer"></span><a class="link" href="{base}/api/campaigns/{id}/export.csv" download="">CSV</a><a class="link" href="{base}/api/campaigns/{id}/export.json" download="">JSON</a>"#
         );
     } else {
         out.push_str(r#"<span class="proc-spacer"></span>"#);
@@ -186,18 +187,20 @@ mod tests {
 
     #[test]
     fn the_head_offers_what_the_state_allows_to_whoever_may() {
-        let h = head(Some((3, "a <b>", CampaignState::Running)), true);
+        let h = head(Some((3, "a <b>", CampaignState::Running)), true, "");
         assert!(h.contains("#3 a &lt;b&gt;"), "{h}");
         assert!(h.contains(r#"data-act="pause""#) && h.contains(r#"data-act="cancel""#));
         assert!(!h.contains(r#"data-act="resume""#));
         assert!(h.contains(r#"href="/api/campaigns/3/export.csv""#));
-        let paused = head(Some((3, "x", CampaignState::Paused)), true);
+        let hub = head(Some((3, "x", CampaignState::Done)), true, "/agents/gpu-01");
+        assert!(hub.contains(r#"href="/agents/gpu-01/api/campaigns/3/export.json""#));
+        let paused = head(Some((3, "x", CampaignState::Paused)), true, "");
         assert!(paused.contains(r#"data-act="resume""#) && !paused.contains(r#"data-act="pause""#));
-        let done = head(Some((3, "x", CampaignState::Done)), true);
+        let done = head(Some((3, "x", CampaignState::Done)), true, "");
         assert!(!done.contains(r#"data-act="cancel""#));
-        let viewer = head(Some((3, "x", CampaignState::Running)), false);
+        let viewer = head(Some((3, "x", CampaignState::Running)), false, "");
         assert!(!viewer.contains("data-act"), "{viewer}");
-        let none = head(None, true);
+        let none = head(None, true, "");
         assert!(none.contains(r#"data-act="new""#) && !none.contains("campaign-state"));
     }
 

@@ -165,6 +165,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                 c.as_ref()
                     .map(|c| (c.info.id, c.info.name.as_str(), c.info.state)),
                 may,
+                crate::base::base(),
             )
         })
     });

@@ -195,6 +195,11 @@ pub(crate) fn Header() -> impl IntoView {
 
     view! {
         <header class="topbar" data-testid="header">
+            {crate::base::agent().map(|name| view! {
+                <a class="via-hub" data-testid="via-hub" href="/fleet" title="this host's dashboard, through the fleet hub">
+                    "‹ fleet / " {name}
+                </a>
+            })}
             // Both wrappers are `display: contents`: their spans are the bar's items.
             <span class="topbar-facts" inner_html=move || state.host.with(|h| facts_markup(h.as_ref()))></span>
             <span class="topbar-facts" inner_html=move || server.with(status_markup)></span>

@@ -178,9 +178,9 @@ pub(crate) fn ThroughputView() -> impl IntoView {
             </span>
             <span class="fs-export">
                 "export "
-                <a href="/api/export/bench.csv" download="drainwatch-bench.csv" data-testid="export-csv">"CSV"</a>
+                <a href=crate::base::url("/api/export/bench.csv") download="drainwatch-bench.csv" data-testid="export-csv">"CSV"</a>
                 " · "
-                <a href="/api/export/bench.json" download="drainwatch-bench.json" data-testid="export-json">"JSON"</a>
+                <a href=crate::base::url("/api/export/bench.json") download="drainwatch-bench.json" data-testid="export-json">"JSON"</a>
             </span>
         </div>
         {controls(state, p, s)}
