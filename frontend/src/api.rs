@@ -360,3 +360,23 @@ mod tests {
         assert!(parse_ledger("{}").is_err());
     }
 }
+
+/// `GET /api/coordinated/panel` at the hub: the coordinated restarts'
+/// panel as HTML, rendered there.
+pub(crate) async fn coord_panel() -> Result<String, String> {
+    body_of(
+        Request::get("/api/coordinated/panel")
+            .build()
+            .map_err(unreachable)?,
+    )
+    .await
+}
+
+/// `POST /api/groups/{target}/restart` at the hub, confirmed by `confirm`.
+pub(crate) async fn coord_restart(target: &str, confirm: String) -> Result<(), String> {
+    let req = shared::fleet::CoordRequest {
+        confirm,
+        flags: Default::default(),
+    };
+    accepted(changing(Request::post(&format!("/api/groups/{target}/restart"))).json(&req)).await
+}

@@ -163,6 +163,29 @@ pub(crate) fn FleetApp() -> impl IntoView {
             }
         });
     };
+    // The coordinated restarts' panel, as the hub renders it.
+    let panel = RwSignal::new(String::new());
+    let said = RwSignal::new(String::new());
+    spawn_local(async move {
+        match crate::api::session().await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let _ = window().location().replace("/login");
+            }
+            Err(e) => said.set(e),
+        }
+    });
+    let ask_records = move || {
+        spawn_local(async move {
+            if let Ok(html) = crate::api::coord_panel().await {
+                panel.try_set(html);
+            }
+        });
+    };
+    let ask = move || {
+        ask();
+        ask_records();
+    };
     ask();
     use_interval_fn(
         move || {
@@ -172,6 +195,36 @@ pub(crate) fn FleetApp() -> impl IntoView {
         POLL_MS,
     );
     document().set_title("fleet · drainwatch");
+    // A restart: the typed name beside the button that was clicked.
+    let on_click = move |ev: web_sys::MouseEvent| {
+        use wasm_bindgen::JsCast;
+        let Some(el) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+            .and_then(|t| t.closest("[data-act=coord-restart]").ok().flatten())
+        else {
+            return;
+        };
+        let target = el.get_attribute("data-target").unwrap_or_default();
+        let typed = document()
+            .query_selector(&format!(".coord-confirm[data-target='{target}']"))
+            .ok()
+            .flatten()
+            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
+        let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
+        spawn_local(async move {
+            match crate::api::coord_restart(&target, confirm).await {
+                Ok(()) => {
+                    said.set(format!("{target}: restart begun"));
+                    if let Some(i) = typed {
+                        i.set_value("");
+                    }
+                }
+                Err(e) => said.set(format!("{target}: {e}")),
+            }
+            ask_records();
+        });
+    };
     view! {
         <header class="fleet-head">
             <span class="brand">"drainwatch"</span>
@@ -185,6 +238,10 @@ pub(crate) fn FleetApp() -> impl IntoView {
                 fleet.with(|f| f.as_ref().map(|f| fleet_markup(f, now.get() as u64)).unwrap_or_default())
             }
         ></main>
+        <section class="coord" data-testid="coord" on:click=on_click>
+            <div class="coord-said" data-testid="coord-said">{move || said.get()}</div>
+            <div inner_html=move || panel.get()></div>
+        </section>
     }
 }
 

@@ -134,3 +134,72 @@ async fn the_fleet_page_shows_an_agent_going_and_coming_back() -> anyhow::Result
     b.client.close().await?;
     Ok(())
 }
+
+/// A group that spans two agents, restarted from the fleet page: typed name,
+/// the record live, a timeline per node, and a second restart refused while
+/// one runs.
+#[tokio::test]
+async fn the_fleet_page_restarts_a_group_and_shows_each_node_s_timeline() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let spec = || ServerSpec {
+        tp: 2,
+        warmup_ms: 600,
+        nodes: true,
+        ..ServerSpec::default()
+    };
+    let hosts = [SimHost::new(300), SimHost::new(300)];
+    let agents = [
+        spawn_managed(&hosts[0], &spec(), &["--bind", "127.0.0.2:0"])?,
+        spawn_managed(&hosts[1], &spec(), &["--bind", "127.0.0.3:0"])?,
+    ];
+    let scratch = tempfile::tempdir()?;
+    let config = scratch.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agent]]\nname = \"node-0\"\nurl = \"{}\"\n[[agent]]\nname = \"node-1\"\nurl = \"{}\"\n\
+             [[group]]\nname = \"dsv3\"\nnodes = [\"node-0\", \"node-1\"]\ndist_init_addr = \"127.0.0.1:{}\"\n",
+            agents[0].url(""),
+            agents[1].url(""),
+            tests::managed::free_port()
+        ),
+    )?;
+    let (_hub, url) = tests::spawn_hub(&config)?;
+
+    let b = Browser::start().await?;
+    b.client.goto(&format!("{url}/fleet")).await?;
+    b.wait_count("[data-testid=coord-target][data-target='dsv3']", 1, T)
+        .await?;
+    // A wrong name is refused, saying what to type.
+    b.fill("[data-testid=coord-confirm]", "dsv").await?;
+    b.click("[data-testid=coord-restart]").await?;
+    let said = b
+        .client
+        .find(fantoccini::Locator::Css("[data-testid=coord-said]"))
+        .await?;
+    b.wait_text(&said, T, |t| t.contains("type the name, `dsv3`"))
+        .await?;
+    // The right one begins it; the record shows each node as it goes.
+    b.fill("[data-testid=coord-confirm]", "dsv3").await?;
+    b.click("[data-testid=coord-restart]").await?;
+    b.wait_attr("[data-testid=coord-record]", "data-outcome", T, |o| {
+        o == "succeeded"
+    })
+    .await?;
+    assert_eq!(b.wait_count("[data-testid=coord-node]", 2, T).await?, 2);
+    let record = b.text("[data-testid=coord-record]").await?;
+    for want in [
+        "node-0 · rank 0",
+        "node-1 · rank 1",
+        "node rank 1 of 2",
+        "completion came back through rank 0",
+    ] {
+        assert!(record.contains(want), "{want}: {record}");
+    }
+    for a in &agents {
+        assert_eq!(a.server().await?.phase, shared::restart::Phase::Ready);
+    }
+    b.screenshot("fleet-coordinated").await?;
+    b.client.close().await?;
+    Ok(())
+}

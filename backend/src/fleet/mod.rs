@@ -13,6 +13,7 @@ pub mod config;
 pub mod coordinate;
 mod proxy;
 pub mod records;
+mod view;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -188,6 +189,7 @@ pub async fn serve(
         .route("/api/groups", get(groups))
         .route("/api/groups/{name}/restart", post(restart_group))
         .route("/api/coordinated", get(coordinated))
+        .route("/api/coordinated/panel", get(coordinated_panel))
         .route("/api/coordinated/{id}", get(coordinated_one))
         .route("/api/session", get(gate::session))
         .route("/api/login", post(gate::login))
@@ -249,16 +251,9 @@ fn person(c: &Caller) -> String {
     c.name.clone().unwrap_or_else(|| c.peer.ip().to_string())
 }
 
-#[derive(Debug, Serialize)]
-struct Groups {
-    targets: Vec<CoordTarget>,
-}
-
 /// `GET /api/groups`: the groups and deployments the config declares.
-async fn groups(State(s): State<HubState>) -> Json<Groups> {
-    Json(Groups {
-        targets: s.coord.config().targets(),
-    })
+async fn groups(State(s): State<HubState>) -> Json<Vec<CoordTarget>> {
+    Json(s.coord.config().targets())
 }
 
 #[derive(Debug, Serialize)]
@@ -302,6 +297,33 @@ async fn coordinated(
         .list(n)
         .map(Json)
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))
+}
+
+/// `GET /api/coordinated/panel`: the fleet page's panel of coordinated
+/// restarts, as HTML (`view.rs`); its controls only for an operator.
+async fn coordinated_panel(
+    State(s): State<HubState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    let records = s
+        .coord
+        .records()
+        .list(8)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let html = view::panel(
+        &s.coord.config().targets(),
+        &records,
+        caller.role.may_operate(),
+        now_ms(),
+    );
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        html,
+    )
+        .into_response())
 }
 
 /// `GET /api/coordinated/{id}`.

@@ -54,8 +54,8 @@ pub(super) async fn files(
     Path((name, rest)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = agent(&s, &name) {
-        return r;
+    if let Err(e) = agent(&s, &name) {
+        return e.into_response();
     }
     let uri = Uri::try_from(format!("/{rest}")).unwrap_or_else(|_| Uri::from_static("/"));
     crate::api::assets::serve(uri, headers).await
@@ -67,8 +67,8 @@ pub(super) async fn index(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = agent(&s, &name) {
-        return r;
+    if let Err(e) = agent(&s, &name) {
+        return e.into_response();
     }
     crate::api::assets::serve(Uri::from_static("/"), headers).await
 }
@@ -82,7 +82,7 @@ pub(super) async fn api(
 ) -> Response {
     let a = match agent(&s, &name) {
         Ok(a) => a.clone(),
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let mut url = format!("{}/api/{rest}", a.url.trim_end_matches('/'));
     if let Some(q) = req.uri().query() {
@@ -143,7 +143,7 @@ pub(super) async fn ws(
 ) -> Response {
     let a = match agent(&s, &name) {
         Ok(a) => a.clone(),
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let base = a.url.trim_end_matches('/');
     let scheme_less = base
