@@ -33,13 +33,12 @@ const PASSED_BACK: [header::HeaderName; 5] = [
     header::ETAG,
 ];
 
-fn agent<'a>(s: &'a HubState, name: &str) -> Result<&'a super::config::AgentConfig, Response> {
+fn agent<'a>(s: &'a HubState, name: &str) -> Result<&'a super::config::AgentConfig, ApiError> {
     s.coord.config().agent(name).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no agent `{name}` in the hub's config"),
         )
-        .into_response()
     })
 }
 
