@@ -406,3 +406,122 @@ async fn a_node_that_cannot_launch_stops_and_verifies_the_other() -> anyhow::Res
     drop(squatter);
     Ok(())
 }
+
+/// Prefill, decode and router servers restarted in their declared order,
+/// each with its own guarded restart; the first that fails stops the rest,
+/// named.
+#[tokio::test]
+async fn a_deployment_restarts_in_its_declared_order_and_stops_at_the_first_failure()
+-> anyhow::Result<()> {
+    let names = ["prefill", "decode", "router"];
+    let hosts = [SimHost::new(100), SimHost::new(100), SimHost::new(100)];
+    let spec = || ServerSpec {
+        tp: 2,
+        warmup_ms: 200,
+        verify: "3s",
+        ..ServerSpec::default()
+    };
+    let mut agents = Vec::new();
+    for (i, host) in hosts.iter().enumerate() {
+        let app = spawn_managed(host, &spec(), &["--bind", &format!("127.0.0.{}:0", i + 2)])?;
+        app.start_server().await?;
+        agents.push(app);
+    }
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("fleet.toml");
+    let mut text: String = names
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| format!("[[agent]]\nname = \"{n}\"\nurl = \"{}\"\n", a.url("")))
+        .collect();
+    text.push_str("[[deployment]]\nname = \"pd\"\norder = [\"prefill\", \"decode\", \"router\"]\n");
+    std::fs::write(&config, text)?;
+    let (_hub, hub) = tests::spawn_hub(&config)?;
+    let http = reqwest::Client::new();
+    let run = || async {
+        let r = http
+            .post(format!("{hub}/api/groups/pd/restart"))
+            .json(&json!({"confirm": "pd"}))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status() == 202, "{}", r.text().await?);
+        let id = r.json::<Value>().await?["id"].as_i64().unwrap_or_default();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let rec: CoordRecord = http
+                .get(format!("{hub}/api/coordinated/{id}"))
+                .send()
+                .await?
+                .json()
+                .await?;
+            if rec.outcome != Outcome::Running {
+                return anyhow::Ok(rec);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{rec:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    // A deployment takes no flags: each member keeps its own.
+    let r = http
+        .post(format!("{hub}/api/groups/pd/restart"))
+        .json(&json!({"confirm": "pd", "flags": {"--tp": "1"}}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+
+    async fn gens(agents: &[TestApp]) -> anyhow::Result<Vec<u64>> {
+        let mut g = Vec::new();
+        for a in agents {
+            g.push(a.server().await?.generation);
+        }
+        Ok(g)
+    }
+    let before = gens(&agents).await?;
+    let r = run().await?;
+    assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
+    // In order: each member ready before the next began.
+    for m in 0..2 {
+        let ready = first(&r, m, CoordStep::Ready).expect("ready");
+        let next = first(&r, m + 1, CoordStep::Launch).expect("began");
+        assert!(ready <= next, "{r:#?}");
+    }
+    let after = gens(&agents).await?;
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(*a, b + 1);
+    }
+    // Each member's own restart was the agent's guarded one, to a completion.
+    for (m, app) in agents.iter().enumerate() {
+        let op = r.members[m].agent_ops[0];
+        let d = app.get_json(&format!("/api/restarts/{op}")).await?;
+        assert_eq!(d["summary"]["kind"], "restart");
+        assert_eq!(d["summary"]["outcome"], "succeeded");
+    }
+
+    // Decode's GPUs are held by someone else: prefill restarts, decode fails
+    // (its agent drains it and will not launch onto held memory), router is
+    // not touched.
+    let foreign = spawn_foreign(&hosts[1], 0, 1.0)?;
+    agents[1]
+        .wait_for_state("the foreign holder", Duration::from_secs(10), |s| {
+            s.latest.as_ref().is_some_and(|l| {
+                l.processes
+                    .iter()
+                    .any(|p| p.pid == foreign.pid() && !p.gpu_mem.is_empty())
+            })
+        })
+        .await?;
+    let r = run().await?;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+    let failure = r.failure.clone().expect("failure");
+    assert_eq!(failure.member, "decode");
+    assert!(
+        failure.reason.contains(&foreign.pid().to_string()),
+        "{failure:?}"
+    );
+    let last = gens(&agents).await?;
+    assert_eq!(last[0], after[0] + 1, "prefill restarted");
+    assert_eq!(last[2], after[2], "router untouched");
+    assert!(r.members[2].events.is_empty(), "{r:#?}");
+    assert!(tests::alive(foreign.pid()));
+    Ok(())
+}

@@ -112,11 +112,16 @@ impl Caller {
         }
     }
 
-    /// Who, without the port: one entry per person in "who is connected".
+    /// Who, without the port: one entry per person in "who is connected"
+    /// (a hub's people each their own: "fleet-hub for olga").
     pub fn presence_key(&self) -> String {
-        match &self.name {
+        let me = match &self.name {
             Some(n) => n.clone(),
             None => self.peer.ip().to_string(),
+        };
+        match &self.for_whom {
+            Some(p) => format!("{me} for {p}"),
+            None => me,
         }
     }
 }
