@@ -160,6 +160,24 @@ async fn a_bad_fleet_config_is_refused_naming_what() -> anyhow::Result<()> {
         String::from_utf8_lossy(&out.stderr).contains("agent `a` is listed twice"),
         "{out:?}"
     );
+    // A hub that can restart servers does not listen beyond loopback
+    // without a login of its own.
+    std::fs::write(
+        &config,
+        "[[agent]]\nname = \"a\"\nurl = \"http://127.0.0.2:1\"\n",
+    )?;
+    let out = tokio::process::Command::new(bin("drainwatch"))
+        .args(["hub", "--bind", "0.0.0.0:0", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(scratch.path().join("data"))
+        .output()
+        .await?;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without authentication"),
+        "{out:?}"
+    );
     Ok(())
 }
 
@@ -293,5 +311,15 @@ async fn a_host_s_dashboard_and_operations_go_through_the_hub_under_the_person_s
     assert_eq!(kinds, ["hello", "snapshot"]);
     // Without a login, no stream.
     assert!(tokio_tungstenite::connect_async(ws.as_str()).await.is_err());
+
+    // The CLI reaches the host through the hub the same way, as its person.
+    let out = tokio::process::Command::new(bin("drainwatch"))
+        .args(["status", "--url", &format!("{hub}/agents/gpu-a")])
+        .env("DRAINWATCH_TOKEN", &op)
+        .output()
+        .await?;
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sim") && text.contains("stopped"), "{text}");
     Ok(())
 }
