@@ -14,8 +14,8 @@ async fn main() {
     let config = match cli.command {
         None => cli.serve,
         Some(Command::Serve(c)) => c,
-        Some(Command::Token { name, role }) => {
-            if let Err(e) = token(&name, role) {
+        Some(Command::Token { name, role, hub }) => {
+            if let Err(e) = token(&name, role, hub) {
                 eprintln!("error: {e:#}");
                 std::process::exit(1);
             }
@@ -70,7 +70,7 @@ async fn client(command: impl std::future::Future<Output = Result<cli::Exit, cli
 
 /// `drainwatch token`: a new secret on stdout, the auth file's lines on stderr
 /// (so `TOKEN=$(drainwatch token …)` keeps only the secret).
-fn token(name: &str, role: RoleArg) -> anyhow::Result<()> {
+fn token(name: &str, role: RoleArg, hub: bool) -> anyhow::Result<()> {
     let name = name.trim();
     anyhow::ensure!(
         !name.is_empty()
@@ -86,7 +86,8 @@ fn token(name: &str, role: RoleArg) -> anyhow::Result<()> {
         RoleArg::Operator => "operator",
     };
     eprintln!(
-        "# Add to the auth file (--auth); give the secret below to {name}. It is shown once.\n\n[[token]]\nname = \"{name}\"\nrole = \"{role}\"\nsha256 = \"{hash}\"\n"
+        "# Add to the auth file (--auth); give the secret below to {name}. It is shown once.\n\n[[token]]\nname = \"{name}\"\nrole = \"{role}\"\nsha256 = \"{hash}\"\n{}",
+        if hub { "hub = true\n" } else { "" }
     );
     println!("{secret}");
     Ok(())

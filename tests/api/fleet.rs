@@ -189,10 +189,10 @@ async fn a_host_s_dashboard_and_operations_go_through_the_hub_under_the_person_s
 -> anyhow::Result<()> {
     const HUB_TOKEN: &str = "dw_test_fleet_hub_token";
     let hub_token = format!(
-        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\n",
+        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
         tests::sha256_hex(HUB_TOKEN)
     );
-    let (_host, agent, _op, _view) = managed_with_auth(&hub_token).await?;
+    let (_host, agent, agent_op, _view) = managed_with_auth(&hub_token).await?;
     let scratch = tempfile::tempdir()?;
     std::fs::write(scratch.path().join("a.token"), HUB_TOKEN)?;
     let config = scratch.path().join("fleet.toml");
@@ -285,6 +285,36 @@ async fn a_host_s_dashboard_and_operations_go_through_the_hub_under_the_person_s
     assert_eq!(r.status(), 409);
     let text = r.text().await?;
     assert!(text.contains("already stopped"), "{text}");
+    // Only a hub's token may name someone else; the agent's own operator
+    // speaks for herself.
+    let r = tests::bearer_client(&agent_op)
+        .post(agent.url("/api/start"))
+        .header("x-drainwatch-for", "mallory")
+        .json(&body)
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await?.contains("hub = true"));
+    assert_eq!(agent.server().await?.phase, Phase::Stopped);
+    // The agents' logins are not the hub's to pass on.
+    let r = stranger
+        .post(format!("{hub}/agents/gpu-a/api/login"))
+        .json(&serde_json::json!({"token": "guess"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 401);
+    let r = olga
+        .post(format!("{hub}/agents/gpu-a/api/login"))
+        .json(&serde_json::json!({"token": "guess"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 404);
+    // Nor a path outside the agent's API.
+    let r = victor
+        .get(format!("{hub}/agents/gpu-a/api/..%2Fmetrics"))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 400);
     // An agent the hub does not know is not reached.
     let r = olga
         .get(format!("{hub}/agents/nope/api/state"))

@@ -52,7 +52,7 @@ fn spec(env: Vec<(&'static str, &'static str)>) -> ServerSpec {
 async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet> {
     let hosts = [SimHost::new(150), SimHost::new(150)];
     let hub_token = format!(
-        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\n",
+        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
         sha256_hex(HUB_TOKEN)
     );
     let (auth_a, _, _) = auth_file(hosts[0].scratch(), &hub_token);
@@ -124,7 +124,11 @@ impl Fleet {
             .ask(&self.olga, json!({"confirm": "dsv3", "flags": flags}))
             .await?;
         anyhow::ensure!(code == 202, "{code} {body}");
-        let id = body["id"].as_i64().unwrap_or_default();
+        self.wait(body["id"].as_i64().unwrap_or_default()).await
+    }
+
+    /// Record `id` once it ended.
+    async fn wait(&self, id: i64) -> anyhow::Result<CoordRecord> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let r = self.record(id).await?;
@@ -249,7 +253,32 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
         .iter()
         .map(|s| s.generation)
         .collect();
-    let r = f.run(json!({})).await?;
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().unwrap_or_default();
+    // Meanwhile nobody changes a node of it through the hub, nor begins
+    // another; looking is fine.
+    let r = f
+        .olga
+        .post(format!("{}/agents/b/api/stop", f.hub))
+        .json(&json!({"generation": gens[1], "confirm": "sim"}))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 409);
+    assert!(
+        r.text()
+            .await?
+            .contains(&format!("coordinated restart #{id}"))
+    );
+    let (code, _) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 409);
+    let r = f
+        .olga
+        .get(format!("{}/agents/b/api/state", f.hub))
+        .send()
+        .await?;
+    assert_eq!(r.status(), 200);
+    let r = f.wait(id).await?;
     assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
     assert_ordered(&r);
     for (m, gen_before) in gens.into_iter().enumerate() {

@@ -53,7 +53,13 @@ fn local(path: &str) -> &str {
 }
 
 fn kind(path: &str) -> Kind {
-    match local(path) {
+    let l = local(path);
+    // Through a hub, an agent's whole API needs a caller but the session
+    // (the hub's own); its login page and API are the hub's alone.
+    if l.len() < path.len() && l.starts_with("/api/") && l != "/api/session" {
+        return Kind::Api;
+    }
+    match l {
         "/api/login" | "/api/session" | "/login" | "/healthz" => Kind::Open,
         "/" | "/index.html" | "/fleet" => Kind::Page,
         "/metrics" => Kind::Metrics,
@@ -158,7 +164,7 @@ pub(crate) async fn gate(
         }
     }
     if let Some(mut c) = caller {
-        match crate::auth::for_whom(req.headers(), &c.via) {
+        match crate::auth::for_whom(req.headers(), &c) {
             Ok(p) => c.for_whom = p,
             Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, e).into_response(),
         }
@@ -318,5 +324,7 @@ mod tests {
         assert_eq!(kind("/fleet"), Kind::Page);
         assert_eq!(kind("/agents/a/style.css"), Kind::Open);
         assert_eq!(kind("/agents/a/api/session"), Kind::Open);
+        assert_eq!(kind("/agents/a/api/login"), Kind::Api);
+        assert_eq!(kind("/api/login"), Kind::Open);
     }
 }

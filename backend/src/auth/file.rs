@@ -29,6 +29,9 @@ pub struct TokenEntry {
     pub name: String,
     pub role: Role,
     pub hash: [u8; 32],
+    /// A hub's token (`hub = true`): its requests may name the person they
+    /// act for.
+    pub hub: bool,
 }
 
 impl std::fmt::Debug for TokenEntry {
@@ -58,6 +61,9 @@ struct RawToken {
     name: String,
     role: Role,
     sha256: String,
+    /// A hub's token: it may name the person it acts for (`X-Drainwatch-For`).
+    #[serde(default)]
+    hub: bool,
 }
 
 /// Longest session a file may ask for.
@@ -98,6 +104,7 @@ impl AuthConfig {
                 name,
                 role: t.role,
                 hash,
+                hub: t.hub,
             });
         }
         let public_origin = raw.public_origin.map(|o| parse_origin(&o)).transpose()?;

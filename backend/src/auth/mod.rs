@@ -67,21 +67,30 @@ pub struct Caller {
     /// The person a hub acts for (`X-Drainwatch-For`), as the hub says: the
     /// audit names both, the caller that proved itself first.
     pub for_whom: Option<String>,
+    /// A hub's token (`hub = true` in the auth file), or anyone without
+    /// authentication: may name the person it acts for.
+    pub may_act_for: bool,
 }
 
 /// The header a hub names the person it acts for with.
 pub const FOR_HEADER: &str = "x-drainwatch-for";
 
 /// The person named in `X-Drainwatch-For`, checked: a name of at most 64
-/// letters, digits, spaces and `. _ @ + - ( ) :`. Only a script's caller (a
-/// token, or anyone without authentication) may name one: a browser
-/// session speaks for itself.
-pub fn for_whom(headers: &HeaderMap, via: &Via) -> Result<Option<String>, String> {
+/// letters, digits, spaces and `. _ @ + - ( ) :`. Only a hub's token (or
+/// anyone without authentication) may name one: any other token, and a
+/// browser session, speaks for itself.
+pub fn for_whom(headers: &HeaderMap, caller: &Caller) -> Result<Option<String>, String> {
     let Some(v) = headers.get(FOR_HEADER) else {
         return Ok(None);
     };
-    if matches!(via, Via::Session { .. }) {
+    if matches!(caller.via, Via::Session { .. }) {
         return Err("a browser session cannot act for someone else (X-Drainwatch-For)".to_owned());
+    }
+    if !caller.may_act_for {
+        return Err(format!(
+            "token `{}` may not act for someone else (X-Drainwatch-For): only a hub's, marked `hub = true` in the auth file",
+            caller.name.as_deref().unwrap_or("?")
+        ));
     }
     let ok = |c: char| c.is_ascii_alphanumeric() || " ._@+-():".contains(c);
     match v.to_str().map(str::trim) {
@@ -196,6 +205,7 @@ impl Auth {
                 via: Via::Open,
                 peer,
                 for_whom: None,
+                may_act_for: true,
             }));
         }
         if let Some(auth) = headers.get(AUTHORIZATION) {
@@ -211,6 +221,7 @@ impl Auth {
                 via: Via::Bearer,
                 peer,
                 for_whom: None,
+                may_act_for: t.hub,
             }));
         }
         let Some(id) = cookie(headers, self.cookie_name()) else {
@@ -229,6 +240,7 @@ impl Auth {
                 },
                 peer,
                 for_whom: None,
+                may_act_for: false,
             })),
             Some(_) => {
                 sessions.remove(&key);

@@ -192,6 +192,7 @@ fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
         via: Via::Bearer,
         peer: ip("203.0.113.9"),
         for_whom: None,
+        may_act_for: true,
     };
     assert_eq!(c.who(), "olga (203.0.113.9)");
     let hub = Caller {
@@ -200,24 +201,34 @@ fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
     };
     assert_eq!(hub.who(), "olga (203.0.113.9) for alice");
     let mut h = HeaderMap::new();
-    assert_eq!(super::for_whom(&h, &Via::Bearer), Ok(None));
+    assert_eq!(super::for_whom(&h, &hub), Ok(None));
     h.insert(
         super::FOR_HEADER,
         "alice@example.org".parse().expect("a header"),
     );
     assert_eq!(
-        super::for_whom(&h, &Via::Bearer),
+        super::for_whom(&h, &hub),
         Ok(Some("alice@example.org".into()))
     );
-    let session = Via::Session {
-        id: "s".into(),
-        csrf: "c".into(),
+    // A session speaks for itself; so does a token that is not a hub's.
+    let session = Caller {
+        via: Via::Session {
+            id: "s".into(),
+            csrf: "c".into(),
+        },
+        ..hub.clone()
     };
     assert!(super::for_whom(&h, &session).is_err());
+    let plain = Caller {
+        may_act_for: false,
+        ..hub.clone()
+    };
+    let e = super::for_whom(&h, &plain).expect_err("not a hub's token");
+    assert!(e.contains("hub = true"), "{e}");
     for bad in ["", "a\nb", "x;y", &"a".repeat(65)] {
         if let Ok(v) = bad.parse() {
             h.insert(super::FOR_HEADER, v);
-            assert!(super::for_whom(&h, &Via::Bearer).is_err(), "{bad:?}");
+            assert!(super::for_whom(&h, &hub).is_err(), "{bad:?}");
         }
     }
     assert!(

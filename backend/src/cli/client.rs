@@ -148,14 +148,36 @@ impl Client {
         Err(refusal(status, &message))
     }
 
+    /// The base URL as messages show it: without a user or password.
+    fn shown(url: &Url) -> Url {
+        let mut u = url.clone();
+        let _ = u.set_username("");
+        let _ = u.set_password(None);
+        u
+    }
+
+    /// `text` without the base URL's user and password (reqwest's errors
+    /// name the URL they were sending to).
+    fn scrub(&self, text: String) -> String {
+        let (user, pass) = (self.base.username(), self.base.password());
+        match (user, pass) {
+            ("", None) => text,
+            (u, Some(p)) => text.replace(&format!("{u}:{p}@"), ""),
+            (u, None) => text.replace(&format!("{u}@"), ""),
+        }
+    }
+
     fn lost(&self, e: &reqwest::Error) -> CliError {
-        let mut message = format!("cannot reach drainwatch at {}: {e}", self.base);
+        let mut message = format!(
+            "cannot reach drainwatch at {}: {e}",
+            Self::shown(&self.base)
+        );
         let mut source = std::error::Error::source(e);
         while let Some(s) = source {
             message.push_str(&format!(": {s}"));
             source = s.source();
         }
-        CliError::new(Exit::Unreachable, message)
+        CliError::new(Exit::Unreachable, self.scrub(message))
     }
 
     /// Opens `/ws` and reads past `hello` (checking the protocol version).
@@ -186,7 +208,10 @@ impl Client {
                         .unwrap_or_else(|| "WebSocket upgrade refused".to_owned());
                     refusal(resp.status(), &body)
                 }
-                other => CliError::new(Exit::Unreachable, format!("cannot open {url}: {other}")),
+                other => CliError::new(
+                    Exit::Unreachable,
+                    format!("cannot open {}: {other}", Self::shown(&url)),
+                ),
             })?;
         let mut events = Events { socket };
         match events.next().await? {
@@ -294,6 +319,17 @@ pub(super) fn parse<T: DeserializeOwned>(path: &str, text: &str) -> Result<T, Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_url_s_password_is_never_in_a_message() {
+        // Nothing listens on port 9 of 127.0.0.9.
+        let c = Client::new(&remote("http://hub:s3cret-pw@127.0.0.9:9/")).expect("client");
+        let e = c.get_text("api/state").await.expect_err("unreachable");
+        assert!(e.message.contains("127.0.0.9"), "{}", e.message);
+        assert!(!e.message.contains("s3cret-pw"), "{}", e.message);
+        let e = c.events().await.err().expect("unreachable");
+        assert!(!e.message.contains("s3cret-pw"), "{}", e.message);
+    }
 
     fn remote(url: &str) -> Remote {
         Remote {

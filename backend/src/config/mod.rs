@@ -36,6 +36,10 @@ pub enum Command {
         /// What it may do.
         #[arg(long, value_enum)]
         role: RoleArg,
+        /// A hub's token: its requests may name the person they act for,
+        /// whom the audit then names beside the token.
+        #[arg(long)]
+        hub: bool,
     },
     /// Print the GPUs, processes and the managed server once.
     Status(crate::cli::StatusArgs),

@@ -210,6 +210,14 @@ pub fn load(path: &Path) -> Result<FleetConfig, String> {
                 "agent `{name}`: url must start with http:// or https://"
             ));
         }
+        match reqwest::Url::parse(&url) {
+            Ok(u) if u.query().is_none() && u.fragment().is_none() && u.host().is_some() => {}
+            _ => {
+                return Err(format!(
+                    "agent `{name}`: url must be http(s)://host[:port][/path], without a query or fragment"
+                ));
+            }
+        }
         // A relative token file is beside the config.
         let token_file = a
             .token_file
@@ -354,6 +362,10 @@ order = ["dsv3"]
                 "a name is",
             ),
             ("[[agent]]\nname = \"a\"\nurl = \"ftp://x\"\n", "http://"),
+            (
+                "[[agent]]\nname = \"a\"\nurl = \"http://x/?token=1\"\n",
+                "without a query",
+            ),
             (
                 "[[agent]]\nname = \"a\"\nurl = \"http://x\"\n[[agent]]\nname = \"a\"\nurl = \"http://y\"\n",
                 "listed twice",

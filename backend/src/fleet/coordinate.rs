@@ -43,9 +43,30 @@ const POLL: Duration = Duration::from_millis(200);
 /// The longest the hub waits for one agent operation (a drain or a
 /// single-server restart): each agent bounds its own phases well below this.
 const OP_LIMIT: Duration = Duration::from_secs(3600);
+/// How long an unwind waits for an operation of this record's own on a node
+/// that a stop may not cut short yet (a start still verifying).
+const UNWIND_WAIT: Duration = Duration::from_secs(600);
 
 /// Flag changes: a value sets a flag, `None` resets it to the config's.
 type Changes = std::collections::BTreeMap<String, Option<String>>;
+
+/// Flag changes as a record shows them: a secret's value redacted.
+fn shown(changes: &Changes) -> Changes {
+    let r = crate::redact::global();
+    changes
+        .iter()
+        .map(|(k, v)| {
+            let v = v.as_deref().map(|v| {
+                if r.is_secret(k) {
+                    r.value(v)
+                } else {
+                    r.known(v)
+                }
+            });
+            (k.clone(), v)
+        })
+        .collect()
+}
 
 /// Why a coordinated restart was not begun. Nothing was touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +84,13 @@ pub struct Coordinator {
     records: Records,
     /// Held by the operation in flight, with its record's id.
     busy: Arc<tokio::sync::Mutex<Option<i64>>>,
+    /// The operation in flight and the agents it acts on: what others may
+    /// not change through the hub meanwhile.
+    acting_on: Arc<Mutex<Option<ActingOn>>>,
 }
+
+/// A coordinated restart's record id and the agents it acts on.
+type ActingOn = (i64, Vec<String>);
 
 impl Coordinator {
     pub fn new(cfg: Arc<FleetConfig>, records: Records) -> Self {
@@ -71,7 +98,16 @@ impl Coordinator {
             cfg,
             records,
             busy: Arc::new(tokio::sync::Mutex::new(None)),
+            acting_on: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// The coordinated restart acting on `agent` now, if one is.
+    pub fn acting_on(&self, agent: &str) -> Option<i64> {
+        let a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());
+        a.as_ref()
+            .filter(|(_, agents)| agents.iter().any(|n| n == agent))
+            .map(|(id, _)| *id)
     }
 
     pub fn records(&self) -> &Records {
@@ -142,7 +178,7 @@ impl Coordinator {
             finished_at_ms: None,
             outcome: Outcome::Running,
             failure: None,
-            flags: req.flags.clone(),
+            flags: shown(&req.flags),
             members: members
                 .into_iter()
                 .map(|(name, rank)| MemberTimeline {
@@ -159,6 +195,13 @@ impl Coordinator {
         })?;
         let id = rec.id;
         *guard = Some(id);
+        let agents: Vec<String> = rec
+            .members
+            .iter()
+            .map(|m| m.name.rsplit('/').next().unwrap_or_default().to_owned())
+            .collect();
+        *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, agents));
+        let acting_on = Arc::clone(&self.acting_on);
         tracing::info!(id, %target, %person, "coordinated restart begun");
         let log = Log {
             rec: Arc::new(Mutex::new(rec)),
@@ -178,6 +221,7 @@ impl Coordinator {
                 CoordKind::Deployment => run_deployment(&log, &cfg, &target, &person).await,
             };
             log.finish(result.err());
+            *acting_on.lock().unwrap_or_else(|p| p.into_inner()) = None;
             drop(guard);
         });
         Ok(id)
@@ -220,6 +264,15 @@ impl Log {
                 t.agent_ops.push(id);
             }
         });
+    }
+
+    /// The agent operations this record caused on member `m`.
+    fn ops(&self, m: usize) -> Vec<i64> {
+        let rec = self.rec.lock().unwrap_or_else(|p| p.into_inner());
+        rec.members
+            .get(m)
+            .map(|t| t.agent_ops.clone())
+            .unwrap_or_default()
     }
 
     fn name(&self, m: usize) -> String {
@@ -315,9 +368,37 @@ fn why_failed(s: &RestartSummary) -> String {
     }
 }
 
-/// Has the agent stop its own server (if it runs) and verify it.
+/// Has the agent stop its own server (if it runs) and verify it. An
+/// operation of someone else's running there fails the drain, naming it
+/// (nothing of theirs is cut short); while unwinding, one of this record's
+/// own is stopped once it may be (a launch warming up) or waited for.
 async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), String> {
-    let (_, sv) = state(c).await?;
+    let began = Instant::now();
+    let sv = loop {
+        let (_, sv) = state(c).await?;
+        let Some(op) = &sv.operation else { break sv };
+        let ours = log.ops(m).contains(&op.id);
+        if !ours && step == CoordStep::Drain {
+            return Err(format!(
+                "its agent is running #{} ({}) for {}: wait for it to end",
+                op.id,
+                sv.phase.label(),
+                op.requested_by
+            ));
+        }
+        if ours && matches!(sv.phase, Phase::Launching | Phase::WarmingUp) {
+            break sv;
+        }
+        if began.elapsed() >= UNWIND_WAIT {
+            return Err(format!(
+                "its agent's #{} still runs ({}) after {}",
+                op.id,
+                sv.phase.label(),
+                humanize(UNWIND_WAIT)
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    };
     if sv.phase == Phase::Stopped && sv.root.is_none() && sv.operation.is_none() {
         log.event(m, step, "already stopped");
         return Ok(());
@@ -350,7 +431,7 @@ async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), S
     if s.outcome != Outcome::Succeeded {
         return Err(why_failed(&s));
     }
-    let took = s.finished_at_ms.unwrap_or(s.started_at_ms) - s.started_at_ms;
+    let took = (s.finished_at_ms.unwrap_or(s.started_at_ms)).saturating_sub(s.started_at_ms);
     log.event(
         m,
         step,
@@ -721,4 +802,26 @@ async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), String> {
         format!("ready: its agent's #{} ended with a completion", acc.id),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_never_holds_a_secret_flag_s_value() {
+        let changes = Changes::from([
+            (
+                "--api-key".to_owned(),
+                Some("sk-live-0123456789".to_owned()),
+            ),
+            ("--tp".to_owned(), Some("8".to_owned())),
+            ("--warmup-ms".to_owned(), None),
+        ]);
+        let shown = shown(&changes);
+        let key = shown["--api-key"].clone().unwrap_or_default();
+        assert!(!key.contains("0123456789"), "{key}");
+        assert_eq!(shown["--tp"].as_deref(), Some("8"));
+        assert_eq!(shown["--warmup-ms"], None);
+    }
 }

@@ -49,6 +49,11 @@ use coordinate::{Coordinator, Refused};
 /// may ask for fewer (`/ws?max_hz=1`): its bandwidth is then bounded by the
 /// fleet's size and that rate, not by how fast the agents sample.
 pub const PUSH_HZ: u32 = 20;
+/// Browser sockets the hub holds at most (its own `/ws` and the agents'
+/// passed through).
+const MAX_SOCKETS: usize = 256;
+/// An agent silent this long is taken for lost and reconnected to.
+const AGENT_SILENCE: Duration = Duration::from_secs(30);
 /// The longest wait before trying an unreachable agent again.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -84,6 +89,8 @@ struct HubState {
     coord: Arc<Coordinator>,
     /// For the agents' API through the hub (`proxy.rs`).
     http: reqwest::Client,
+    /// The browsers' sockets, the hub's own and those passed to agents.
+    sockets: Arc<tokio::sync::Semaphore>,
 }
 
 impl FromRef<HubState> for Shared {
@@ -179,7 +186,9 @@ pub async fn serve(
         shared: shared.clone(),
         auth: Arc::new(auth),
         coord: Arc::new(Coordinator::new(Arc::clone(&cfg), records)),
+        sockets: Arc::new(tokio::sync::Semaphore::new(MAX_SOCKETS)),
         http: reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(120))
             .build()?,
@@ -202,6 +211,7 @@ pub async fn serve(
         .route("/agents/{name}/", get(proxy::index))
         .route("/agents/{name}/api/session", get(gate::session))
         .route("/agents/{name}/api/logout", post(gate::logout))
+        .route("/agents/{name}/api/login", any(not_found))
         .route("/agents/{name}/api/{*rest}", any(proxy::api))
         .route("/agents/{name}/ws", get(proxy::ws))
         .route("/agents/{name}/{*rest}", get(proxy::files))
@@ -248,7 +258,23 @@ async fn not_found() -> ApiError {
 /// The person behind a request at the hub, as the agents' audit will name
 /// them: their token's name, or their address without authentication.
 fn person(c: &Caller) -> String {
-    c.name.clone().unwrap_or_else(|| c.peer.ip().to_string())
+    let name = c.name.clone().unwrap_or_else(|| c.peer.ip().to_string());
+    // As an agent takes it (`auth::for_whom`): a token name may hold more.
+    let plain: String = name
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || " ._@+-():".contains(ch) {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    match plain.trim() {
+        "" => "someone".to_owned(),
+        p => p.to_owned(),
+    }
 }
 
 /// `GET /api/groups`: the groups and deployments the config declares.
@@ -350,11 +376,19 @@ struct PushQuery {
 }
 
 async fn ws(
-    State(s): State<Shared>,
+    State(hub): State<HubState>,
     Query(q): Query<PushQuery>,
     headers: HeaderMap,
     up: WebSocketUpgrade,
 ) -> axum::response::Response {
+    let s = hub.shared.clone();
+    let Ok(permit) = Arc::clone(&hub.sockets).try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the hub serves {MAX_SOCKETS} sockets at most, and has them"),
+        )
+        .into_response();
+    };
     // A page of another site may not read the fleet through a browser.
     if !same_origin(&headers) {
         return (
@@ -364,7 +398,11 @@ async fn ws(
             .into_response();
     }
     let hz = q.max_hz.unwrap_or(PUSH_HZ).clamp(1, PUSH_HZ);
-    up.on_upgrade(move |socket| push(s, socket, hz))
+    up.max_message_size(1024)
+        .on_upgrade(move |socket| async move {
+            let _permit = permit;
+            push(s, socket, hz).await;
+        })
         .into_response()
 }
 
@@ -457,7 +495,10 @@ async fn connect(
         v.last_seen_ms = Some(now_ms());
     });
     loop {
-        let Some((_, msg)) = events.next().await.map_err(|e| e.message)? else {
+        let next = tokio::time::timeout(AGENT_SILENCE, events.next())
+            .await
+            .map_err(|_| format!("no message for {} s", AGENT_SILENCE.as_secs()))?;
+        let Some((_, msg)) = next.map_err(|e| e.message)? else {
             return Ok(());
         };
         s.update(i, |v| {

@@ -24,14 +24,58 @@ const MAX_BODY: usize = 64 * 1024;
 /// The largest message a browser may send through to an agent's `/ws`.
 const MAX_WS_IN: usize = 64 * 1024;
 
-/// Headers of an agent's answer that the browser gets.
-const PASSED_BACK: [header::HeaderName; 5] = [
-    header::CONTENT_TYPE,
+/// Headers of an agent's answer that the browser gets (its content type
+/// is judged apart: see [`content_type`]).
+const PASSED_BACK: [header::HeaderName; 4] = [
     header::CACHE_CONTROL,
     header::CONTENT_DISPOSITION,
     header::RETRY_AFTER,
     header::ETAG,
 ];
+
+/// What an agent's API answers with, as the hub passes it on: JSON, CSV or
+/// plain text; anything else is bytes to save, never a page or a script in
+/// the hub's origin (an agent is not trusted with the hub's sessions).
+fn content_type(agent: Option<&HeaderValue>) -> HeaderValue {
+    let t = agent.and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let essence = t.split(';').next().unwrap_or_default().trim();
+    if ["application/json", "text/csv", "text/plain"]
+        .iter()
+        .any(|ok| essence.eq_ignore_ascii_case(ok))
+    {
+        HeaderValue::from_str(t).unwrap_or(HeaderValue::from_static("application/octet-stream"))
+    } else {
+        HeaderValue::from_static("application/octet-stream")
+    }
+}
+
+/// The part of `raw` (the request's path, still percent-encoded) after
+/// `/agents/{name}/api/`, if it stays inside the agent's API: no `.` or
+/// `..` segment, no encoded `/` or `\\`, no `\\`.
+fn api_rest(raw: &str) -> Option<&str> {
+    let mut parts = raw.splitn(5, '/');
+    let (Some(""), Some("agents"), Some(_), Some("api"), Some(rest)) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let lower = rest.to_ascii_lowercase();
+    if lower.contains("%2f") || lower.contains("%5c") || lower.contains('\\') {
+        return None;
+    }
+    let dots = |seg: &str| {
+        let s = seg.to_ascii_lowercase().replace("%2e", ".");
+        s == "." || s == ".."
+    };
+    if rest.split('/').any(dots) {
+        return None;
+    }
+    Some(rest)
+}
 
 fn agent<'a>(s: &'a HubState, name: &str) -> Result<&'a super::config::AgentConfig, ApiError> {
     s.coord.config().agent(name).ok_or_else(|| {
@@ -76,20 +120,33 @@ pub(super) async fn index(
 pub(super) async fn api(
     State(s): State<HubState>,
     caller: Option<axum::Extension<Caller>>,
-    Path((name, rest)): Path<(String, String)>,
+    Path((name, _)): Path<(String, String)>,
     req: Request,
 ) -> Response {
     let a = match agent(&s, &name) {
         Ok(a) => a.clone(),
         Err(e) => return e.into_response(),
     };
+    let Some(rest) = api_rest(req.uri().path()) else {
+        return ApiError::new(StatusCode::BAD_REQUEST, "not a path of the agent's API")
+            .into_response();
+    };
+    if req.method() != axum::http::Method::GET
+        && let Some(id) = s.coord.acting_on(&name)
+    {
+        return ApiError::new(
+            StatusCode::CONFLICT,
+            format!("coordinated restart #{id} is acting on `{name}`: wait for it to end"),
+        )
+        .into_response();
+    }
     let mut url = format!("{}/api/{rest}", a.url.trim_end_matches('/'));
     if let Some(q) = req.uri().query() {
         url.push('?');
         url.push_str(q);
     }
     let method = req.method().clone();
-    let content_type = req.headers().get(header::CONTENT_TYPE).cloned();
+    let sent_type = req.headers().get(header::CONTENT_TYPE).cloned();
     let body = match axum::body::to_bytes(req.into_body(), MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -98,7 +155,7 @@ pub(super) async fn api(
         }
     };
     let mut out = s.http.request(method, &url).body(body);
-    if let Some(ct) = content_type {
+    if let Some(ct) = sent_type {
         out = out.header(header::CONTENT_TYPE, ct);
     }
     if let Some(t) = &a.token {
@@ -118,8 +175,20 @@ pub(super) async fn api(
             .into_response();
         }
     };
+    if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+        // Not the person's session: the hub's token there.
+        return ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!("agent `{name}` refused the hub's token (401): check its token_file"),
+        )
+        .into_response();
+    }
     let mut back = Response::builder().status(resp.status().as_u16());
     if let Some(h) = back.headers_mut() {
+        h.insert(
+            header::CONTENT_TYPE,
+            content_type(resp.headers().get(header::CONTENT_TYPE)),
+        );
         for name in PASSED_BACK {
             if let Some(v) = resp.headers().get(name.as_str())
                 && let Ok(v) = HeaderValue::from_bytes(v.as_bytes())
@@ -168,9 +237,24 @@ pub(super) async fn ws(
     {
         req.headers_mut().insert(FOR_HEADER, v);
     }
-    let upstream = match tokio_tungstenite::connect_async(req).await {
-        Ok((socket, _)) => socket,
-        Err(e) => {
+    let Ok(permit) = std::sync::Arc::clone(&s.sockets).try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the hub serves no more sockets now",
+        )
+        .into_response();
+    };
+    let connect = tokio_tungstenite::connect_async(req);
+    let upstream = match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
+        Ok(Ok((socket, _))) => socket,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("agent `{name}`'s stream did not open within 10 s"),
+            )
+            .into_response();
+        }
+        Ok(Err(e)) => {
             tracing::debug!(agent = %name, error = %e, "agent's /ws unreachable through the hub");
             return ApiError::new(
                 StatusCode::BAD_GATEWAY,
@@ -180,7 +264,10 @@ pub(super) async fn ws(
         }
     };
     up.max_message_size(MAX_WS_IN)
-        .on_upgrade(move |browser| pump(browser, upstream))
+        .on_upgrade(move |browser| async move {
+            let _permit = permit;
+            pump(browser, upstream).await;
+        })
 }
 
 type Upstream =
@@ -224,5 +311,40 @@ async fn pump(browser: WebSocket, upstream: Upstream) {
     tokio::select! {
         () = down => {},
         () = up => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_through_the_hub_stays_in_the_agent_s_api() {
+        assert_eq!(api_rest("/agents/a/api/restarts/3"), Some("restarts/3"));
+        assert_eq!(
+            api_rest("/agents/a/api/export/bench.csv"),
+            Some("export/bench.csv")
+        );
+        for bad in [
+            "/agents/a/api/../metrics",
+            "/agents/a/api/..%2Fmetrics",
+            "/agents/a/api/%2e%2e/metrics",
+            "/agents/a/api/x/%2E./y",
+            "/agents/a/api/.",
+            "/agents/a/api/a%5Cb",
+            "/agents/a/other",
+        ] {
+            assert_eq!(api_rest(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_data_comes_back_as_itself() {
+        let t = |v: &'static str| content_type(Some(&HeaderValue::from_static(v)));
+        assert_eq!(t("application/json"), "application/json");
+        assert_eq!(t("text/csv; charset=utf-8"), "text/csv; charset=utf-8");
+        assert_eq!(t("text/html"), "application/octet-stream");
+        assert_eq!(t("text/javascript"), "application/octet-stream");
+        assert_eq!(content_type(None), "application/octet-stream");
     }
 }

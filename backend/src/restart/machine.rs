@@ -309,6 +309,9 @@ impl Machine {
             }
             Input::Observe(obs) => self.observe(&obs, now, &mut fx),
             Input::Spawned if self.phase == Phase::Launching => {
+                // Alive from now, whatever the next sample says: a stop
+                // before it still begins with SIGTERM.
+                self.alive = self.alive.max(1);
                 self.enter(
                     Phase::WarmingUp,
                     now,

@@ -208,11 +208,6 @@ impl Manager {
     }
 
     async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
-        if self.op.is_some() && self.machine.stop_preempts(req.kind) {
-            // The launch in flight ends (recorded, interrupted) before the
-            // stop's own record begins.
-            self.feed(Input::Abandon);
-        }
         let now = now_ms();
         // The record and every view of the operation show the flags redacted;
         // the machine gets them raw, to launch with.
@@ -229,6 +224,11 @@ impl Manager {
                     operation: None,
                 }
             })?;
+        if self.op.is_some() && self.machine.stop_preempts(req.kind) {
+            // The launch in flight ends (recorded, interrupted) once the
+            // stop's own record exists, and before the stop begins.
+            self.feed(Input::Abandon);
+        }
         self.op = Some(OpRecord {
             op: Operation {
                 id,
