@@ -264,6 +264,7 @@ mod tests {
             server_cgroup: None,
             server_contained: false,
             held_by: None,
+            spans_nodes: false,
         }
     }
 

@@ -262,6 +262,10 @@ pub struct ServerStatus {
     /// until it pauses or ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<HeldBy>,
+    /// The server spans nodes (its argv names `{node_rank}`): it is launched
+    /// only by a hub's coordinated restart, which says which node this is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spans_nodes: bool,
 }
 
 /// The campaign that holds the server, and how far it is.

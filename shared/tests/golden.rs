@@ -215,6 +215,7 @@ fn server_status() -> restart::ServerStatus {
             step: 3,
             steps: 4,
         }),
+        spans_nodes: false,
     }
 }
 

@@ -554,3 +554,27 @@ async fn a_deployment_restarts_in_its_declared_order_and_stops_at_the_first_fail
     assert!(tests::alive(foreign.pid()));
     Ok(())
 }
+
+/// A node that cannot be reached, or whose server does not span nodes, fails
+/// the restart before anything is stopped anywhere.
+#[tokio::test]
+async fn a_node_that_is_not_fit_fails_the_restart_before_anything_stops() -> anyhow::Result<()> {
+    let f = fleet(Vec::new()).await?;
+    assert_eq!(f.run(json!({})).await?.outcome, Outcome::Succeeded);
+    let gen_a = f.agents[0].server().await?.generation;
+    // Node b's drainwatch is gone (its server runs on, unwatched).
+    tests::signal(f.agents[1].proc.pid(), libc::SIGKILL);
+    let r = f.run(json!({})).await?;
+    assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+    let failure = r.failure.clone().expect("failure");
+    assert_eq!(failure.member, "b");
+    assert!(
+        failure.reason.starts_with("cannot be reached"),
+        "{failure:?}"
+    );
+    assert!(r.members[0].agent_ops.is_empty(), "{r:#?}");
+    assert!(notes(&r, 0).contains("nothing stopped"), "{}", notes(&r, 0));
+    let a = f.agents[0].server().await?;
+    assert_eq!((a.phase, a.generation), (Phase::Ready, gen_a));
+    Ok(())
+}

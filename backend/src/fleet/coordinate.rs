@@ -561,6 +561,39 @@ async fn run_group(
     // Every node launches with its current flags and these changes, applied
     // by its own agent (its allow-list decides).
     let flags = changes;
+    // 0. Every node reachable, its server one that spans nodes, nothing else
+    // running on it: else nothing is touched anywhere.
+    let before = join_all(clients.iter().map(state)).await;
+    for (r, found) in before.into_iter().enumerate() {
+        let why = match found {
+            Err(e) => Some(format!("cannot be reached: {e}")),
+            Ok((_, sv)) if !sv.spans_nodes => Some(
+                "its server does not span nodes (its config's argv has no {node_rank})".to_owned(),
+            ),
+            Ok((_, sv)) => sv.held_by.map(|h| h.refusal()).or_else(|| {
+                sv.operation.map(|op| {
+                    format!(
+                        "its agent is running #{} for {}: wait for it to end",
+                        op.id, op.requested_by
+                    )
+                })
+            }),
+        };
+        if let Some(why) = why {
+            let failure = log.failed(idx[r], why);
+            for o in (0..clients.len()).filter(|o| *o != r) {
+                log.event(
+                    idx[o],
+                    CoordStep::Failed,
+                    format!(
+                        "nothing stopped: node `{}` is not ready for it",
+                        failure.member
+                    ),
+                );
+            }
+            return Err(failure);
+        }
+    }
     // 1. Drain every node; 2. verify every node. Nothing launches before all pass.
     let drained = join_all(
         clients

@@ -65,6 +65,7 @@ impl Manager {
             server_cgroup: running.and_then(|r| r.cgroup.clone()),
             server_contained: running.is_some_and(|r| r.contained),
             held_by: self.lease.clone(),
+            spans_nodes: self.cfg.spans_nodes,
             bench: self.bench.current.as_ref().map(|b| BenchProgress {
                 run_id: b.id,
                 status: RunStatus::Running,
