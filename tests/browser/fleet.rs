@@ -203,3 +203,64 @@ async fn the_fleet_page_restarts_a_group_and_shows_each_node_s_timeline() -> any
     b.client.close().await?;
     Ok(())
 }
+
+/// A hub with its own login: a stranger is sent to it, a viewer sees the
+/// fleet and a host's dashboard through the hub as a viewer (nothing to
+/// press, neither the hub's restarts nor the host's).
+#[tokio::test]
+async fn a_viewer_at_the_hub_sees_everything_and_can_press_nothing() -> anyhow::Result<()> {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let host = SimHost::new(100);
+    let agent = spawn_managed(&host, &ServerSpec::default(), &["--bind", "127.0.0.2:0"])?;
+    agent.start_server().await?;
+    let scratch = tempfile::tempdir()?;
+    let config = scratch.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agent]]\nname = \"gpu-a\"\nurl = \"{}\"\n[[deployment]]\nname = \"all\"\norder = [\"gpu-a\"]\n",
+            agent.url("")
+        ),
+    )?;
+    let (auth, _op, view) = tests::auth_file(scratch.path(), "");
+    let (_hub, url) =
+        tests::spawn_hub_with(&config, &["--auth", auth.to_str().expect("utf-8 path")])?;
+
+    let b = Browser::start().await?;
+    b.client.goto(&format!("{url}/fleet")).await?;
+    b.wait_count("[data-testid=login-form]", 1, T).await?;
+    b.fill("[data-testid=login-token]", &view).await?;
+    b.click("[data-testid=login-submit]").await?;
+    b.wait_attr(
+        "[data-testid=fleet-row][data-agent='gpu-a']",
+        "data-reachable",
+        T,
+        |r| r == "true",
+    )
+    .await?;
+    b.wait_count("[data-testid=coord-target][data-target='all']", 1, T)
+        .await?;
+    let buttons = b
+        .client
+        .find_all(fantoccini::Locator::Css("[data-testid=coord-restart]"))
+        .await?;
+    assert!(
+        buttons.is_empty(),
+        "a viewer has no restart button at the hub"
+    );
+
+    b.click("[data-testid=fleet-link]").await?;
+    b.wait_attr("[data-testid=user]", "data-role", T, |r| r == "viewer")
+        .await?;
+    assert!(b.text("[data-testid=user]").await?.contains("victor"));
+    b.wait_count("[data-testid=gpu-card]", 8, T).await?;
+    for button in ["open-restart", "open-stop", "open-bench"] {
+        let found = b
+            .client
+            .find_all(fantoccini::Locator::Css(&format!("[data-testid={button}]")))
+            .await?;
+        assert!(found.is_empty(), "a viewer has no {button} button");
+    }
+    b.client.close().await?;
+    Ok(())
+}

@@ -81,14 +81,29 @@ pub struct ServerConfig {
     pub spans_nodes: bool,
 }
 
-/// What a server that spans nodes names in its argv and environment.
-pub const NODE_PLACEHOLDERS: [&str; 3] = ["{node_rank}", "{nnodes}", "{dist_init_addr}"];
+/// What a server that spans nodes names in its argv and environment:
+/// SGLang's `--dist-init-addr` takes `host:port`, vLLM's `--master-addr` and
+/// `--master-port` the two halves.
+pub const NODE_PLACEHOLDERS: [&str; 5] = [
+    "{node_rank}",
+    "{nnodes}",
+    "{dist_init_addr}",
+    "{dist_init_host}",
+    "{dist_init_port}",
+];
 
 /// `s` with the node's placeholders filled in.
 pub fn fill_node(s: &str, node: &shared::restart::NodeRole) -> String {
+    let (host, port) = node
+        .dist_init_addr
+        .rsplit_once(':')
+        .unwrap_or((node.dist_init_addr.as_str(), ""));
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     s.replace("{node_rank}", &node.rank.to_string())
         .replace("{nnodes}", &node.nnodes.to_string())
         .replace("{dist_init_addr}", &node.dist_init_addr)
+        .replace("{dist_init_host}", host)
+        .replace("{dist_init_port}", port)
 }
 
 /// A real request that must succeed before the server counts as ready: some
@@ -418,5 +433,39 @@ fn check_secret_name(name: &str) -> Result<String, String> {
         Err(format!(
             "`{name}` is not a name (letters, digits, `-` and `_`, e.g. `MY_CREDENTIAL` or `--license`)"
         ))
+    }
+}
+
+#[cfg(test)]
+mod node_tests {
+    use super::fill_node;
+    use shared::restart::NodeRole;
+
+    #[test]
+    fn a_node_s_place_fills_sglang_s_and_vllm_s_arguments() {
+        let n = NodeRole {
+            rank: 1,
+            nnodes: 2,
+            dist_init_addr: "10.0.0.7:5000".into(),
+        };
+        assert_eq!(
+            fill_node(
+                "--node-rank {node_rank} --nnodes {nnodes} --dist-init-addr {dist_init_addr}",
+                &n
+            ),
+            "--node-rank 1 --nnodes 2 --dist-init-addr 10.0.0.7:5000"
+        );
+        assert_eq!(
+            fill_node(
+                "--master-addr={dist_init_host} --master-port={dist_init_port}",
+                &n
+            ),
+            "--master-addr=10.0.0.7 --master-port=5000"
+        );
+        let v6 = NodeRole {
+            dist_init_addr: "[fd00::7]:5000".into(),
+            ..n
+        };
+        assert_eq!(fill_node("{dist_init_host}", &v6), "fd00::7");
     }
 }
