@@ -369,6 +369,27 @@ pub fn install(r: Redactor) -> bool {
     GLOBAL.set(r).is_ok()
 }
 
+/// Flag changes as an audit or a record shows them: a secret's value
+/// redacted, any other value with the secrets it is known to hold redacted.
+pub fn shown_changes(
+    changes: &std::collections::BTreeMap<String, Option<String>>,
+) -> std::collections::BTreeMap<String, Option<String>> {
+    let r = global();
+    changes
+        .iter()
+        .map(|(k, v)| {
+            let v = v.as_deref().map(|v| {
+                if r.is_secret(k) {
+                    r.value(v)
+                } else {
+                    r.known(v)
+                }
+            });
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 /// The process-wide redactor: the installed one, else one with a fresh key.
 pub fn global() -> &'static Redactor {
     GLOBAL.get_or_init(|| {

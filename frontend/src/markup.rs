@@ -28,21 +28,7 @@ const KILL_COMMAND_CHARS: usize = 72;
 /// Longest command a holders table shows before it is cut.
 const HOLDER_COMMAND_CHARS: usize = 120;
 
-/// `text` safe inside HTML text and double-quoted attribute values.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub(crate) use shared::html::escape;
 
 /// A phase pill, as the `PhaseBadge` component draws it.
 pub(crate) fn phase_pill(out: &mut String, phase: shared::restart::Phase) {

@@ -33,6 +33,7 @@ pub mod fleet;
 pub mod gpu;
 pub mod health;
 pub mod holders;
+pub mod html;
 pub mod process;
 pub mod protocol;
 pub mod restart;

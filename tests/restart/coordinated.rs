@@ -193,6 +193,19 @@ async fn server_cmdline(app: &TestApp) -> anyhow::Result<String> {
         .unwrap_or_default())
 }
 
+/// Waits until `app`'s samples show `pid` holding GPU memory.
+async fn seen_holding(app: &TestApp, pid: u32) -> anyhow::Result<()> {
+    app.wait_for_state("the foreign holder", Duration::from_secs(10), |s| {
+        s.latest.as_ref().is_some_and(|l| {
+            l.processes
+                .iter()
+                .any(|p| p.pid == pid && !p.gpu_mem.is_empty())
+        })
+    })
+    .await
+    .map(drop)
+}
+
 async fn audit(app: &TestApp) -> anyhow::Result<Vec<Value>> {
     let v = app.get_json("/api/audit?kind=action").await?;
     Ok(v.as_array().cloned().unwrap_or_default())
@@ -369,15 +382,7 @@ async fn a_foreign_holder_on_one_node_fails_the_restart_naming_it_and_nothing_la
     assert_eq!(f.run(json!({})).await?.outcome, Outcome::Succeeded);
     let gen_a = f.agents[0].server().await?.generation;
     let foreign = spawn_foreign(&f.hosts[1], 0, 2.0)?;
-    f.agents[1]
-        .wait_for_state("the foreign holder", Duration::from_secs(10), |s| {
-            s.latest.as_ref().is_some_and(|l| {
-                l.processes
-                    .iter()
-                    .any(|p| p.pid == foreign.pid() && !p.gpu_mem.is_empty())
-            })
-        })
-        .await?;
+    seen_holding(&f.agents[1], foreign.pid()).await?;
     let r = f.run(json!({})).await?;
     assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
     let failure = r.failure.clone().expect("a failure");
@@ -530,15 +535,7 @@ async fn a_deployment_restarts_in_its_declared_order_and_stops_at_the_first_fail
     // (its agent drains it and will not launch onto held memory), router is
     // not touched.
     let foreign = spawn_foreign(&hosts[1], 0, 1.0)?;
-    agents[1]
-        .wait_for_state("the foreign holder", Duration::from_secs(10), |s| {
-            s.latest.as_ref().is_some_and(|l| {
-                l.processes
-                    .iter()
-                    .any(|p| p.pid == foreign.pid() && !p.gpu_mem.is_empty())
-            })
-        })
-        .await?;
+    seen_holding(&agents[1], foreign.pid()).await?;
     let r = run().await?;
     assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
     let failure = r.failure.clone().expect("failure");

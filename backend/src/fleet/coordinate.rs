@@ -50,24 +50,6 @@ const UNWIND_WAIT: Duration = Duration::from_secs(600);
 /// Flag changes: a value sets a flag, `None` resets it to the config's.
 type Changes = std::collections::BTreeMap<String, Option<String>>;
 
-/// Flag changes as a record shows them: a secret's value redacted.
-fn shown(changes: &Changes) -> Changes {
-    let r = crate::redact::global();
-    changes
-        .iter()
-        .map(|(k, v)| {
-            let v = v.as_deref().map(|v| {
-                if r.is_secret(k) {
-                    r.value(v)
-                } else {
-                    r.known(v)
-                }
-            });
-            (k.clone(), v)
-        })
-        .collect()
-}
-
 /// Why a coordinated restart was not begun. Nothing was touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
@@ -178,7 +160,7 @@ impl Coordinator {
             finished_at_ms: None,
             outcome: Outcome::Running,
             failure: None,
-            flags: shown(&req.flags),
+            flags: crate::redact::shown_changes(&req.flags),
             members: members
                 .into_iter()
                 .map(|(name, rank)| MemberTimeline {
@@ -851,7 +833,7 @@ mod tests {
             ("--tp".to_owned(), Some("8".to_owned())),
             ("--warmup-ms".to_owned(), None),
         ]);
-        let shown = shown(&changes);
+        let shown = crate::redact::shown_changes(&changes);
         let key = shown["--api-key"].clone().unwrap_or_default();
         assert!(!key.contains("0123456789"), "{key}");
         assert_eq!(shown["--tp"].as_deref(), Some("8"));

@@ -8,23 +8,8 @@
 use std::fmt::Write as _;
 
 use shared::fleet::{CoordKind, CoordRecord, CoordStep, CoordTarget};
+use shared::html::escape;
 use shared::restart::Outcome;
-
-/// `text` safe inside HTML text and double-quoted attributes.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// The whole panel: the targets, then the newest records.
 pub(super) fn panel(

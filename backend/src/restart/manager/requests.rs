@@ -13,26 +13,6 @@ use crate::restart::machine::{Input, op_name};
 use crate::store::{AuditEntry, Instance};
 use crate::supervisor::{self, cgroup};
 
-/// A request's flag changes as audited: secret values redacted.
-fn shown_changes(
-    changes: &std::collections::BTreeMap<String, Option<String>>,
-) -> std::collections::BTreeMap<String, Option<String>> {
-    let r = crate::redact::global();
-    changes
-        .iter()
-        .map(|(k, v)| {
-            let v = v.as_deref().map(|v| {
-                if r.is_secret(k) {
-                    r.value(v)
-                } else {
-                    r.known(v)
-                }
-            });
-            (k.clone(), v)
-        })
-        .collect()
-}
-
 impl Manager {
     /// Validates a request against the current state; accepts at most one at a
     /// time. The answer is audited before it is returned.
@@ -56,7 +36,8 @@ impl Manager {
             at_ms: now_ms(),
             peer: req.peer.clone(),
             action: op_name(req.kind).to_owned(),
-            request: serde_json::to_string(&shown_changes(&req.flags)).unwrap_or_default(),
+            request: serde_json::to_string(&crate::redact::shown_changes(&req.flags))
+                .unwrap_or_default(),
             outcome: match &result {
                 Ok(a) => format!("accepted as #{}", a.id),
                 Err(_) => "refused".to_owned(),
