@@ -13,6 +13,8 @@ use shared::restart::Outcome;
 
 /// The newest records a listing returns at most.
 pub const MAX_LIST: u32 = 200;
+/// Records kept: the oldest go as new ones come (a few KiB each).
+const KEEP: i64 = 10_000;
 
 #[derive(Debug, Clone)]
 pub struct Records {
@@ -58,6 +60,11 @@ impl Records {
         )
         .map_err(|e| e.to_string())?;
         rec.id = db.last_insert_rowid();
+        db.execute(
+            "DELETE FROM coordinated WHERE id <= ?1",
+            params![rec.id - KEEP],
+        )
+        .map_err(|e| e.to_string())?;
         drop(db);
         self.save(rec)
     }
