@@ -575,3 +575,38 @@ async fn a_node_that_is_not_fit_fails_the_restart_before_anything_stops() -> any
     assert_eq!((a.phase, a.generation), (Phase::Ready, gen_a));
     Ok(())
 }
+
+/// A hub asked to stop while a coordinated restart runs lets it end (a
+/// group half launched hangs), then stops; its record says so when it is
+/// back.
+#[tokio::test]
+async fn a_stopping_hub_lets_the_coordinated_restart_in_flight_end() -> anyhow::Result<()> {
+    let f = fleet(Vec::new()).await?;
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().unwrap_or_default();
+    tests::signal(f._hub.pid(), libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tests::alive(f._hub.pid()) {
+        anyhow::ensure!(Instant::now() < deadline, "the hub did not stop");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for a in &f.agents {
+        assert_eq!(a.server().await?.phase, Phase::Ready);
+    }
+    // Back on the same records: the restart ended well, not interrupted.
+    let config = f._dir.path().join("fleet.toml");
+    let auth = f._dir.path().join("auth.toml");
+    let (_hub, hub) =
+        tests::spawn_hub_with(&config, &["--auth", auth.to_str().expect("utf-8 path")])?;
+    let r: CoordRecord = f
+        .olga
+        .get(format!("{hub}/api/coordinated/{id}"))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
+    Ok(())
+}

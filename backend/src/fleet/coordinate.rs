@@ -84,6 +84,26 @@ impl Coordinator {
         }
     }
 
+    /// Waits (at most `limit`) until no coordinated restart runs: a hub
+    /// asked to stop lets the one in flight end rather than leave a group
+    /// half launched.
+    pub async fn wait_idle(&self, limit: Duration) {
+        let running = self
+            .acting_on
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(id, _)| *id);
+        if let Some(id) = running {
+            tracing::info!(id, "waiting for the coordinated restart in flight to end");
+        }
+        if tokio::time::timeout(limit, self.busy.lock()).await.is_err() {
+            tracing::warn!(
+                "stopping with a coordinated restart still running: its record will say interrupted"
+            );
+        }
+    }
+
     /// The coordinated restart acting on `agent` now, if one is.
     pub fn acting_on(&self, agent: &str) -> Option<i64> {
         let a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());

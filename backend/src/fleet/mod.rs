@@ -52,6 +52,8 @@ pub const PUSH_HZ: u32 = 20;
 /// Browser sockets the hub holds at most (its own `/ws` and the agents'
 /// passed through).
 const MAX_SOCKETS: usize = 256;
+/// How long a stopping hub waits for its coordinated restart in flight.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(600);
 /// An agent silent this long is taken for lost and reconnected to.
 const AGENT_SILENCE: Duration = Duration::from_secs(30);
 /// The longest wait before trying an unreachable agent again.
@@ -233,6 +235,7 @@ pub async fn serve(
             gate::forwarded,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024));
+    let coord = Arc::clone(&state.coord);
     let app = crate::api::browser_headers(app).with_state(state);
     println!(
         "drainwatch hub listening on http://{}",
@@ -244,6 +247,8 @@ pub async fn serve(
     )
     .with_graceful_shutdown(stop)
     .await?;
+    // A group left half launched hangs: the operation in flight ends first.
+    coord.wait_idle(SHUTDOWN_WAIT).await;
     Ok(())
 }
 
