@@ -332,6 +332,22 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
                 && e["action"] == "stop"),
         "{b:#?}"
     );
+    // Flags a node's allow-list refuses fail it before anything stops.
+    for (flags, says) in [
+        (json!({"--tp": "99"}), "flag `--tp`: out of range"),
+        (
+            json!({"--nope": "1"}),
+            "flag `--nope` is not in its allow-list",
+        ),
+    ] {
+        let r = f.run(flags).await?;
+        assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+        let failure = r.failure.clone().expect("failure");
+        assert_eq!(failure.member, "a");
+        assert!(failure.reason.contains(says), "{failure:?}");
+        assert!(r.members.iter().all(|m| m.agent_ops.is_empty()), "{r:#?}");
+    }
+    assert_eq!(f.agents[0].server().await?.phase, Phase::Ready);
     // A name that is not one is refused, and nothing happens.
     let r = f.agents[1]
         .http

@@ -489,6 +489,20 @@ async fn verify(
     }
 }
 
+/// Why the node's allow-list refuses `changes`, checked before anything is
+/// stopped (its agent checks them again when it launches).
+fn refuses_flags(sv: &ServerStatus, changes: &Changes) -> Option<String> {
+    changes.iter().find_map(|(name, value)| {
+        let Some(spec) = sv.allowed.iter().find(|s| &s.name == name) else {
+            return Some(format!("flag `{name}` is not in its allow-list"));
+        };
+        let v = value.as_deref()?;
+        shared::flags::check(spec, v)
+            .err()
+            .map(|r| format!("flag `{name}`: {}", r.hint(spec)))
+    })
+}
+
 /// Asks the agent to launch its node; returns its operation's id.
 async fn launch(
     log: &Log,
@@ -572,12 +586,14 @@ async fn run_group(
             Ok((_, sv)) if !sv.spans_nodes => Some(
                 "its server does not span nodes (its config's argv has no {node_rank})".to_owned(),
             ),
-            Ok((_, sv)) => sv.held_by.map(|h| h.refusal()).or_else(|| {
-                sv.operation.map(|op| {
-                    format!(
-                        "its agent is running #{} for {}: wait for it to end",
-                        op.id, op.requested_by
-                    )
+            Ok((_, sv)) => refuses_flags(&sv, flags).or_else(|| {
+                sv.held_by.map(|h| h.refusal()).or_else(|| {
+                    sv.operation.map(|op| {
+                        format!(
+                            "its agent is running #{} for {}: wait for it to end",
+                            op.id, op.requested_by
+                        )
+                    })
                 })
             }),
         };
