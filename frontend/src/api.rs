@@ -373,10 +373,14 @@ pub(crate) async fn coord_panel() -> Result<String, String> {
 }
 
 /// `POST /api/groups/{target}/restart` at the hub, confirmed by `confirm`.
-pub(crate) async fn coord_restart(target: &str, confirm: String) -> Result<(), String> {
-    let req = shared::fleet::CoordRequest {
-        confirm,
-        flags: Default::default(),
-    };
-    accepted(changing(Request::post(&format!("/api/groups/{target}/restart"))).json(&req)).await
+pub(crate) async fn coord_restart(target: &str, confirm: &str, flags: &str) -> Result<(), String> {
+    // Written by hand: the hub reads the flag changes as typed.
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let body = format!(r#"{{"confirm":{},"flags_text":{}}}"#, q(confirm), q(flags));
+    accepted(
+        changing(Request::post(&format!("/api/groups/{target}/restart")))
+            .header("Content-Type", "application/json")
+            .body(body),
+    )
+    .await
 }

@@ -163,8 +163,11 @@ pub(crate) fn FleetApp() -> impl IntoView {
             }
         });
     };
-    // The coordinated restarts' panel, as the hub renders it.
-    let panel = RwSignal::new(String::new());
+    // The coordinated restarts' panel, as the hub renders it: its controls
+    // and its records apart, each replaced only when it changed (what is
+    // typed in the controls stays while the records move).
+    let controls = RwSignal::new(String::new());
+    let history = RwSignal::new(String::new());
     let said = RwSignal::new(String::new());
     spawn_local(async move {
         match crate::api::session().await {
@@ -178,7 +181,12 @@ pub(crate) fn FleetApp() -> impl IntoView {
     let ask_records = move || {
         spawn_local(async move {
             if let Ok(html) = crate::api::coord_panel().await {
-                panel.try_set(html);
+                let (c, h) = html.split_once("<!--records-->").unwrap_or((&html, ""));
+                for (signal, new) in [(controls, c), (history, h)] {
+                    if signal.with_untracked(|old| old != new) {
+                        signal.try_set(new.to_owned());
+                    }
+                }
             }
         });
     };
@@ -212,8 +220,15 @@ pub(crate) fn FleetApp() -> impl IntoView {
             .flatten()
             .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
         let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
+        let flags = document()
+            .query_selector(&format!(".coord-flags[data-target='{target}']"))
+            .ok()
+            .flatten()
+            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok())
+            .map(|i| i.value())
+            .unwrap_or_default();
         spawn_local(async move {
-            match crate::api::coord_restart(&target, confirm).await {
+            match crate::api::coord_restart(&target, &confirm, &flags).await {
                 Ok(()) => {
                     said.set(format!("{target}: restart begun"));
                     if let Some(i) = typed {
@@ -239,8 +254,9 @@ pub(crate) fn FleetApp() -> impl IntoView {
             }
         ></main>
         <section class="coord" data-testid="coord" on:click=on_click>
+            <div inner_html=move || controls.get()></div>
             <div class="coord-said" data-testid="coord-said">{move || said.get()}</div>
-            <div inner_html=move || panel.get()></div>
+            <div inner_html=move || history.get()></div>
         </section>
     }
 }

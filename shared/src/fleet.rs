@@ -131,6 +131,25 @@ pub struct CoordRequest {
     /// against its own allow-list). A deployment takes none.
     #[serde(default)]
     pub flags: std::collections::BTreeMap<String, Option<String>>,
+    /// The same changes as typed on the fleet page: `--tp=8 NAME=value`
+    /// ([`parse_flags_text`]); not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flags_text: Option<String>,
+}
+
+/// Flag changes as typed: whitespace-separated `name=value` items, each a
+/// value to set (the agents check them against their allow-lists).
+pub fn parse_flags_text(
+    text: &str,
+) -> Result<std::collections::BTreeMap<String, Option<String>>, String> {
+    text.split_whitespace()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => {
+                Ok((k.to_owned(), Some(v.to_owned())))
+            }
+            _ => Err(format!("`{item}` is not name=value")),
+        })
+        .collect()
 }
 
 /// What a step of a coordinated operation did on one member.
@@ -194,4 +213,19 @@ pub struct CoordRecord {
     #[serde(default)]
     pub flags: std::collections::BTreeMap<String, Option<String>>,
     pub members: Vec<MemberTimeline>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_flags_text;
+
+    #[test]
+    fn typed_flag_changes_are_name_value_pairs() {
+        let f = parse_flags_text(" --tp=8  SGLANG_X=1 ").expect("valid");
+        assert_eq!(f.len(), 2);
+        assert_eq!(f["--tp"].as_deref(), Some("8"));
+        assert!(parse_flags_text("").expect("none").is_empty());
+        assert!(parse_flags_text("--tp").is_err());
+        assert!(parse_flags_text("=1").is_err());
+    }
 }

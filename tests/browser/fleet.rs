@@ -179,7 +179,10 @@ async fn the_fleet_page_restarts_a_group_and_shows_each_node_s_timeline() -> any
         .await?;
     b.wait_text(&said, T, |t| t.contains("type the name, `dsv3`"))
         .await?;
-    // The right one begins it; the record shows each node as it goes.
+    // The right one begins it, with a flag change for every node; the record
+    // shows each node as it goes.
+    b.fill("[data-testid=coord-flags]", "--warmup-ms=700")
+        .await?;
     b.fill("[data-testid=coord-confirm]", "dsv3").await?;
     b.click("[data-testid=coord-restart]").await?;
     b.wait_attr("[data-testid=coord-record]", "data-outcome", T, |o| {
@@ -193,11 +196,14 @@ async fn the_fleet_page_restarts_a_group_and_shows_each_node_s_timeline() -> any
         "node-1 · rank 1",
         "node rank 1 of 2",
         "completion came back through rank 0",
+        "--warmup-ms=700",
     ] {
         assert!(record.contains(want), "{want}: {record}");
     }
     for a in &agents {
-        assert_eq!(a.server().await?.phase, shared::restart::Phase::Ready);
+        let s = a.server().await?;
+        assert_eq!(s.phase, shared::restart::Phase::Ready);
+        assert_eq!(s.flags.get("--warmup-ms").map(String::as_str), Some("700"));
     }
     b.screenshot("fleet-coordinated").await?;
     b.client.close().await?;

@@ -223,6 +223,11 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
         body["error"].as_str().unwrap_or("").contains("`dsv3`"),
         "{body}"
     );
+    let (code, body) = f
+        .ask(&f.olga, json!({"confirm": "dsv3", "flags_text": "--tp"}))
+        .await?;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("not name=value"), "{body}");
     let listed: Vec<CoordRecord> = f
         .olga
         .get(format!("{}/api/coordinated", f.hub))

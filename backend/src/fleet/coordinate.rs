@@ -150,6 +150,16 @@ impl Coordinator {
                 "no group or deployment `{target}` in the hub's config"
             )));
         };
+        let mut req = req;
+        if let Some(text) = req.flags_text.take() {
+            if !req.flags.is_empty() {
+                return Err(Refused::BadRequest(
+                    "send flags or flags_text, not both".to_owned(),
+                ));
+            }
+            req.flags = shared::fleet::parse_flags_text(&text)
+                .map_err(|e| Refused::BadRequest(format!("flags: {e}")))?;
+        }
         if req.confirm.trim() != target {
             return Err(Refused::BadRequest(format!(
                 "type the name, `{target}`, to confirm"

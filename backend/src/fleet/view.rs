@@ -11,6 +11,9 @@ use shared::fleet::{CoordKind, CoordRecord, CoordStep, CoordTarget};
 use shared::html::escape;
 use shared::restart::Outcome;
 
+/// Where the records begin in the panel.
+pub(super) const RECORDS_MARK: &str = "<!--records-->";
+
 /// The whole panel: the targets, then the newest records.
 pub(super) fn panel(
     targets: &[CoordTarget],
@@ -22,6 +25,9 @@ pub(super) fn panel(
         .first()
         .is_some_and(|r| r.outcome == Outcome::Running);
     let mut out = targets_markup(targets, may, busy);
+    // The page swaps the two halves apart, so that what is typed in the
+    // first is not lost when the records change.
+    out.push_str(RECORDS_MARK);
     out.push_str(&records_markup(records, now_ms));
     out
 }
@@ -80,6 +86,12 @@ fn targets_markup(targets: &[CoordTarget], may: bool, busy: bool) -> String {
             r#"<div class="coord-target" data-testid="coord-target" data-target="{name}"><span class="coord-name">{name}</span><span class="coord-kind">{kind}</span><span class="coord-members">{members}</span>"#
         );
         if may {
+            if t.kind == CoordKind::Group {
+                let _ = write!(
+                    out,
+                    r#"<input class="coord-flags" data-testid="coord-flags" data-target="{name}" placeholder="flag changes: --tp=8 NAME=value" autocomplete="off" spellcheck="false"/>"#
+                );
+            }
             let _ = write!(
                 out,
                 r#"<span class="coord-go"><input class="coord-confirm" data-testid="coord-confirm" data-target="{name}" placeholder="type {name}" autocomplete="off" spellcheck="false"/><button type="button" class="btn btn-danger" data-act="coord-restart" data-target="{name}" data-testid="coord-restart"{}>Restart</button></span>"#,
@@ -118,6 +130,19 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
             shared::units::fmt_age_ms(now_ms.saturating_sub(r.started_at_ms)),
             took as f64 / 1e3,
         );
+        if !r.flags.is_empty() {
+            let changes: Vec<String> = (r.flags.iter())
+                .map(|(k, v)| match v {
+                    Some(v) => format!("{k}={v}"),
+                    None => format!("{k} reset"),
+                })
+                .collect();
+            let _ = write!(
+                out,
+                r#" <span class="coord-flagset" data-testid="coord-flagset">{}</span>"#,
+                escape(&changes.join(" "))
+            );
+        }
         if let Some(f) = &r.failure {
             let _ = write!(
                 out,
@@ -170,6 +195,7 @@ mod tests {
         assert!(op.contains("a (rank 0) · &lt;b&gt; (rank 1)"), "{op}");
         assert!(op.contains(r#"data-act="coord-restart" data-target="dsv3""#));
         assert!(op.contains(r#"placeholder="type dsv3""#));
+        assert!(op.contains(r#"class="coord-flags" data-testid="coord-flags" data-target="dsv3""#));
         assert!(targets_markup(&t, true, true).contains(" disabled>"));
         assert!(!targets_markup(&t, false, false).contains("coord-restart"));
         assert!(targets_markup(&[], true, false).is_empty());
@@ -189,7 +215,7 @@ mod tests {
                 member: "b".into(),
                 reason: "verify: pid 9 (not ours) holds 2.0 GiB on GPU 0".into(),
             }),
-            flags: Default::default(),
+            flags: [("--tp".to_owned(), Some("8".to_owned()))].into(),
             members: vec![MemberTimeline {
                 name: "b".into(),
                 rank: Some(1),
@@ -206,6 +232,10 @@ mod tests {
         assert!(html.contains("on b: verify: pid 9 (not ours)"), "{html}");
         assert!(html.contains("2.5 s"), "{html}");
         assert!(html.contains("b · rank 1"), "{html}");
+        assert!(
+            html.contains(r#"data-testid="coord-flagset">--tp=8<"#),
+            "{html}"
+        );
         assert!(
             html.contains("+0.3 s</span> <span class=\"coord-step\">drain</span> stop #7"),
             "{html}"
