@@ -127,6 +127,18 @@ impl Fleet {
         self.wait(body["id"].as_i64().unwrap_or_default()).await
     }
 
+    /// The hub's records, newest first.
+    async fn list(&self) -> anyhow::Result<Vec<CoordRecord>> {
+        Ok(self
+            .olga
+            .get(format!("{}/api/coordinated", self.hub))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?)
+    }
+
     /// Record `id` once it ended.
     async fn wait(&self, id: i64) -> anyhow::Result<CoordRecord> {
         let deadline = Instant::now() + Duration::from_secs(90);
@@ -228,13 +240,7 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
         .await?;
     assert_eq!(code, 400, "{body}");
     assert!(body.to_string().contains("not name=value"), "{body}");
-    let listed: Vec<CoordRecord> = f
-        .olga
-        .get(format!("{}/api/coordinated", f.hub))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let listed = f.list().await?;
     assert!(listed.is_empty());
     // Each node alone refuses a launch without its place in the group.
     let (code, body) = f.agents[1]
@@ -306,13 +312,7 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
         assert_eq!(f.agents[m].server().await?.generation, gen_before + 1);
     }
     // The record is the hub's, and lasts.
-    let listed: Vec<CoordRecord> = f
-        .olga
-        .get(format!("{}/api/coordinated", f.hub))
-        .send()
-        .await?
-        .json()
-        .await?;
+    let listed = f.list().await?;
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].id, r.id);
 
