@@ -325,6 +325,20 @@ mod tests {
     const TWO: &str = "[[agent]]\nname = \"a\"\nurl = \"http://x\"\n[[agent]]\nname = \"b\"\nurl = \"http://y\"\n";
 
     #[test]
+    fn the_shipped_example_is_valid_once_its_tokens_exist() {
+        let dir = tempfile::tempdir().expect("dir");
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fleet.toml");
+        std::fs::copy(&example, dir.path().join("fleet.toml")).expect("copy");
+        std::fs::create_dir(dir.path().join("tokens")).expect("tokens");
+        for n in ["gpu-01", "gpu-02", "gpu-03"] {
+            std::fs::write(dir.path().join("tokens").join(n), "dw_x\n").expect("token");
+        }
+        let cfg = load(&dir.path().join("fleet.toml")).expect("valid");
+        assert_eq!(cfg.agents.len(), 3);
+        assert_eq!(cfg.targets().len(), 2);
+    }
+
+    #[test]
     fn a_fleet_config_is_checked_whole() {
         let (dir, path) = write(
             r#"

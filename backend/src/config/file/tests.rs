@@ -126,9 +126,11 @@ fn errors_name_the_key() {
 #[test]
 fn shipped_examples_are_valid() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    for name in ["sglang.toml", "vllm.toml", "demo.toml"] {
+    for name in ["sglang.toml", "vllm.toml", "demo.toml", "sglang-2node.toml"] {
         ServerConfig::load(&dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
+    let two = ServerConfig::load(&dir.join("sglang-2node.toml")).expect("valid");
+    assert!(two.spans_nodes);
 }
 
 /// `MINIMAL` with `lines` added to `[server]`.
