@@ -26,6 +26,7 @@ async fn main() {
         Some(Command::Bench(args)) => client(cli::bench(args)).await,
         Some(Command::Watch(args)) => client(cli::watch(args)).await,
         Some(Command::Campaign(args)) => client(cli::campaign(args)).await,
+        Some(Command::Group(args)) => client(cli::group(args)).await,
         Some(Command::VerifyDrained(args)) => client(cli::verify_drained(args)).await,
         Some(Command::WaitReady(args)) => client(cli::wait_ready(args)).await,
         Some(Command::Hub(args)) => {

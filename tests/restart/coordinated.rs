@@ -29,6 +29,8 @@ struct Fleet {
     /// The hub's operator (olga) and viewer (victor).
     olga: reqwest::Client,
     victor: reqwest::Client,
+    /// Olga's secret, for the CLI.
+    olga_token: String,
     /// Node b's server port (to occupy it in a test).
     port_b: u16,
 }
@@ -92,6 +94,7 @@ async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet
         _dir: dir,
         olga: bearer_client(&op),
         victor: bearer_client(&view),
+        olga_token: op.clone(),
         port_b,
     })
 }
@@ -150,6 +153,24 @@ impl Fleet {
             anyhow::ensure!(Instant::now() < deadline, "still running: {r:#?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+impl Fleet {
+    /// `drainwatch group <args> --url <hub>` as olga: exit code and stdout.
+    async fn cli(&self, args: &[&str]) -> anyhow::Result<(i32, String)> {
+        let out = tokio::process::Command::new(tests::bin("drainwatch"))
+            .arg("group")
+            .args(args)
+            .args(["--url", &self.hub])
+            .env("DRAINWATCH_TOKEN", &self.olga_token)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ))
     }
 }
 
@@ -353,6 +374,37 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
         assert!(r.members.iter().all(|m| m.agent_ops.is_empty()), "{r:#?}");
     }
     assert_eq!(f.agents[0].server().await?.phase, Phase::Ready);
+    // From a terminal: without --yes and no terminal to type on, nothing;
+    // with it, followed node by node to the end.
+    let (code, _) = f.cli(&["restart", "dsv3"]).await?;
+    assert_eq!(code, 2);
+    let (code, out) = f
+        .cli(&["restart", "dsv3", "--yes", "--flag", "--warmup-ms=500"])
+        .await?;
+    assert_eq!(code, 0, "{out}");
+    for want in [
+        "a  ",
+        "b  ",
+        "node rank 1 of 2",
+        "ready: a completion came back through rank 0",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    assert_eq!(
+        f.agents[1]
+            .server()
+            .await?
+            .flags
+            .get("--warmup-ms")
+            .map(String::as_str),
+        Some("500")
+    );
+    let (code, out) = f.cli(&["list"]).await?;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("dsv3") && out.contains("group") && out.contains("a, b"),
+        "{out}"
+    );
     // A name that is not one is refused, and nothing happens.
     let r = f.agents[1]
         .http
@@ -404,7 +456,11 @@ async fn a_foreign_holder_on_one_node_fails_the_restart_naming_it_and_nothing_la
     let gen_a = f.agents[0].server().await?.generation;
     let foreign = spawn_foreign(&f.hosts[1], 0, 2.0)?;
     seen_holding(&f.agents[1], foreign.pid()).await?;
-    let r = f.run(json!({})).await?;
+    // Through the CLI: exit 28, naming the node.
+    let (code, out) = f.cli(&["restart", "dsv3", "--yes"]).await?;
+    assert_eq!(code, 28, "{out}");
+    assert!(out.contains("FAILED on b"), "{out}");
+    let r = f.list().await?.remove(0);
     assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
     let failure = r.failure.clone().expect("a failure");
     assert_eq!(failure.member, "b");

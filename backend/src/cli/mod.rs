@@ -12,6 +12,7 @@
 mod bench;
 mod campaign;
 pub(crate) mod client;
+mod group;
 pub(crate) mod hooks;
 mod render;
 mod restart;
@@ -20,6 +21,7 @@ mod watch;
 
 pub use bench::bench;
 pub use campaign::campaign;
+pub use group::group;
 pub use hooks::{not_drained, verify_drained, wait_ready};
 pub use restart::restart;
 pub use status::status;
@@ -52,6 +54,7 @@ Exit codes:
   25  campaign cancelled
   26  campaign paused (by an operator, or a foreign process holds GPU memory)
   27  verify-drained: the server's processes or GPU memory still there at the timeout
+  28  group restart failed on a node (named); every node it had touched stopped and verified
   130 stopped waiting (Ctrl-C); the operation goes on in drainwatch";
 
 /// How a client command ended: its process exit code.
@@ -79,6 +82,7 @@ pub enum Exit {
     CampaignCancelled,
     CampaignPaused,
     NotDrained,
+    GroupFailed,
     StoppedWaiting,
 }
 
@@ -107,6 +111,7 @@ impl Exit {
             Self::CampaignCancelled => 25,
             Self::CampaignPaused => 26,
             Self::NotDrained => 27,
+            Self::GroupFailed => 28,
             Self::StoppedWaiting => 130,
         }
     }
@@ -293,6 +298,41 @@ pub struct CampaignArgs {
     pub remote: Remote,
     #[command(subcommand)]
     pub verb: CampaignVerb,
+}
+
+/// `drainwatch group` (at a hub: `--url` is the hub's).
+#[derive(Debug, Clone, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct GroupArgs {
+    #[command(flatten)]
+    pub remote: Remote,
+    #[command(subcommand)]
+    pub verb: GroupVerb,
+}
+
+/// What `drainwatch group` does.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum GroupVerb {
+    /// The hub's groups and deployments, and its newest coordinated restarts.
+    List,
+    /// Restart a group (a server that spans nodes) or a deployment as one
+    /// coordinated operation and follow it node by node to its end.
+    Restart {
+        /// The group's or deployment's name.
+        name: String,
+        /// Set an allow-listed flag on every node, e.g. `--flag --tp=16`.
+        #[arg(long = "flag", value_name = "NAME=VALUE", value_parser = parse_flag, allow_hyphen_values = true)]
+        flags: Vec<(String, String)>,
+        /// Put a flag back to each node's default.
+        #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+        reset: Vec<String>,
+        /// Do not ask for the name to confirm (for scripts).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Return once the hub began it, without following it.
+        #[arg(long)]
+        no_wait: bool,
+    },
 }
 
 /// What `drainwatch campaign` does.

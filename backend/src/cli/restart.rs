@@ -169,7 +169,7 @@ fn plan(state: &Snapshot, server: &ServerStatus, to: &Flags) -> String {
 }
 
 /// Asks for the server's name on the terminal.
-async fn confirm(name: &str) -> Result<(), CliError> {
+pub(super) async fn confirm(name: &str) -> Result<(), CliError> {
     if !std::io::stdin().is_terminal() {
         return Err(CliError::new(
             Exit::Usage,

@@ -53,6 +53,10 @@ pub enum Command {
     /// Run a campaign (a plan of flag sets, each restarted and benchmarked
     /// unattended), show one, or pause, resume or cancel the running one.
     Campaign(crate::cli::CampaignArgs),
+    /// At a hub: list its groups and deployments, or restart one as a
+    /// coordinated operation (drain all, verify each, rank 0, the others,
+    /// ready through rank 0) and follow it node by node.
+    Group(crate::cli::GroupArgs),
     /// Wait until the server is gone: no process of it alive and every one
     /// of its GPUs back at its idle baseline (a preStop or post-stop hook, a
     /// Slurm epilog). Asks the drainwatch on this host.
