@@ -462,6 +462,38 @@ async fn a_foreign_holder_on_one_node_fails_the_restart_naming_it_and_nothing_la
     assert!(out.contains("FAILED on b"), "{out}");
     let r = f.list().await?.remove(0);
     assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
+    // The hub's /metrics counts it, for the alert.
+    let m = f
+        .olga
+        .get(format!("{}/metrics", f.hub))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    for want in [
+        r#"drainwatch_hub_coordinated_total{target="dsv3",outcome="failed"} 1"#,
+        r#"drainwatch_hub_coordinated_total{target="dsv3",outcome="succeeded"} 1"#,
+        r#"drainwatch_hub_coordinated_total{target="dsv3",outcome="interrupted"} 0"#,
+        r#"drainwatch_hub_agent_reachable{agent="b"} 1"#,
+        "drainwatch_hub_coordinated_running 0",
+    ] {
+        assert!(m.contains(want), "{want}\n{m}");
+    }
+    assert!(
+        f.victor
+            .get(format!("{}/metrics", f.hub))
+            .send()
+            .await?
+            .status()
+            .is_success(),
+        "a viewer's token may scrape"
+    );
+    assert_eq!(
+        reqwest::get(format!("{}/metrics", f.hub)).await?.status(),
+        401,
+        "a stranger may not"
+    );
     let failure = r.failure.clone().expect("a failure");
     assert_eq!(failure.member, "b");
     assert!(

@@ -104,6 +104,12 @@ impl Coordinator {
         }
     }
 
+    /// The coordinated restart running now, if one is.
+    pub fn running(&self) -> Option<i64> {
+        let a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());
+        a.as_ref().map(|(id, _)| *id)
+    }
+
     /// The coordinated restart acting on `agent` now, if one is.
     pub fn acting_on(&self, agent: &str) -> Option<i64> {
         let a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());

@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod coordinate;
+mod metrics;
 mod proxy;
 pub mod records;
 mod view;
@@ -207,6 +208,7 @@ pub async fn serve(
         .route("/api/logout", post(gate::logout))
         .route("/login", get(gate::login_page))
         .route("/login.js", get(gate::login_script))
+        .route("/metrics", get(metrics::serve))
         .route("/api/{*rest}", any(not_found))
         // Each host's own dashboard, through the hub.
         .route("/agents/{name}", get(proxy::bare))

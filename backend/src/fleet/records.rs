@@ -109,6 +109,33 @@ impl Records {
             .collect()
     }
 
+    /// Finished records by target and outcome (`succeeded`, `failed`,
+    /// `interrupted`), counted in SQLite.
+    pub fn outcomes(&self) -> Result<Vec<(String, String, u64)>, String> {
+        let db = self.conn();
+        let mut q = db
+            .prepare(
+                "SELECT target, json_extract(record, '$.outcome') AS o, COUNT(*)
+                 FROM coordinated WHERE o IS NOT NULL AND o != 'running'
+                 GROUP BY target, o",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(|e| e.to_string())?;
+        rows.map(|r| {
+            r.map(|(t, o, n)| (t, o, n.max(0) as u64))
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+    }
+
     fn interrupt_unfinished(&self, now: u64) -> Result<(), String> {
         for mut rec in self.list(MAX_LIST)? {
             if rec.outcome == Outcome::Running {
@@ -150,6 +177,10 @@ mod tests {
         assert_eq!(back.outcome, Outcome::Interrupted);
         assert!(back.finished_at_ms.is_some());
         assert_eq!(r.list(10).expect("list").len(), 1);
+        assert_eq!(
+            r.outcomes().expect("counted"),
+            [("dsv3".to_owned(), "interrupted".to_owned(), 1)]
+        );
         assert!(r.get(2).expect("get").is_none());
     }
 }
