@@ -220,18 +220,18 @@ pub(crate) fn FleetApp() -> impl IntoView {
             .flatten()
             .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
         let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
-        let flags = document()
+        let flags_input = document()
             .query_selector(&format!(".coord-flags[data-target='{target}']"))
             .ok()
             .flatten()
-            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok())
-            .map(|i| i.value())
-            .unwrap_or_default();
+            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
+        let flags = flags_input.as_ref().map(|i| i.value()).unwrap_or_default();
         spawn_local(async move {
             match crate::api::coord_restart(&target, &confirm, &flags).await {
                 Ok(()) => {
                     said.set(format!("{target}: restart begun"));
-                    if let Some(i) = typed {
+                    // Typed for this restart: the next one starts afresh.
+                    for i in [typed, flags_input].into_iter().flatten() {
                         i.set_value("");
                     }
                 }

@@ -142,14 +142,18 @@ pub struct CoordRequest {
 pub fn parse_flags_text(
     text: &str,
 ) -> Result<std::collections::BTreeMap<String, Option<String>>, String> {
-    text.split_whitespace()
-        .map(|item| match item.split_once('=') {
+    let mut out = std::collections::BTreeMap::new();
+    for item in text.split_whitespace() {
+        match item.split_once('=') {
             Some((k, v)) if !k.is_empty() && !v.is_empty() => {
-                Ok((k.to_owned(), Some(v.to_owned())))
+                if out.insert(k.to_owned(), Some(v.to_owned())).is_some() {
+                    return Err(format!("`{k}` is given twice"));
+                }
             }
-            _ => Err(format!("`{item}` is not name=value")),
-        })
-        .collect()
+            _ => return Err(format!("`{item}` is not name=value")),
+        }
+    }
+    Ok(out)
 }
 
 /// What a step of a coordinated operation did on one member.
@@ -227,5 +231,7 @@ mod tests {
         assert!(parse_flags_text("").expect("none").is_empty());
         assert!(parse_flags_text("--tp").is_err());
         assert!(parse_flags_text("=1").is_err());
+        let twice = parse_flags_text("--tp=8 --tp=4").expect_err("twice");
+        assert!(twice.contains("given twice"), "{twice}");
     }
 }

@@ -358,21 +358,26 @@ async fn a_group_restarts_node_by_node_and_answers_through_rank_0() -> anyhow::R
                 && e["action"] == "stop"),
         "{b:#?}"
     );
-    // Flags a node's allow-list refuses fail it before anything stops.
+    // Flags a node's allow-list refuses are refused, naming the node, before
+    // anything is recorded or stopped.
+    let before = f.list().await?.len();
     for (flags, says) in [
-        (json!({"--tp": "99"}), "flag `--tp`: out of range"),
+        (json!({"--tp": "99"}), "`a`: flag `--tp`: out of range"),
         (
             json!({"--nope": "1"}),
-            "flag `--nope` is not in its allow-list",
+            "`a`: flag `--nope` is not in its allow-list",
         ),
     ] {
-        let r = f.run(flags).await?;
-        assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
-        let failure = r.failure.clone().expect("failure");
-        assert_eq!(failure.member, "a");
-        assert!(failure.reason.contains(says), "{failure:?}");
-        assert!(r.members.iter().all(|m| m.agent_ops.is_empty()), "{r:#?}");
+        let (code, body) = f
+            .ask(&f.olga, json!({"confirm": "dsv3", "flags": flags}))
+            .await?;
+        assert_eq!(code, 400, "{body}");
+        assert!(
+            body["error"].as_str().unwrap_or("").contains(says),
+            "{body}"
+        );
     }
+    assert_eq!(f.list().await?.len(), before);
     assert_eq!(f.agents[0].server().await?.phase, Phase::Ready);
     // From a terminal: without --yes and no terminal to type on, nothing;
     // with it, followed node by node to the end.
@@ -661,25 +666,26 @@ async fn a_deployment_restarts_in_its_declared_order_and_stops_at_the_first_fail
     Ok(())
 }
 
-/// A node that cannot be reached, or whose server does not span nodes, fails
-/// the restart before anything is stopped anywhere.
+/// A node that cannot be reached is refused, naming it, before anything is
+/// recorded or stopped anywhere.
 #[tokio::test]
-async fn a_node_that_is_not_fit_fails_the_restart_before_anything_stops() -> anyhow::Result<()> {
+async fn a_node_that_is_not_fit_is_refused_before_anything_stops() -> anyhow::Result<()> {
     let f = fleet(Vec::new()).await?;
     assert_eq!(f.run(json!({})).await?.outcome, Outcome::Succeeded);
     let gen_a = f.agents[0].server().await?.generation;
     // Node b's drainwatch is gone (its server runs on, unwatched).
     tests::signal(f.agents[1].proc.pid(), libc::SIGKILL);
-    let r = f.run(json!({})).await?;
-    assert_eq!(r.outcome, Outcome::Failed, "{r:#?}");
-    let failure = r.failure.clone().expect("failure");
-    assert_eq!(failure.member, "b");
+    let before = f.list().await?.len();
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 502, "{body}");
     assert!(
-        failure.reason.starts_with("cannot be reached"),
-        "{failure:?}"
+        body["error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("`b` cannot be reached"),
+        "{body}"
     );
-    assert!(r.members[0].agent_ops.is_empty(), "{r:#?}");
-    assert!(notes(&r, 0).contains("nothing stopped"), "{}", notes(&r, 0));
+    assert_eq!(f.list().await?.len(), before, "nothing recorded");
     let a = f.agents[0].server().await?;
     assert_eq!((a.phase, a.generation), (Phase::Ready, gen_a));
     Ok(())

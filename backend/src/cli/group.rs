@@ -14,6 +14,8 @@ use super::{CliError, Exit, GroupArgs, GroupVerb, Interrupt, print_json, until_d
 
 /// How often the record is read while following it.
 const POLL: Duration = Duration::from_millis(300);
+/// How long the hub may stay unreachable while a restart is followed.
+const LOST_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Deserialize)]
 struct Begun {
@@ -55,7 +57,11 @@ pub async fn group(args: GroupArgs) -> Result<Exit, CliError> {
                 .await?;
             let id = begun.id;
             if no_wait {
-                println!("coordinated restart #{id} of {name} begun");
+                if args.remote.json {
+                    print_json(&serde_json::json!({ "id": id, "target": name }))?;
+                } else {
+                    println!("coordinated restart #{id} of {name} begun");
+                }
                 return Ok(Exit::Ok);
             }
             eprintln!(
@@ -101,11 +107,27 @@ async fn list(client: &Client, json: bool) -> Result<Exit, CliError> {
     Ok(Exit::Ok)
 }
 
-/// Prints each node's events as they come, until the record ends.
+/// Prints each node's events as they come, until the record ends. The hub
+/// unreachable for a while (restarted, say) is waited for, up to a minute.
 async fn follow(client: &Client, id: i64) -> Result<CoordRecord, CliError> {
     let mut seen: BTreeSet<(usize, usize)> = BTreeSet::new();
+    let mut lost_since: Option<std::time::Instant> = None;
     loop {
-        let rec: CoordRecord = client.get(&format!("api/coordinated/{id}")).await?;
+        let rec: CoordRecord = match client.get(&format!("api/coordinated/{id}")).await {
+            Ok(r) => {
+                lost_since = None;
+                r
+            }
+            Err(e) if e.exit == Exit::Unreachable => {
+                let since = *lost_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > LOST_LIMIT {
+                    return Err(e);
+                }
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         for line in new_lines(&rec, &mut seen) {
             println!("{line}");
         }
@@ -173,7 +195,8 @@ fn outcome_line(r: &CoordRecord) -> String {
 fn exit_of(r: &CoordRecord) -> Exit {
     match r.outcome {
         Outcome::Succeeded => Exit::Ok,
-        Outcome::Interrupted | Outcome::Running => Exit::Interrupted,
+        Outcome::Interrupted => Exit::Interrupted,
+        Outcome::Running => Exit::Error,
         Outcome::Failed => Exit::GroupFailed,
     }
 }

@@ -54,7 +54,7 @@ Exit codes:
   25  campaign cancelled
   26  campaign paused (by an operator, or a foreign process holds GPU memory)
   27  verify-drained: the server's processes or GPU memory still there at the timeout
-  28  group restart failed on a node (named); every node it had touched stopped and verified
+  28  group restart failed on a node (named with its reason; the record says what each node did)
   130 stopped waiting (Ctrl-C); the operation goes on in drainwatch";
 
 /// How a client command ended: its process exit code.
@@ -480,6 +480,7 @@ mod tests {
             Exit::CampaignCancelled,
             Exit::CampaignPaused,
             Exit::NotDrained,
+            Exit::GroupFailed,
             Exit::StoppedWaiting,
         ];
         let codes: std::collections::BTreeSet<i32> = all.iter().map(|e| e.code()).collect();

@@ -176,7 +176,7 @@ pub(super) async fn confirm(name: &str) -> Result<(), CliError> {
             "confirmation needed and stdin is not a terminal: pass --yes to restart without typing the server's name",
         ));
     }
-    eprint!("type the server's name ({name}) to restart it: ");
+    eprint!("type its name ({name}) to restart it: ");
     let typed = tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         std::io::stdin().read_line(&mut line).map(|_| line)

@@ -151,13 +151,14 @@ struct RawDeployment {
 fn check_name(what: &str, name: &str) -> Result<String, String> {
     let n = name.trim();
     if n.is_empty()
+        || n.chars().all(|c| c == '.')
         || n.len() > 64
         || !n
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
         return Err(format!(
-            "{what} `{name}`: a name is 1–64 letters, digits, `-`, `_` or `.`"
+            "{what} `{name}`: a name is 1–64 letters, digits, `-`, `_` or `.`, not dots alone"
         ));
     }
     Ok(n.to_owned())
@@ -376,6 +377,10 @@ order = ["dsv3"]
                 "a name is",
             ),
             ("[[agent]]\nname = \"a\"\nurl = \"ftp://x\"\n", "http://"),
+            (
+                "[[agent]]\nname = \"..\"\nurl = \"http://x\"\n",
+                "a name is",
+            ),
             (
                 "[[agent]]\nname = \"a\"\nurl = \"http://x/?token=1\"\n",
                 "without a query",

@@ -56,6 +56,8 @@ pub enum Refused {
     NotFound(String),
     BadRequest(String),
     Busy(String),
+    /// A member's agent cannot be reached.
+    Unreachable(String),
     Internal(String),
 }
 
@@ -82,6 +84,61 @@ impl Coordinator {
             busy: Arc::new(tokio::sync::Mutex::new(None)),
             acting_on: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Every member fit before anything is recorded or touched: a refusal
+    /// here names the member, and is the asker's to fix (or to wait for),
+    /// not a failed restart.
+    async fn check(
+        &self,
+        target: &str,
+        kind: CoordKind,
+        changes: &Changes,
+        person: &str,
+    ) -> Result<(), Refused> {
+        // (name, the agents, what they must be)
+        let mut parts: Vec<(String, Vec<String>, Fit<'_>)> = Vec::new();
+        match kind {
+            CoordKind::Group => {
+                if let Some(g) = self.cfg.group(target) {
+                    parts.push((String::new(), g.nodes.clone(), Fit::Node(changes)));
+                }
+            }
+            CoordKind::Deployment => {
+                for m in self
+                    .cfg
+                    .deployment(target)
+                    .map(|d| d.order.clone())
+                    .unwrap_or_default()
+                {
+                    match self.cfg.group(&m) {
+                        Some(g) => {
+                            parts.push((format!("{m}/"), g.nodes.clone(), Fit::Node(changes)))
+                        }
+                        None => parts.push((String::new(), vec![m], Fit::Single)),
+                    }
+                }
+            }
+        }
+        for (prefix, agents, want) in parts {
+            let mut clients = Vec::new();
+            for a in &agents {
+                clients.push(client(&self.cfg, a, person).map_err(Refused::Internal)?);
+            }
+            if let Err((r, problem)) = fit(&clients, want).await {
+                let who = format!("`{prefix}{}`", agents[r]);
+                return Err(match problem {
+                    Problem::Unreachable(e) => {
+                        Refused::Unreachable(format!("{who} cannot be reached: {e}"))
+                    }
+                    Problem::Invalid(e) => {
+                        Refused::BadRequest(format!("{who}: {e}; nothing was done"))
+                    }
+                    Problem::Busy(e) => Refused::Busy(format!("{who}: {e}; nothing was done")),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Waits (at most `limit`) until no coordinated restart runs: a hub
@@ -187,6 +244,7 @@ impl Coordinator {
                 ));
             }
         };
+        self.check(target, kind, &req.flags, &person).await?;
         let mut rec = CoordRecord {
             id: 0,
             target: target.to_owned(),
@@ -321,6 +379,13 @@ impl Log {
             tracing::info!(id = r.id, outcome = ?r.outcome, failure = ?failure, "coordinated restart ended");
             r.failure = failure;
         });
+        let (target, outcome) = {
+            let r = self.rec.lock().unwrap_or_else(|p| p.into_inner());
+            (r.target.clone(), r.outcome)
+        };
+        if let Err(e) = self.records.count(&target, outcome) {
+            tracing::error!(error = %e, "cannot count the coordinated restart");
+        }
     }
 }
 
@@ -396,12 +461,18 @@ async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), S
         let (_, sv) = state(c).await?;
         let Some(op) = &sv.operation else { break sv };
         let ours = log.ops(m).contains(&op.id);
-        if !ours && step == CoordStep::Drain {
+        if !ours {
+            // Someone else's: never cut short, and what it launches is theirs.
             return Err(format!(
-                "its agent is running #{} ({}) for {}: wait for it to end",
+                "its agent is running #{} ({}) for {}{}",
                 op.id,
                 sv.phase.label(),
-                op.requested_by
+                op.requested_by,
+                if step == CoordStep::Drain {
+                    ": wait for it to end"
+                } else {
+                    ": left to them"
+                }
             ));
         }
         if ours && matches!(sv.phase, Phase::Launching | Phase::WarmingUp) {
@@ -505,6 +576,69 @@ async fn verify(
     }
 }
 
+/// Why a member is not fit for a coordinated restart now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Problem {
+    Unreachable(String),
+    /// Its config or the request does not fit: a request to fix.
+    Invalid(String),
+    /// Something else runs on it or holds it: wait.
+    Busy(String),
+}
+
+impl Problem {
+    fn text(&self) -> String {
+        match self {
+            Self::Unreachable(e) => format!("cannot be reached: {e}"),
+            Self::Invalid(e) | Self::Busy(e) => e.clone(),
+        }
+    }
+}
+
+/// What a member must be.
+#[derive(Debug, Clone, Copy)]
+enum Fit<'a> {
+    /// A node of a group, to launch with these flag changes.
+    Node(&'a Changes),
+    /// A server of its own, restarted by its own agent.
+    Single,
+}
+
+/// Every member reachable, its server of the right kind, the flag changes
+/// within its allow-list, nothing else running on it or holding it; else
+/// the first that is not, and why.
+async fn fit(clients: &[Client], want: Fit<'_>) -> Result<(), (usize, Problem)> {
+    let found = join_all(clients.iter().map(state)).await;
+    for (r, found) in found.into_iter().enumerate() {
+        let (_, sv) = found.map_err(|e| (r, Problem::Unreachable(e)))?;
+        let invalid = match want {
+            Fit::Node(_) if !sv.spans_nodes => Some(
+                "its server does not span nodes (its config's argv has no {node_rank})".to_owned(),
+            ),
+            Fit::Node(changes) => refuses_flags(&sv, changes),
+            Fit::Single if sv.spans_nodes => {
+                Some("its server spans nodes: restart it with its group".to_owned())
+            }
+            Fit::Single => None,
+        };
+        if let Some(why) = invalid {
+            return Err((r, Problem::Invalid(why)));
+        }
+        let busy = sv.held_by.map(|h| h.refusal()).or_else(|| {
+            sv.operation.map(|op| {
+                format!(
+                    "its agent is running #{} for {}: wait for it to end",
+                    op.id, op.requested_by
+                )
+            })
+        });
+        if let Some(why) = busy {
+            return Err((r, Problem::Busy(why)));
+        }
+    }
+    Ok(())
+}
+
 /// Why the node's allow-list refuses `changes`, checked before anything is
 /// stopped (its agent checks them again when it launches).
 fn refuses_flags(sv: &ServerStatus, changes: &Changes) -> Option<String> {
@@ -593,40 +727,21 @@ async fn run_group(
     // Every node launches with its current flags and these changes, applied
     // by its own agent (its allow-list decides).
     let flags = changes;
-    // 0. Every node reachable, its server one that spans nodes, nothing else
-    // running on it: else nothing is touched anywhere.
-    let before = join_all(clients.iter().map(state)).await;
-    for (r, found) in before.into_iter().enumerate() {
-        let why = match found {
-            Err(e) => Some(format!("cannot be reached: {e}")),
-            Ok((_, sv)) if !sv.spans_nodes => Some(
-                "its server does not span nodes (its config's argv has no {node_rank})".to_owned(),
-            ),
-            Ok((_, sv)) => refuses_flags(&sv, flags).or_else(|| {
-                sv.held_by.map(|h| h.refusal()).or_else(|| {
-                    sv.operation.map(|op| {
-                        format!(
-                            "its agent is running #{} for {}: wait for it to end",
-                            op.id, op.requested_by
-                        )
-                    })
-                })
-            }),
-        };
-        if let Some(why) = why {
-            let failure = log.failed(idx[r], why);
-            for o in (0..clients.len()).filter(|o| *o != r) {
-                log.event(
-                    idx[o],
-                    CoordStep::Failed,
-                    format!(
-                        "nothing stopped: node `{}` is not ready for it",
-                        failure.member
-                    ),
-                );
-            }
-            return Err(failure);
+    // 0. Checked again (it was when the restart was asked for, and a member
+    // of a deployment may have changed since): else nothing is touched.
+    if let Err((r, problem)) = fit(&clients, Fit::Node(flags)).await {
+        let failure = log.failed(idx[r], problem.text());
+        for o in (0..clients.len()).filter(|o| *o != r) {
+            log.event(
+                idx[o],
+                CoordStep::Failed,
+                format!(
+                    "nothing stopped: node `{}` is not ready for it",
+                    failure.member
+                ),
+            );
         }
+        return Err(failure);
     }
     // 1. Drain every node; 2. verify every node. Nothing launches before all pass.
     let drained = join_all(

@@ -307,6 +307,7 @@ async fn restart_group(
         Err(Refused::NotFound(m)) => ApiError::new(StatusCode::NOT_FOUND, m).into_response(),
         Err(Refused::BadRequest(m)) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
         Err(Refused::Busy(m)) => ApiError::new(StatusCode::CONFLICT, m).into_response(),
+        Err(Refused::Unreachable(m)) => ApiError::new(StatusCode::BAD_GATEWAY, m).into_response(),
         Err(Refused::Internal(m)) => {
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m).into_response()
         }

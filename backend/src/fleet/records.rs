@@ -37,6 +37,12 @@ impl Records {
                  target TEXT NOT NULL,
                  started_at_ms INTEGER NOT NULL,
                  record TEXT NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS coordinated_counts (
+                 target TEXT NOT NULL,
+                 outcome TEXT NOT NULL,
+                 n INTEGER NOT NULL,
+                 PRIMARY KEY (target, outcome)
              );",
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -109,16 +115,31 @@ impl Records {
             .collect()
     }
 
+    /// Counts one finished record of `target` with `outcome`: counts that
+    /// only grow (pruning old records leaves them), for the hub's `/metrics`.
+    pub fn count(&self, target: &str, outcome: Outcome) -> Result<(), String> {
+        let outcome = match outcome {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Running => return Ok(()),
+        };
+        self.conn()
+            .execute(
+                "INSERT INTO coordinated_counts (target, outcome, n) VALUES (?1, ?2, 1)
+                 ON CONFLICT (target, outcome) DO UPDATE SET n = n + 1",
+                params![target, outcome],
+            )
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     /// Finished records by target and outcome (`succeeded`, `failed`,
-    /// `interrupted`), counted in SQLite.
+    /// `interrupted`), since the hub's records began.
     pub fn outcomes(&self) -> Result<Vec<(String, String, u64)>, String> {
         let db = self.conn();
         let mut q = db
-            .prepare(
-                "SELECT target, json_extract(record, '$.outcome') AS o, COUNT(*)
-                 FROM coordinated WHERE o IS NOT NULL AND o != 'running'
-                 GROUP BY target, o",
-            )
+            .prepare("SELECT target, outcome, n FROM coordinated_counts")
             .map_err(|e| e.to_string())?;
         let rows = q
             .query_map([], |r| {
@@ -142,6 +163,7 @@ impl Records {
                 rec.outcome = Outcome::Interrupted;
                 rec.finished_at_ms = Some(now);
                 self.save(&rec)?;
+                self.count(&rec.target, rec.outcome)?;
             }
         }
         Ok(())
