@@ -174,6 +174,20 @@ pub enum CoordStep {
     Failed,
 }
 
+impl CoordStep {
+    /// Its name as the records' views show it: `drain`, `verify`, …
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Drain => "drain",
+            Self::Verify => "verify",
+            Self::Launch => "launch",
+            Self::Ready => "ready",
+            Self::Unwind => "unwind",
+            Self::Failed => "failed",
+        }
+    }
+}
+
 /// One event of one member's timeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoordEvent {

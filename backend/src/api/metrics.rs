@@ -63,8 +63,13 @@ pub(super) async fn serve(State(state): State<AppState>) -> Response {
     let mut reg = Registry::default();
     gpus(&mut reg, &state);
     own(&mut reg, &state).await;
+    openmetrics(&reg)
+}
+
+/// `reg` as an OpenMetrics answer (the agent's and the hub's `/metrics`).
+pub(crate) fn openmetrics(reg: &Registry) -> Response {
     let mut out = String::new();
-    if encode(&mut out, &reg).is_err() {
+    if encode(&mut out, reg).is_err() {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     }
     (

@@ -11,7 +11,7 @@ mod campaigns;
 mod error;
 pub(crate) mod extract;
 mod ledger;
-mod metrics;
+pub(crate) mod metrics;
 mod ops;
 mod refusals;
 mod state;

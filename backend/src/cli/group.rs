@@ -155,21 +155,13 @@ fn new_lines(rec: &CoordRecord, seen: &mut BTreeSet<(usize, usize)>) -> Vec<Stri
             format!(
                 "+{:>6.1} s  {name:<16} {:<7} {note}",
                 at.saturating_sub(rec.started_at_ms) as f64 / 1e3,
-                step_word(step)
+                match step {
+                    CoordStep::Failed => "FAILED",
+                    s => s.word(),
+                }
             )
         })
         .collect()
-}
-
-fn step_word(s: CoordStep) -> &'static str {
-    match s {
-        CoordStep::Drain => "drain",
-        CoordStep::Verify => "verify",
-        CoordStep::Launch => "launch",
-        CoordStep::Ready => "ready",
-        CoordStep::Unwind => "unwind",
-        CoordStep::Failed => "FAILED",
-    }
 }
 
 fn outcome_line(r: &CoordRecord) -> String {

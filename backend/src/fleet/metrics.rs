@@ -7,9 +7,7 @@ use std::sync::atomic::AtomicU64;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -82,16 +80,5 @@ pub(super) async fn serve(State(s): State<HubState>) -> Response {
         "Whether a coordinated restart runs now",
         running,
     );
-    let mut out = String::new();
-    if encode(&mut out, &reg).is_err() {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    }
-    (
-        [(
-            CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
+    crate::api::metrics::openmetrics(&reg)
 }

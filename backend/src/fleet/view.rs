@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use shared::fleet::{CoordKind, CoordRecord, CoordStep, CoordTarget};
+use shared::fleet::{CoordKind, CoordRecord, CoordTarget};
 use shared::html::escape;
 use shared::restart::Outcome;
 
@@ -30,17 +30,6 @@ pub(super) fn panel(
     out.push_str(RECORDS_MARK);
     out.push_str(&records_markup(records, now_ms));
     out
-}
-
-fn step_name(s: CoordStep) -> &'static str {
-    match s {
-        CoordStep::Drain => "drain",
-        CoordStep::Verify => "verify",
-        CoordStep::Launch => "launch",
-        CoordStep::Ready => "ready",
-        CoordStep::Unwind => "unwind",
-        CoordStep::Failed => "failed",
-    }
 }
 
 fn outcome_name(o: Outcome) -> &'static str {
@@ -164,9 +153,9 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
                 let _ = write!(
                     out,
                     r#"<div class="coord-event coord-{}"><span class="num">+{:.1} s</span> <span class="coord-step">{}</span> {}</div>"#,
-                    step_name(e.step),
+                    e.step.word(),
                     e.at_ms.saturating_sub(r.started_at_ms) as f64 / 1e3,
-                    step_name(e.step),
+                    e.step.word(),
                     escape(&e.note)
                 );
             }
@@ -179,7 +168,7 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shared::fleet::{CoordEvent, CoordFailure, MemberTimeline};
+    use shared::fleet::{CoordEvent, CoordFailure, CoordStep, MemberTimeline};
 
     use super::*;
 
