@@ -72,6 +72,11 @@ pub struct Caller {
     pub may_act_for: bool,
 }
 
+/// A character `X-Drainwatch-For` may hold (see [`for_whom`]).
+pub fn for_whom_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || " ._@+-():".contains(c)
+}
+
 /// The header a hub names the person it acts for with.
 pub const FOR_HEADER: &str = "x-drainwatch-for";
 
@@ -92,9 +97,10 @@ pub fn for_whom(headers: &HeaderMap, caller: &Caller) -> Result<Option<String>, 
             caller.name.as_deref().unwrap_or("?")
         ));
     }
-    let ok = |c: char| c.is_ascii_alphanumeric() || " ._@+-():".contains(c);
     match v.to_str().map(str::trim) {
-        Ok(s) if !s.is_empty() && s.len() <= 64 && s.chars().all(ok) => Ok(Some(s.to_owned())),
+        Ok(s) if !s.is_empty() && s.len() <= 64 && s.chars().all(for_whom_char) => {
+            Ok(Some(s.to_owned()))
+        }
         _ => Err(
             "X-Drainwatch-For must be a name of 1 to 64 letters, digits, spaces and . _ @ + - ( ) :"
                 .to_owned(),

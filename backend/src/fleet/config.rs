@@ -47,6 +47,17 @@ pub struct AgentConfig {
     pub(crate) token: Option<String>,
 }
 
+impl AgentConfig {
+    /// How the hub reaches it as a client: its URL and token.
+    pub(crate) fn remote(&self) -> crate::cli::Remote {
+        crate::cli::Remote {
+            url: self.url.clone(),
+            token: self.token.clone(),
+            json: false,
+        }
+    }
+}
+
 /// A server that spans nodes: its agents in rank order.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {

@@ -34,7 +34,6 @@ use shared::restart::{
 
 use super::config::{FleetConfig, GroupConfig};
 use super::records::Records;
-use crate::cli::Remote;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
 
@@ -66,8 +65,8 @@ pub enum Refused {
 pub struct Coordinator {
     cfg: Arc<FleetConfig>,
     records: Records,
-    /// Held by the operation in flight, with its record's id.
-    busy: Arc<tokio::sync::Mutex<Option<i64>>>,
+    /// Held by the operation in flight.
+    busy: Arc<tokio::sync::Mutex<()>>,
     /// The operation in flight and the agents it acts on: what others may
     /// not change through the hub meanwhile.
     acting_on: Arc<Mutex<Option<ActingOn>>>,
@@ -81,7 +80,7 @@ impl Coordinator {
         Self {
             cfg,
             records,
-            busy: Arc::new(tokio::sync::Mutex::new(None)),
+            busy: Arc::new(tokio::sync::Mutex::new(())),
             acting_on: Arc::new(Mutex::new(None)),
         }
     }
@@ -91,52 +90,29 @@ impl Coordinator {
     /// not a failed restart.
     async fn check(
         &self,
-        target: &str,
-        kind: CoordKind,
+        members: &[Member],
         changes: &Changes,
         person: &str,
     ) -> Result<(), Refused> {
-        // (name, the agents, what they must be)
-        let mut parts: Vec<(String, Vec<String>, Fit<'_>)> = Vec::new();
-        match kind {
-            CoordKind::Group => {
-                if let Some(g) = self.cfg.group(target) {
-                    parts.push((String::new(), g.nodes.clone(), Fit::Node(changes)));
-                }
-            }
-            CoordKind::Deployment => {
-                for m in self
-                    .cfg
-                    .deployment(target)
-                    .map(|d| d.order.clone())
-                    .unwrap_or_default()
-                {
-                    match self.cfg.group(&m) {
-                        Some(g) => {
-                            parts.push((format!("{m}/"), g.nodes.clone(), Fit::Node(changes)))
-                        }
-                        None => parts.push((String::new(), vec![m], Fit::Single)),
-                    }
-                }
-            }
+        let mut clients = Vec::new();
+        for m in members {
+            clients.push(client(&self.cfg, &m.agent, person).map_err(Refused::Internal)?);
         }
-        for (prefix, agents, want) in parts {
-            let mut clients = Vec::new();
-            for a in &agents {
-                clients.push(client(&self.cfg, a, person).map_err(Refused::Internal)?);
-            }
-            if let Err((r, problem)) = fit(&clients, want).await {
-                let who = format!("`{prefix}{}`", agents[r]);
-                return Err(match problem {
-                    Problem::Unreachable(e) => {
-                        Refused::Unreachable(format!("{who} cannot be reached: {e}"))
-                    }
-                    Problem::Invalid(e) => {
-                        Refused::BadRequest(format!("{who}: {e}; nothing was done"))
-                    }
-                    Problem::Busy(e) => Refused::Busy(format!("{who}: {e}; nothing was done")),
-                });
-            }
+        let wants: Vec<(&Client, Fit<'_>)> = (clients.iter().zip(members))
+            .map(|(c, m)| match m.rank {
+                Some(_) => (c, Fit::Node(changes)),
+                None => (c, Fit::Single),
+            })
+            .collect();
+        if let Err((r, problem)) = fit(&wants).await {
+            let who = format!("`{}`", members[r].label);
+            return Err(match problem {
+                Problem::Unreachable(e) => {
+                    Refused::Unreachable(format!("{who} cannot be reached: {e}"))
+                }
+                Problem::Invalid(e) => Refused::BadRequest(format!("{who}: {e}; nothing was done")),
+                Problem::Busy(e) => Refused::Busy(format!("{who}: {e}; nothing was done")),
+            });
         }
         Ok(())
     }
@@ -145,13 +121,7 @@ impl Coordinator {
     /// asked to stop lets the one in flight end rather than leave a group
     /// half launched.
     pub async fn wait_idle(&self, limit: Duration) {
-        let running = self
-            .acting_on
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .map(|(id, _)| *id);
-        if let Some(id) = running {
+        if let Some(id) = self.running() {
             tracing::info!(id, "waiting for the coordinated restart in flight to end");
         }
         if tokio::time::timeout(limit, self.busy.lock()).await.is_err() {
@@ -191,24 +161,7 @@ impl Coordinator {
         req: CoordRequest,
         person: String,
     ) -> Result<i64, Refused> {
-        let (kind, members) = if let Some(g) = self.cfg.group(target) {
-            let members = (g.nodes.iter().enumerate())
-                .map(|(rank, n)| (n.clone(), Some(rank as u32)))
-                .collect::<Vec<_>>();
-            (CoordKind::Group, members)
-        } else if let Some(d) = self.cfg.deployment(target) {
-            let mut members = Vec::new();
-            for m in &d.order {
-                match self.cfg.group(m) {
-                    Some(g) => members.extend(
-                        (g.nodes.iter().enumerate())
-                            .map(|(rank, n)| (format!("{m}/{n}"), Some(rank as u32))),
-                    ),
-                    None => members.push((m.clone(), None)),
-                }
-            }
-            (CoordKind::Deployment, members)
-        } else {
+        let Some((kind, members)) = members(&self.cfg, target) else {
             return Err(Refused::NotFound(format!(
                 "no group or deployment `{target}` in the hub's config"
             )));
@@ -236,7 +189,7 @@ impl Coordinator {
         if req.flags.len() > 64 {
             return Err(Refused::BadRequest("at most 64 flag changes".to_owned()));
         }
-        let mut guard = match Arc::clone(&self.busy).try_lock_owned() {
+        let guard = match Arc::clone(&self.busy).try_lock_owned() {
             Ok(g) => g,
             Err(_) => {
                 return Err(Refused::Busy(
@@ -244,7 +197,7 @@ impl Coordinator {
                 ));
             }
         };
-        self.check(target, kind, &req.flags, &person).await?;
+        self.check(&members, &req.flags, &person).await?;
         let mut rec = CoordRecord {
             id: 0,
             target: target.to_owned(),
@@ -256,10 +209,10 @@ impl Coordinator {
             failure: None,
             flags: crate::redact::shown_changes(&req.flags),
             members: members
-                .into_iter()
-                .map(|(name, rank)| MemberTimeline {
-                    name,
-                    rank,
+                .iter()
+                .map(|m| MemberTimeline {
+                    name: m.label.clone(),
+                    rank: m.rank,
                     agent_ops: Vec::new(),
                     events: Vec::new(),
                 })
@@ -270,12 +223,7 @@ impl Coordinator {
             Refused::Internal("cannot record the operation; the hub's log says why".to_owned())
         })?;
         let id = rec.id;
-        *guard = Some(id);
-        let agents: Vec<String> = rec
-            .members
-            .iter()
-            .map(|m| m.name.rsplit('/').next().unwrap_or_default().to_owned())
-            .collect();
+        let agents: Vec<String> = members.into_iter().map(|m| m.agent).collect();
         *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, agents));
         let acting_on = Arc::clone(&self.acting_on);
         tracing::info!(id, %target, %person, "coordinated restart begun");
@@ -302,6 +250,46 @@ impl Coordinator {
         });
         Ok(id)
     }
+}
+
+/// One member of a coordinated restart, as its record names it.
+#[derive(Debug, Clone)]
+struct Member {
+    /// `gpu-01`, or `dsv3/gpu-01` for a group's node in a deployment.
+    label: String,
+    agent: String,
+    /// Its rank, for a node of a group.
+    rank: Option<u32>,
+}
+
+/// What `target` restarts: a group's nodes in rank order, or a deployment's
+/// members in its order (a group's as its nodes); `None` for no such target.
+fn members(cfg: &FleetConfig, target: &str) -> Option<(CoordKind, Vec<Member>)> {
+    let nodes = |g: &GroupConfig, prefix: &str| {
+        (g.nodes.iter().enumerate())
+            .map(|(rank, n)| Member {
+                label: format!("{prefix}{n}"),
+                agent: n.clone(),
+                rank: Some(rank as u32),
+            })
+            .collect::<Vec<_>>()
+    };
+    if let Some(g) = cfg.group(target) {
+        return Some((CoordKind::Group, nodes(g, "")));
+    }
+    let d = cfg.deployment(target)?;
+    let mut out = Vec::new();
+    for m in &d.order {
+        match cfg.group(m) {
+            Some(g) => out.extend(nodes(g, &format!("{m}/"))),
+            None => out.push(Member {
+                label: m.clone(),
+                agent: m.clone(),
+                rank: None,
+            }),
+        }
+    }
+    Some((CoordKind::Deployment, out))
 }
 
 /// The record of the operation in flight, saved whole at every event.
@@ -369,6 +357,7 @@ impl Log {
     }
 
     fn finish(&self, failure: Option<CoordFailure>) {
+        let mut counted = None;
         self.with(|r| {
             r.finished_at_ms = Some(now_ms());
             r.outcome = if failure.is_some() {
@@ -378,12 +367,11 @@ impl Log {
             };
             tracing::info!(id = r.id, outcome = ?r.outcome, failure = ?failure, "coordinated restart ended");
             r.failure = failure;
+            counted = Some((r.target.clone(), r.outcome));
         });
-        let (target, outcome) = {
-            let r = self.rec.lock().unwrap_or_else(|p| p.into_inner());
-            (r.target.clone(), r.outcome)
-        };
-        if let Err(e) = self.records.count(&target, outcome) {
+        if let Some((target, outcome)) = counted
+            && let Err(e) = self.records.count(&target, outcome)
+        {
             tracing::error!(error = %e, "cannot count the coordinated restart");
         }
     }
@@ -394,12 +382,7 @@ fn client(cfg: &FleetConfig, name: &str, person: &str) -> Result<Client, String>
     let a = cfg
         .agent(name)
         .ok_or_else(|| format!("`{name}` is not an agent"))?;
-    let remote = Remote {
-        url: a.url.clone(),
-        token: a.token.clone(),
-        json: false,
-    };
-    Client::new(&remote)
+    Client::new(&a.remote())
         .map(|c| c.acting_for(person))
         .map_err(|e| e.message)
 }
@@ -607,9 +590,9 @@ enum Fit<'a> {
 /// Every member reachable, its server of the right kind, the flag changes
 /// within its allow-list, nothing else running on it or holding it; else
 /// the first that is not, and why.
-async fn fit(clients: &[Client], want: Fit<'_>) -> Result<(), (usize, Problem)> {
-    let found = join_all(clients.iter().map(state)).await;
-    for (r, found) in found.into_iter().enumerate() {
+async fn fit(wants: &[(&Client, Fit<'_>)]) -> Result<(), (usize, Problem)> {
+    let found = join_all(wants.iter().map(|(c, _)| state(c))).await;
+    for (r, (found, &(_, want))) in found.into_iter().zip(wants).enumerate() {
         let (_, sv) = found.map_err(|e| (r, Problem::Unreachable(e)))?;
         let invalid = match want {
             Fit::Node(_) if !sv.spans_nodes => Some(
@@ -729,7 +712,8 @@ async fn run_group(
     let flags = changes;
     // 0. Checked again (it was when the restart was asked for, and a member
     // of a deployment may have changed since): else nothing is touched.
-    if let Err((r, problem)) = fit(&clients, Fit::Node(flags)).await {
+    let wants: Vec<(&Client, Fit<'_>)> = clients.iter().map(|c| (c, Fit::Node(flags))).collect();
+    if let Err((r, problem)) = fit(&wants).await {
         let failure = log.failed(idx[r], problem.text());
         for o in (0..clients.len()).filter(|o| *o != r) {
             log.event(

@@ -270,7 +270,7 @@ fn person(c: &Caller) -> String {
     let plain: String = name
         .chars()
         .map(|ch| {
-            if ch.is_ascii_alphanumeric() || " ._@+-():".contains(ch) {
+            if crate::auth::for_whom_char(ch) {
                 ch
             } else {
                 '_'
@@ -460,11 +460,7 @@ async fn push(s: Shared, mut socket: WebSocket, hz: u32) {
 /// Follows one agent for as long as the hub runs: connects, folds each
 /// message into its view, and after a failure says so and tries again.
 async fn follow(s: Shared, i: usize, a: AgentConfig) {
-    let remote = Remote {
-        url: a.url.clone(),
-        token: a.token.clone(),
-        json: false,
-    };
+    let remote = a.remote();
     const FIRST: Duration = Duration::from_millis(250);
     let mut backoff = FIRST;
     loop {

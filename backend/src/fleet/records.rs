@@ -118,12 +118,10 @@ impl Records {
     /// Counts one finished record of `target` with `outcome`: counts that
     /// only grow (pruning old records leaves them), for the hub's `/metrics`.
     pub fn count(&self, target: &str, outcome: Outcome) -> Result<(), String> {
-        let outcome = match outcome {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Interrupted => "interrupted",
-            Outcome::Running => return Ok(()),
-        };
+        if outcome == Outcome::Running {
+            return Ok(());
+        }
+        let outcome = crate::store::name(&outcome);
         self.conn()
             .execute(
                 "INSERT INTO coordinated_counts (target, outcome, n) VALUES (?1, ?2, 1)

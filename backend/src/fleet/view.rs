@@ -32,15 +32,6 @@ pub(super) fn panel(
     out
 }
 
-fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Running => "running",
-        Outcome::Succeeded => "succeeded",
-        Outcome::Failed => "failed",
-        Outcome::Interrupted => "interrupted",
-    }
-}
-
 /// The targets, each with its restart control (for an operator).
 fn targets_markup(targets: &[CoordTarget], may: bool, busy: bool) -> String {
     if targets.is_empty() {
@@ -105,7 +96,7 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
             out,
             r#"<details class="coord-record" data-testid="coord-record" data-id="{}" data-outcome="{}"{}><summary><span class="num">#{}</span> <b>{}</b> <span class="phase" data-phase="{}">{}</span> <span class="fleet-muted">by {} · {} ago · took {:.1} s</span>"#,
             r.id,
-            outcome_name(r.outcome),
+            crate::store::name(&r.outcome),
             if i == 0 { " open" } else { "" },
             r.id,
             escape(&r.target),
@@ -114,7 +105,7 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
                 Outcome::Running => "warming_up",
                 _ => "failed",
             },
-            outcome_name(r.outcome),
+            crate::store::name(&r.outcome),
             escape(&r.requested_by),
             shared::units::fmt_age_ms(now_ms.saturating_sub(r.started_at_ms)),
             took as f64 / 1e3,
