@@ -74,6 +74,13 @@ pub(crate) fn failure_content(f: &Failure) -> String {
         r#"<div class="failure-head"><span class="failure-kind">{}</span><span class="failure-summary" data-testid="failure-summary" title="{summary}">{summary}</span></div>"#,
         failure_key(f).replace('_', " ")
     );
+    if let Some(said) = f.server_said() {
+        let _ = write!(
+            out,
+            r#"<div class="failure-said" data-testid="failure-said"><span class="failure-said-label">the server said</span> <code>{}</code></div>"#,
+            escape(&said)
+        );
+    }
     let holders = failure_holders(f);
     if !holders.is_empty() {
         out.push_str(

@@ -265,6 +265,7 @@ mod tests {
             server_contained: false,
             held_by: None,
             spans_nodes: false,
+            engine: None,
         }
     }
 

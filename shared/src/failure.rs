@@ -114,6 +114,49 @@ impl Failure {
     }
 }
 
+impl Failure {
+    /// The server's own words about why it stopped: the line of its log
+    /// tail that says so (see [`error_line`]), for a launch that failed or a
+    /// server that crashed.
+    pub fn server_said(&self) -> Option<String> {
+        match self {
+            Self::LaunchFailed { log_tail, .. } | Self::Crashed { log_tail, .. } => {
+                error_line(log_tail)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The line of a server's log that says why it failed: the first line
+/// logged at error level by an engine that marks levels (llama.cpp's
+/// `0.00.935.034 E llama_init_from_model: …`, the cause; the lines after it
+/// are its consequences), else the last line that names an error (a Python
+/// traceback ends with its exception). Cut to 300 characters.
+pub fn error_line(tail: &[String]) -> Option<String> {
+    let leveled = tail.iter().find_map(|l| {
+        let mut words = l.trim_start().splitn(3, ' ');
+        let (stamp, level, rest) = (words.next()?, words.next()?, words.next()?);
+        let is_stamp = !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        (is_stamp && level == "E").then(|| rest.trim().to_owned())
+    });
+    let named = || {
+        tail.iter()
+            .rev()
+            .find(|l| {
+                let l = l.to_ascii_lowercase();
+                ["error", "exception", "fatal", "failed"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .map(|l| l.trim().to_owned())
+    };
+    leveled
+        .or_else(named)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.chars().take(300).collect())
+}
+
 /// "exited with code 1", "killed by signal 9".
 pub fn exit_text(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
@@ -212,5 +255,49 @@ impl TryFrom<FailureFields> for Failure {
                 issues: need(f.issues, "issues")?,
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod engine_words {
+    use super::*;
+
+    #[test]
+    fn the_server_s_own_error_line_is_found() {
+        // llama.cpp: the first error-level line is the cause.
+        let llama: Vec<String> = [
+            "0.00.612.001 I llama_context: constructing llama_context",
+            "0.00.935.034 E llama_init_from_model: quantized V cache requires flash_attn to be enabled",
+            "0.00.992.243 E common_fit_params: encountered an error while trying to fit params",
+            "0.01.960.487 E cmn  common_init_: failed to create context with model 'm.gguf'",
+        ]
+        .map(String::from)
+        .to_vec();
+        let f = Failure::LaunchFailed {
+            cause: LaunchCause::Exited {
+                code: Some(1),
+                signal: None,
+            },
+            log_tail: llama,
+        };
+        assert_eq!(
+            f.server_said().as_deref(),
+            Some("llama_init_from_model: quantized V cache requires flash_attn to be enabled")
+        );
+        // A Python server: the traceback's last line.
+        let py: Vec<String> = [
+            "Traceback (most recent call last):",
+            "  File \"x.py\", line 3, in <module>",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            error_line(&py).as_deref(),
+            Some("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+        );
+        // Nothing that says why: nothing claimed.
+        assert_eq!(error_line(&["loading weights".to_owned()]), None);
+        assert_eq!(Failure::Interrupted.server_said(), None);
     }
 }

@@ -266,6 +266,22 @@ pub struct ServerStatus {
     /// only by a hub's coordinated restart, which says which node this is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spans_nodes: bool,
+    /// What the running server says it is, read from it once it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineIdentity>,
+}
+
+/// The running server's account of itself: the engine the config names, the
+/// version it reports (SGLang's `/get_server_info`, vLLM's `/version`,
+/// llama.cpp's `/props`), and whether it is drainwatch's simulated server
+/// (which says so in those answers). A real engine's numbers are real even
+/// when the GPUs beside it are simulated, and the page says which is which.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineIdentity {
+    /// "llama.cpp", "SGLang", "vLLM", or "server".
+    pub engine: String,
+    pub version: Option<String>,
+    pub simulated: bool,
 }
 
 /// The campaign that holds the server, and how far it is.

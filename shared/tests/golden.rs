@@ -216,6 +216,11 @@ fn server_status() -> restart::ServerStatus {
             steps: 4,
         }),
         spans_nodes: false,
+        engine: Some(restart::EngineIdentity {
+            engine: "SGLang".into(),
+            version: Some("0.5.4".into()),
+            simulated: false,
+        }),
     }
 }
 
@@ -281,6 +286,8 @@ fn bench_run() -> bench::BenchRun {
             waited_for_slot: Some(0),
             saturated: None,
         }),
+        prompt_tokens_asked: Some(256),
+        prompt_tokens_counted: Some(257.5),
     };
     BenchRun {
         id: 4,
@@ -355,6 +362,18 @@ fn bench_run() -> bench::BenchRun {
                 throttled_samples: 12,
                 throttle_reasons: Some(0x4),
             }],
+            engine: Some(EngineProps {
+                engine: "llama.cpp".into(),
+                model: Some("gemma-3-270m-it-Q4_K_M.gguf".into()),
+                build: Some("b11434-unknown".into()),
+                ctx_size: Some(4096),
+                slots: Some(4),
+            }),
+            prompt_sizing: Some(PromptSizing {
+                by: "the server's /tokenize".into(),
+                tokens_per_word: 5.875,
+                overhead_tokens: 1.0,
+            }),
         }),
         repeats: vec![m],
         campaign_id: Some(3),

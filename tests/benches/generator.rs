@@ -135,6 +135,7 @@ fn main() -> anyhow::Result<()> {
             model: "default".into(),
             api_key: None,
             tokenizer: tokenizer.cloned(),
+            engine: drainwatch::config::file::Engine::Other,
         };
         let want = if tokenizer.is_some() {
             TokenSource::Tokenizer
@@ -143,7 +144,7 @@ fn main() -> anyhow::Result<()> {
         };
         rt.block_on(async {
             let client = load::client(C);
-            let (_stop, cancel) = tokio::sync::watch::channel(false);
+            let (_stop, cancel) = tokio::sync::watch::channel(load::Halt::Run);
             let counters = Arc::new(Counters::default());
             let warm = drainwatch::bench::prompts::Prompts::new(C, 16, 1);
             load::level(&client, &target, warm, C, N, Arc::clone(&counters), cancel.clone()).await;

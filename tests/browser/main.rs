@@ -9,12 +9,19 @@ use tests::{SimHost, SimServer, spawn_app, spawn_foreign};
 use tokio::sync::Mutex;
 
 mod campaign;
+mod engine;
 mod fleet;
 mod health;
 mod login;
 mod throughput;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// A small benchmark of the real engine.
+pub(crate) fn engine_settings() -> serde_json::Value {
+    serde_json::json!({"concurrency": [2], "num_prompts": 4, "input_len": 32,
+                       "output_len": 16, "warmup": 0, "repeats": 3})
+}
 const T: Duration = Duration::from_secs(20);
 
 #[tokio::test]

@@ -362,3 +362,56 @@ async fn retry_tries_a_failed_step_once_more_and_stop_ends_the_campaign() -> any
     assert!(s.held_by.is_none());
     Ok(())
 }
+
+/// What the socket says a campaign came to (paused, done) is what the API
+/// answers the moment after: a client that follows a campaign to its end
+/// and then reads it (as `drainwatch campaign start` does, choosing its exit
+/// code from what it reads) never reads the state before.
+#[tokio::test]
+async fn a_pushed_pause_or_end_is_already_what_the_api_answers() -> anyhow::Result<()> {
+    let _load = MEASURING.read().await;
+    let (_host, app) = crate::ready("").await?;
+    let mut ws = tests::ws::WsClient::connect(&app.addr).await?;
+    let plan = format!(
+        "name = \"settled\"\nreuse = false\n{BENCH}\n[[sets]]\n[[sets]]\nflags = {{ \"--ep-size\" = 2 }}\n"
+    );
+    let id = start(&app, &plan).await?;
+    let (code, body) = app
+        .post(&format!("/api/campaigns/{id}/pause"), &json!({}))
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "no end seen: {seen:?}"
+        );
+        let shared::ServerMsg::Campaign(info) = ws.next_msg(Duration::from_secs(60)).await? else {
+            continue;
+        };
+        if info.id != id || !matches!(info.state.label(), "paused" | "done") {
+            continue;
+        }
+        // At once, as the CLI does: no wait for a batch to commit.
+        let read = app.get_json(&format!("/api/campaigns/{id}")).await?;
+        assert_eq!(
+            read["info"]["state"],
+            info.state.label(),
+            "pushed {:?}, read {read:#}",
+            info.state
+        );
+        seen.push(info.state.label());
+        match info.state.label() {
+            "paused" => {
+                let (code, body) = app
+                    .post(&format!("/api/campaigns/{id}/resume"), &json!({}))
+                    .await?;
+                assert_eq!(code, 202, "{body}");
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(seen, ["paused", "done"]);
+    Ok(())
+}

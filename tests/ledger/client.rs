@@ -27,6 +27,7 @@ fn server(host: &SimHost) -> anyhow::Result<(Proc, Target)> {
         model: "default".into(),
         api_key: None,
         tokenizer: None,
+        engine: drainwatch::config::file::Engine::Other,
     };
     Ok((p, target))
 }
@@ -48,7 +49,7 @@ fn repeat(target: &Target, hog: Option<Duration>) -> anyhow::Result<shared::benc
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let (_stop, cancel) = tokio::sync::watch::channel(false);
+        let (_stop, cancel) = tokio::sync::watch::channel(load::Halt::Run);
         let hogging = hog.map(|h| {
             tokio::spawn(async move {
                 loop {

@@ -9,6 +9,7 @@
 
 pub mod browser;
 pub mod cgroup;
+pub mod engine;
 pub mod managed;
 pub mod sigtrace;
 pub mod ws;

@@ -1,8 +1,11 @@
 //! `cargo xtask demo`: drainwatch managing a simulated SGLang-like server on a
 //! simulated 8-GPU host (examples/demo.toml), next to a foreign process whose
-//! command line looks just like the server's. The server is started through
-//! drainwatch's own API, so the demo shows the managed path; Ctrl-C stops
-//! everything, the server drainwatch launched included.
+//! command line looks just like the server's. With `--engine llamacpp` the
+//! server is a real one instead: llama.cpp's llama-server with Gemma 3 270M
+//! on the CPU (examples/llamacpp.toml), beside the same simulated GPUs. The
+//! server is started through drainwatch's own API, so the demo shows the
+//! managed path; Ctrl-C stops everything, the server drainwatch launched
+//! included.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -21,8 +24,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .parse()
         .context("--warmup takes seconds")?;
     let campaign = args.iter().any(|a| a == "--campaign");
+    let real = match flag(args, "--engine") {
+        None => None,
+        Some("llamacpp") => Some(crate::engine::ensure()?),
+        Some(other) => bail!("--engine takes `llamacpp`, not `{other}`"),
+    };
     let port: u16 = flag(args, "--server-port")
-        .unwrap_or("30000")
+        .unwrap_or(if real.is_some() { "8080" } else { "30000" })
         .parse()
         .context("--server-port takes a port number")?;
 
@@ -41,21 +49,36 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let config = data.join("demo.toml");
-    std::fs::write(
-        &config,
-        demo_config(&bin.join("simserver"), port, warmup_s)?,
-    )?;
+    let (text, name) = match &real {
+        Some(e) => (engine_config(e, port)?, "gemma"),
+        None => (demo_config(&bin.join("simserver"), port, warmup_s)?, "demo"),
+    };
+    std::fs::write(&config, text)?;
 
     procs::catch_stop_signals();
     procs::become_subreaper()?;
     let mut groups: Vec<Group> = Vec::new();
+    // A decoy whose command line reads like the server's, holding memory on GPU 7.
+    let decoy: Vec<String> = match &real {
+        Some(e) => vec![
+            e.server.display().to_string(),
+            "-m".into(),
+            e.model.display().to_string(),
+            "--port".into(),
+            port.to_string(),
+        ],
+        None => ["python3", "-m", "sglang.launch_server", "--model-path"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["deepseek-ai/DeepSeek-V3.2-Exp".into(), "--port".into(), port.to_string()])
+            .collect(),
+    };
     let started = (|| -> anyhow::Result<String> {
         groups.push(procs::spawn_group(
             "foreign process",
             Command::new(bin.join("simserver"))
                 .args(["foreign", "--gpu", "7", "--mem-gib", "1.5", "--"])
-                .args(["python3", "-m", "sglang.launch_server", "--model-path"])
-                .args(["deepseek-ai/DeepSeek-V3.2-Exp", "--port", &port.to_string()])
+                .args(&decoy)
                 .env("DRAINWATCH_SIM_HOST", &host),
         )?);
         let mut dw = Command::new(bin.join("drainwatch"));
@@ -98,16 +121,20 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         addr,
         "/api/start",
         "application/json",
-        r#"{"generation":0,"flags":{},"confirm":"demo"}"#,
+        &format!(r#"{{"generation":0,"flags":{{}},"confirm":"{name}"}}"#),
     );
     if let Err(e) = &start {
         eprintln!("xtask: could not start the model server through drainwatch: {e:#}");
     }
-    let plan = root().join("examples/demo-campaign.toml");
+    let plan = root().join(if real.is_some() {
+        "examples/llamacpp-campaign.toml"
+    } else {
+        "examples/demo-campaign.toml"
+    });
     if campaign {
         // The campaign's first restart waits for the start to finish.
         let posted = std::fs::read_to_string(&plan)
-            .context("reading examples/demo-campaign.toml")
+            .with_context(|| format!("reading {}", plan.display()))
             .and_then(|text| post(addr, "/api/campaigns", "application/toml", &text));
         if let Err(e) = posted {
             eprintln!("xtask: could not start the demo campaign: {e:#}");
@@ -116,16 +143,26 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     println!();
     println!("  drainwatch demo: open {url}");
     println!("  simulated host: 8 GPUs ({})", host.display());
-    println!(
-        "  model server \"demo\" on port {port}, started by drainwatch, warming up for {warmup_s} s"
-    );
+    match &real {
+        Some(e) => {
+            println!(
+                "  model server \"gemma\" on port {port}: a REAL llama.cpp ({}) serving Gemma 3 270M on the CPU,",
+                e.server.display()
+            );
+            println!("    started by drainwatch; its tok/s, latencies and log lines are real, the GPUs simulated");
+        }
+        None => println!(
+            "  model server \"demo\" on port {port}, started by drainwatch, warming up for {warmup_s} s"
+        ),
+    }
     println!("  a foreign process with the same command line holds 1.5 GiB on GPU 7");
-    println!("  restart it from the UI (type \"demo\" to confirm); Ctrl-C stops everything");
+    println!("  restart it from the UI (type \"{name}\" to confirm); Ctrl-C stops everything");
+    let steps = if real.is_some() { "4 flag sets, a few minutes" } else { "8 flag sets, about three minutes" };
     if campaign {
-        println!("  the demo campaign runs: 8 flag sets, about three minutes (the campaign panel)");
+        println!("  the demo campaign runs: {steps} (the campaign panel)");
     } else {
         println!(
-            "  a demo campaign of 8 flag sets (about three minutes): New campaign… in the UI, or\n    {} campaign --url {url} start {}",
+            "  a demo campaign of {steps}: New campaign… in the UI, or\n    {} campaign --url {url} start {}",
             bin.join("drainwatch").display(),
             plan.display()
         );
@@ -194,6 +231,23 @@ fn demo_config(program: &std::path::Path, port: u16, warmup_s: f64) -> anyhow::R
             &format!("\"--warmup-ms\", \"{warmup_ms}\""),
         );
     Ok(text)
+}
+
+/// examples/llamacpp.toml with the engine and model built here, on `port`.
+fn engine_config(e: &crate::engine::Engine, port: u16) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(root().join("examples/llamacpp.toml"))
+        .context("reading examples/llamacpp.toml")?;
+    Ok(text
+        .replace(
+            "\"/usr/local/bin/llama-server\"",
+            &format!("{:?}", e.server.display().to_string()),
+        )
+        .replace(
+            "\"/models/gemma-3-270m-it-Q4_K_M.gguf\"",
+            &format!("{:?}", e.model.display().to_string()),
+        )
+        .replace("\"--port\", \"8080\"", &format!("\"--port\", \"{port}\""))
+        .replace("port = 8080", &format!("port = {port}")))
 }
 
 /// A minimal HTTP/1.1 POST of a body of `content_type`; fails on a non-2xx answer.

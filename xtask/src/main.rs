@@ -15,6 +15,7 @@
 mod bench;
 mod build;
 mod demo;
+mod engine;
 mod gpu_check;
 mod procs;
 mod test;
@@ -35,7 +36,11 @@ tasks:
       --warmup SECS        model server warm-up (default 30; a real one takes ~90)
       --server-port PORT   the simulated model server's port (default 30000)
       --campaign           also start the demo campaign (examples/demo-campaign.toml)
-  test                   install test tools, build, run every test
+      --engine llamacpp    run a real engine (llama.cpp's llama-server with Gemma 3
+                           270M, built once into ~/.cache/drainwatch) instead of
+                           the simulated server, beside the simulated GPUs
+  engine                 build or find the real engine and its model; print where
+  test                   install test tools and the real engine, build, run every test
   bench                  run the benchmarks of docs/PERFORMANCE.md (release build)
   gpu-check [options]    build the GPU check's bundle (target/gpu-check, < 64 MiB)
                          and run it on this machine's GPUs; exit 2: no GPU here
@@ -52,6 +57,10 @@ fn main() {
         Some("test") => test::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("gpu-check") => gpu_check::run(&args[1..]),
+        Some("engine") => engine::ensure().map(|e| {
+            println!("llama-server {}", e.server.display());
+            println!("model {}", e.model.display());
+        }),
         Some("help" | "--help" | "-h") | None => {
             print!("{HELP}");
             Ok(())

@@ -10,6 +10,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_lint_tools()?;
     let pynvml = tools::ensure_pynvml()?;
     let pytools = tools::ensure_pytools()?;
+    // The real engine the engine tests run (built once, cached outside the clone).
+    let engine = crate::engine::ensure()?;
     build::ui()?;
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Lints at clippy's default levels: deny-level findings fail the run,
@@ -32,6 +34,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .env("DRAINWATCH_PYNVML", &pynvml)
         .env("DRAINWATCH_PYTOOLS", &pytools)
         .args(args);
+    engine.env(&mut test);
     run_cmd(&mut test)?;
     // The UI's own unit tests, on the host (it is not a default member: wasm32 first).
     if args.is_empty() {

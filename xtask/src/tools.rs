@@ -127,7 +127,7 @@ fn is_root() -> bool {
 
 /// Debian's `python3` (the tests of other NVML clients run it) and, when
 /// `with_pip`, its pip (python3-pip, to install those clients).
-fn ensure_python(with_pip: bool) -> anyhow::Result<()> {
+pub(crate) fn ensure_python(with_pip: bool) -> anyhow::Result<()> {
     let runs = |args: &[&str]| output(Command::new("python3").args(args)).is_some();
     let mut missing = Vec::new();
     if !runs(&["--version"]) {

@@ -280,7 +280,8 @@ pub(super) const CSV_HEADER: &str = "run_id,flagset,label,status,started_at_ms,c
 completed,failed,duration_s,input_tokens,output_tokens,output_tok_s,total_tok_s,request_s,\
 ttft_mean_ms,ttft_p50_ms,ttft_p99_ms,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,\
 itl_mean_ms,itl_p50_ms,itl_p99_ms,e2e_mean_ms,e2e_p50_ms,e2e_p99_ms,token_source,\
-request_rate,achieved_rate,good,goodput_req_s,client_lag_p99_ms,client_cpu_pct,client_saturated";
+request_rate,achieved_rate,good,goodput_req_s,client_lag_p99_ms,client_cpu_pct,client_saturated,\
+prompt_tokens_asked,prompt_tokens_counted";
 
 /// A text field, quoted when it must be; one a spreadsheet would run as a
 /// formula (`=`, `+`, `-`, `@`, tab) is kept as text with a leading `'`.
@@ -320,7 +321,7 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
         for m in &r.repeats {
             let l = |x: &shared::bench::Latency| format!("{},{},{}", x.mean_ms, x.p50_ms, x.p99_ms);
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 r.id,
                 field(&r.flagset),
                 field(label),
@@ -353,6 +354,8 @@ pub(super) async fn export_csv(State(state): State<AppState>) -> Result<Response
                         .and_then(|c| c.saturated.as_deref())
                         .unwrap_or("")
                 ),
+                opt(m.prompt_tokens_asked),
+                opt(m.prompt_tokens_counted),
             ));
         }
     }

@@ -3,7 +3,8 @@
 //! OpenAI-compatible server or SGLang's `/generate`. Every server-sent event is
 //! timed on arrival and its tokens counted, in this order of preference:
 //! 1. the server's own cumulative count in the chunk (vLLM's `usage` with
-//!    `continuous_usage_stats`, SGLang's `meta_info.completion_tokens`);
+//!    `continuous_usage_stats`, SGLang's `meta_info.completion_tokens`,
+//!    llama.cpp's `timings.predicted_n` with `timings_per_token`);
 //! 2. the event's text counted with the model's tokenizer, where one is known;
 //! 3. else one per event, and the ITL is then per event ([`TokenSource::Event`]),
 //!    never an invented per-token spread.
@@ -23,7 +24,7 @@ use tokio::time::Instant;
 
 use super::prompts::Prompts;
 use super::tokens::Tokenizer;
-use crate::config::file::ApiKey;
+use crate::config::file::{ApiKey, Engine};
 
 /// Where and how to send requests.
 #[derive(Debug, Clone)]
@@ -36,6 +37,8 @@ pub struct Target {
     pub api_key: Option<ApiKey>,
     /// Counts each event's tokens where the server does not.
     pub tokenizer: Option<Tokenizer>,
+    /// Which server it is, where that changes a request or how it is read.
+    pub engine: Engine,
 }
 
 impl Target {
@@ -81,6 +84,10 @@ impl Target {
         if stream {
             b["stream_options"] =
                 serde_json::json!({"include_usage": true, "continuous_usage_stats": true});
+            if self.engine == Engine::Llamacpp {
+                // Every chunk then says how many tokens were generated so far.
+                b["timings_per_token"] = true.into();
+            }
         }
         match self.api {
             BenchApi::Completions => b["prompt"] = prompt.into(),
@@ -98,6 +105,9 @@ impl Target {
 pub struct Outcome {
     pub ok: bool,
     pub input_tokens: u64,
+    /// [`Self::input_tokens`] is the server's own count (`usage.prompt_tokens`),
+    /// not the words sent.
+    pub input_counted: bool,
     pub output_tokens: u64,
     pub ttft: f64,
     pub e2e: f64,
@@ -125,6 +135,14 @@ struct Chunk {
     text: Option<String>,
     /// `/generate`: the counts so far.
     meta_info: Option<Usage>,
+    /// llama.cpp: its timings so far (in every chunk with `timings_per_token`).
+    timings: Option<Timings>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+struct Timings {
+    /// Tokens generated so far.
+    predicted_n: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -200,8 +218,11 @@ impl Events {
             return;
         }
         let usage = chunk.usage;
+        let so_far = usage
+            .and_then(|u| u.completion_tokens)
+            .or_else(|| chunk.timings.and_then(|t| t.predicted_n));
         if let Some(text) = chunk.content() {
-            let tokens = match usage.and_then(|u| u.completion_tokens) {
+            let tokens = match so_far {
                 Some(c) => {
                     let k = c.saturating_sub(*cumulative);
                     *cumulative = c;
@@ -211,7 +232,10 @@ impl Events {
             };
             self.at.push(now);
             self.tokens.push(tokens);
-        } else if usage.is_some() {
+        }
+        // The newest usage is the whole request's once the stream ends
+        // (cumulative where a server sends it with every chunk).
+        if usage.is_some() {
             self.final_usage = usage;
         }
     }
@@ -230,16 +254,25 @@ pub async fn one(
         sent: start.saturating_duration_since(t0).as_secs_f64(),
         ..Outcome::default()
     };
-    let Ok(resp) = target
+    let mut req = target
         .post(client)
-        .json(&target.body(prompt, output_len, true))
-        .send()
-        .await
-    else {
-        out.end = t0.elapsed().as_secs_f64();
-        return out;
+        .json(&target.body(prompt, output_len, true));
+    if target.engine == Engine::Llamacpp {
+        // llama.cpp's server closes the connection after every streamed
+        // answer without saying so; a pooled connection reused meanwhile
+        // fails the next request. Each stream asks for its own.
+        req = req.header(reqwest::header::CONNECTION, "close");
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = ?e, "a benchmark request failed to send");
+            out.end = t0.elapsed().as_secs_f64();
+            return out;
+        }
     };
     if !resp.status().is_success() {
+        tracing::debug!(status = %resp.status(), "a benchmark request was refused");
         out.end = t0.elapsed().as_secs_f64();
         return out;
     }
@@ -249,7 +282,13 @@ pub async fn one(
     let (mut cumulative, mut text_len) = (0u64, 0usize);
     let mut body = resp.bytes_stream();
     'read: while let Some(piece) = body.next().await {
-        let Ok(piece) = piece else { break };
+        let piece = match piece {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "a benchmark stream broke");
+                break;
+            }
+        };
         let now = start.elapsed().as_secs_f64();
         buf.extend_from_slice(&piece);
         while let Some(end) = find_event_end(&buf) {
@@ -279,6 +318,13 @@ pub async fn one(
     out.e2e = start.elapsed().as_secs_f64();
     out.end = t0.elapsed().as_secs_f64();
     out.ok = done && !ev.at.is_empty();
+    if !out.ok {
+        tracing::debug!(
+            done,
+            events = ev.at.len(),
+            "a benchmark stream ended without its answer"
+        );
+    }
     if out.ok {
         // Without the server's count, the prompt is as long as the words we sent.
         fill(
@@ -335,10 +381,9 @@ fn fill(out: &mut Outcome, ev: &Events, prompt_words: u64) {
         .final_usage
         .and_then(|u| u.completion_tokens)
         .unwrap_or(counted_total);
-    out.input_tokens = ev
-        .final_usage
-        .and_then(|u| u.prompt_tokens)
-        .unwrap_or(prompt_words);
+    let counted = ev.final_usage.and_then(|u| u.prompt_tokens);
+    out.input_counted = counted.is_some();
+    out.input_tokens = counted.unwrap_or(prompt_words);
     out.ttft = ev.at[0];
     for (i, pair) in ev.at.windows(2).enumerate() {
         let gap = pair[1] - pair[0];
@@ -361,6 +406,30 @@ pub struct Counters {
     pub output_tokens: AtomicU64,
 }
 
+/// What a run is told while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Halt {
+    /// Go on.
+    #[default]
+    Run,
+    /// A restart cuts the run short: send nothing more, and leave the
+    /// requests in flight to end with the server (drained, not cancelled).
+    Drain,
+    /// Cancelled: drop everything now.
+    Cancel,
+}
+
+impl Halt {
+    /// Nothing more is sent.
+    pub fn stops_sending(self) -> bool {
+        self != Self::Run
+    }
+
+    pub fn cancelled(self) -> bool {
+        self == Self::Cancel
+    }
+}
+
 /// Sends `n` requests from `c` clients in a closed loop; returns each outcome and
 /// the level's duration (first send → last completion), in seconds.
 pub async fn level(
@@ -370,7 +439,7 @@ pub async fn level(
     c: u32,
     output_len: u32,
     counters: Arc<Counters>,
-    cancel: watch::Receiver<bool>,
+    cancel: watch::Receiver<Halt>,
 ) -> (Vec<Outcome>, f64) {
     let next = Arc::new(AtomicU32::new(0));
     let t0 = Instant::now();
@@ -388,13 +457,13 @@ pub async fn level(
             let mut mine = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= prompts.len() || *cancel.borrow() {
+                if i >= prompts.len() || cancel.borrow().stops_sending() {
                     break;
                 }
                 let (prompt, len) = prompts.get(i);
                 let o = tokio::select! {
                     o = one(&client, &target, &prompt, len.unwrap_or(output_len), t0) => o,
-                    _ = cancel.wait_for(|c| *c) => break,
+                    _ = cancel.wait_for(|c| c.cancelled()) => break,
                 };
                 counters.done.fetch_add(1, Ordering::Relaxed);
                 counters
@@ -474,7 +543,7 @@ pub async fn open_level(
     cap: u32,
     output_len: u32,
     counters: Arc<Counters>,
-    mut cancel: watch::Receiver<bool>,
+    mut cancel: watch::Receiver<Halt>,
 ) -> (Vec<Outcome>, f64) {
     let slots = Arc::new(tokio::sync::Semaphore::new(cap.max(1) as usize));
     let t0 = Instant::now();
@@ -483,12 +552,12 @@ pub async fn open_level(
         let due = t0 + Duration::from_secs_f64(at);
         tokio::select! {
             _ = tokio::time::sleep_until(due) => {}
-            _ = cancel.wait_for(|c| *c) => break,
+            _ = cancel.wait_for(|c| c.stops_sending()) => break,
         }
         let send_late = t0.elapsed().as_secs_f64() - at;
         let slot = tokio::select! {
             s = Arc::clone(&slots).acquire_owned() => s,
-            _ = cancel.wait_for(|c| *c) => break,
+            _ = cancel.wait_for(|c| c.stops_sending()) => break,
         };
         let Ok(slot) = slot else { break };
         let waited = t0.elapsed().as_secs_f64() - at - send_late;
@@ -515,7 +584,7 @@ pub async fn open_level(
                 None => break,
             },
             // Dropping the set aborts what is still in flight.
-            _ = cancel.wait_for(|c| *c) => break,
+            _ = cancel.wait_for(|c| c.cancelled()) => break,
         }
     }
     let d = duration(&all, t0);

@@ -9,6 +9,7 @@ pub mod flagset;
 pub mod load;
 pub mod prompts;
 pub mod saturation;
+pub mod sizing;
 pub mod stats;
 pub mod tokens;
 
@@ -17,8 +18,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use shared::bench::{
-    BenchProgress, BenchRun, BenchSettings, CorrectnessResult, LevelSummary, Provenance, RunStatus,
-    Workload,
+    BenchProgress, BenchRun, BenchSettings, CorrectnessResult, LevelSummary, PromptSizing,
+    Provenance, RunStatus, Workload,
 };
 use tokio::sync::watch;
 
@@ -37,7 +38,8 @@ pub struct RunContext {
     pub target: Target,
     pub store: Store,
     pub hub: Arc<Hub>,
-    pub cancel: watch::Receiver<bool>,
+    /// Cancelled, or cut short by a restart ([`load::Halt`]).
+    pub cancel: watch::Receiver<load::Halt>,
     /// What the manager knows of the run's context; the run adds the seed,
     /// the server's version and what the GPUs did.
     pub provenance: Provenance,
@@ -49,19 +51,34 @@ pub struct RunContext {
 }
 
 /// The prompts of `n` requests under `s`: from the dataset, behind shared
-/// prefixes, or random.
+/// prefixes, or random, sized in the model's tokens by `sizing`.
 fn prompts(
     s: &BenchSettings,
     n: u32,
     seed: u64,
     data: Option<&Arc<dataset::Dataset>>,
+    sizing: &PromptSizing,
 ) -> prompts::Prompts {
+    let input = sizing::words(sizing, s.input_len, true);
     match (data, s.prefix_groups) {
         (Some(d), _) => prompts::Prompts::from_dataset(n, Arc::clone(d), seed),
-        (None, Some(groups)) => {
-            prompts::Prompts::shared_prefix(n, s.input_len, groups, s.prefix_len, seed)
-        }
-        (None, None) => prompts::Prompts::new(n, s.input_len, seed),
+        (None, Some(groups)) => prompts::Prompts::shared_prefix(
+            n,
+            input,
+            groups,
+            sizing::words(sizing, s.prefix_len, false),
+            seed,
+        ),
+        (None, None) => prompts::Prompts::new(n, input, seed),
+    }
+}
+
+/// The prompt length asked for, in tokens: none for a dataset's own prompts.
+fn asked_prompt_tokens(s: &BenchSettings, data: Option<&dataset::Dataset>) -> Option<u32> {
+    match (data, s.prefix_groups) {
+        (Some(_), _) => None,
+        (None, Some(_)) => Some(s.input_len + s.prefix_len),
+        (None, None) => Some(s.input_len),
     }
 }
 
@@ -93,23 +110,32 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let counters = Arc::new(Counters::default());
     let seed = s.seed.unwrap_or(run.id as u64);
     let (server_version, server_version_from) = server_version(&client, &ctx.target).await;
+    let engine = engine_props(&client, &ctx.target).await;
+    let sizing = match ctx.dataset {
+        Some(_) => None,
+        None => Some(sizing::measure(&client, &ctx.target).await),
+    };
+    let asked = asked_prompt_tokens(&s, ctx.dataset.as_deref());
     run.provenance = Some(Provenance {
         seed,
         workload: workload(&s, ctx.dataset.as_deref()),
         server_version,
         server_version_from,
+        engine,
+        prompt_sizing: sizing.clone(),
         ..ctx.provenance.clone()
     });
+    let sizing = sizing.unwrap_or_else(sizing::unmeasured);
     let recorder = conditions::Recorder::start(&ctx.hub, ctx.count_throttle);
 
     if let Some(c) = &s.correctness {
         let mut cancel = ctx.cancel.clone();
         let checked = tokio::select! {
             r = check(&client, &ctx.target, &c.prompt, &c.expect) => Some(r),
-            _ = cancel.wait_for(|c| *c) => None,
+            _ = cancel.wait_for(|c| c.stops_sending()) => None,
         };
         match checked {
-            None => return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await,
+            None => return halted(run, &ctx, recorder).await,
             Some(Ok(result)) if !result.passed && s.abort_on_wrong_answer => {
                 run.correctness = Some(result);
                 return finish(
@@ -129,7 +155,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
         let c = key.concurrency;
         let seed = seed.wrapping_mul(1_000).wrapping_add(level as u64);
         if s.warmup > 0 {
-            let warm = prompts(&s, s.warmup, seed, ctx.dataset.as_ref());
+            let warm = prompts(&s, s.warmup, seed, ctx.dataset.as_ref(), &sizing);
             load::level(
                 &client,
                 &ctx.target,
@@ -142,14 +168,15 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
             .await;
         }
         for repeat in 0..s.repeats {
-            if *ctx.cancel.borrow() {
-                return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await;
+            if ctx.cancel.borrow().stops_sending() {
+                return halted(run, &ctx, recorder).await;
             }
             let prompts = prompts(
                 &s,
                 s.num_prompts,
                 seed.wrapping_mul(31).wrapping_add(u64::from(repeat) + 1),
                 ctx.dataset.as_ref(),
+                &sizing,
             );
             let before = counters.output_tokens.load(Ordering::Relaxed);
             let started = tokio::time::Instant::now();
@@ -210,10 +237,11 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                     }
                 }
             };
-            if *ctx.cancel.borrow() {
-                return finish(run, &ctx, recorder, RunStatus::Cancelled, None).await;
+            if ctx.cancel.borrow().stops_sending() {
+                return halted(run, &ctx, recorder).await;
             }
             let mut m = stats::metrics(c, repeat, &outcomes, duration);
+            m.prompt_tokens_asked = asked;
             if let Some(rate) = key.request_rate {
                 stats::open_loop(&mut m, rate, &outcomes);
             }
@@ -242,6 +270,29 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     finish(run, &ctx, recorder, RunStatus::Succeeded, None).await
 }
 
+/// A run stopped from outside: cancelled, or cut short by a restart, whose
+/// drain ended the requests it had in flight. Neither is a result: the repeat
+/// it was in is not recorded.
+async fn halted(run: BenchRun, ctx: &RunContext, recorder: conditions::Recorder) -> BenchRun {
+    let halt = *ctx.cancel.borrow();
+    match halt {
+        load::Halt::Drain => {
+            finish(
+                run,
+                ctx,
+                recorder,
+                RunStatus::Interrupted,
+                Some(INTERRUPTED_BY_RESTART.to_owned()),
+            )
+            .await
+        }
+        _ => finish(run, ctx, recorder, RunStatus::Cancelled, None).await,
+    }
+}
+
+/// What a run cut short by a restart says.
+pub const INTERRUPTED_BY_RESTART: &str = "interrupted by a restart: it sent nothing more, and the server's drain ended the requests it had in flight; not a result";
+
 async fn finish(
     mut run: BenchRun,
     ctx: &RunContext,
@@ -265,32 +316,64 @@ async fn finish(
     run
 }
 
-/// The server's own version: SGLang's `/get_server_info`, else vLLM's
-/// `/version` (each read up to 1 MiB, with the API key); and which said so.
+/// GETs the server's `path` with the API key: its JSON, read up to 1 MiB.
+async fn get_json(client: &reqwest::Client, target: &Target, path: &str) -> Option<serde_json::Value> {
+    let url = format!("{}{path}", target.base_url);
+    let mut req = client.get(&url).timeout(Duration::from_secs(5));
+    if let Some(key) = &target.api_key {
+        req = req.header(reqwest::header::AUTHORIZATION, key.bearer());
+    }
+    let resp = req.send().await.ok()?;
+    if !resp.status().is_success() || resp.content_length().is_some_and(|n| n > 1 << 20) {
+        return None;
+    }
+    let body = load::read_limited(resp, 1 << 20).await.ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// A string of the server's JSON, cut to 200 characters.
+fn short(v: &serde_json::Value) -> Option<String> {
+    v.as_str().map(|s| s.chars().take(200).collect())
+}
+
+/// What llama.cpp's `/props` says it runs: the model file, its build, the
+/// context per slot and the slots.
+pub(crate) async fn engine_props(
+    client: &reqwest::Client,
+    target: &Target,
+) -> Option<shared::bench::EngineProps> {
+    if target.engine != crate::config::file::Engine::Llamacpp {
+        return None;
+    }
+    let v = get_json(client, target, "/props").await?;
+    let settings = &v["default_generation_settings"];
+    Some(shared::bench::EngineProps {
+        engine: "llama.cpp".to_owned(),
+        model: short(&v["model_path"]),
+        build: short(&v["build_info"]),
+        ctx_size: settings["n_ctx"].as_u64(),
+        slots: v["total_slots"].as_u64().map(|n| n.min(u64::from(u32::MAX)) as u32),
+    })
+}
+
+/// The server's own version: SGLang's `/get_server_info`, vLLM's `/version`,
+/// or llama.cpp's `/props` (its `build_info`), each read up to 1 MiB with the
+/// API key; and which said so.
 pub(crate) async fn server_version(
     client: &reqwest::Client,
     target: &Target,
 ) -> (Option<String>, Option<String>) {
-    for path in ["/get_server_info", "/version"] {
-        let url = format!("{}{path}", target.base_url);
-        let mut req = client.get(&url).timeout(Duration::from_secs(5));
-        if let Some(key) = &target.api_key {
-            req = req.header(reqwest::header::AUTHORIZATION, key.bearer());
-        }
-        let Ok(resp) = req.send().await else { continue };
-        if !resp.status().is_success() || resp.content_length().is_some_and(|n| n > 1 << 20) {
-            continue;
-        }
-        let Ok(body) = load::read_limited(resp, 1 << 20).await else {
-            continue;
+    if target.engine == crate::config::file::Engine::Llamacpp {
+        let v = get_json(client, target, "/props").await;
+        return match v.as_ref().and_then(|v| short(&v["build_info"])) {
+            Some(b) => (Some(b), Some("/props".to_owned())),
+            None => (None, None),
         };
-        let version = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| {
-                v["version"]
-                    .as_str()
-                    .map(|s| s.chars().take(100).collect::<String>())
-            });
+    }
+    for path in ["/get_server_info", "/version"] {
+        let version = get_json(client, target, path)
+            .await
+            .and_then(|v| v["version"].as_str().map(|s| s.chars().take(100).collect()));
         if let Some(v) = version {
             return (Some(v), Some(path.to_owned()));
         }

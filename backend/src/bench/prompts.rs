@@ -50,7 +50,17 @@ fn words(out: &mut String, start: u64, len: u32) {
     }
 }
 
+/// `n` words of the kind every random prompt is made of, for
+/// [`super::sizing`] to count.
+pub fn calibration_text(n: u32) -> String {
+    let mut out = String::with_capacity(n as usize * 7);
+    words(&mut out, mix(0xca1b_4a7e, u64::from(n)), n);
+    out
+}
+
 impl Prompts {
+    /// `n` prompts of `len` words (see [`super::sizing`] for how many words
+    /// make a length in tokens).
     pub fn new(n: u32, len: u32, seed: u64) -> Self {
         Self {
             n,

@@ -61,6 +61,10 @@ pub fn metrics(concurrency: u32, repeat: u32, outcomes: &[Outcome], duration_s: 
         good: None,
         goodput_req_s: None,
         client: None,
+        prompt_tokens_asked: None,
+        // The server's count, where it gave it for every completed request.
+        prompt_tokens_counted: (!ok.is_empty() && ok.iter().all(|o| o.input_counted))
+            .then(|| input_tokens as f64 / ok.len() as f64),
     }
 }
 

@@ -47,6 +47,14 @@ impl Tokenizer {
         &self.path
     }
 
+    /// Tokens in `text` as a prompt: with the special tokens the model adds.
+    pub fn count_prompt(&self, text: &str) -> u64 {
+        self.inner
+            .encode_fast(text, true)
+            .map(|e| e.len() as u64)
+            .unwrap_or(0)
+    }
+
     /// Tokens in `text`, without the special tokens a prompt would get.
     pub fn count(&self, text: &str) -> u64 {
         self.inner

@@ -289,9 +289,12 @@ pub(super) fn restart_outcome(r: &RestartSummary) -> String {
                 &rows,
             ));
         }
-        Some(Failure::LaunchFailed { log_tail, .. } | Failure::Crashed { log_tail, .. })
+        Some(f @ (Failure::LaunchFailed { log_tail, .. } | Failure::Crashed { log_tail, .. }))
             if !log_tail.is_empty() =>
         {
+            if let Some(said) = f.server_said() {
+                let _ = writeln!(out, "the server said: {said}");
+            }
             out.push_str("log tail:\n");
             for l in log_tail.iter().rev().take(20).rev() {
                 let _ = writeln!(out, "  {l}");
@@ -399,6 +402,35 @@ pub(super) fn bench_run(run: &BenchRun) -> String {
                 "WARNING at {level}: {why}; its numbers measure drainwatch, not the server"
             );
         }
+        if let Some(why) = &l.prompt_len_off {
+            let _ = writeln!(
+                out,
+                "WARNING at {}: {why}; this result measured another workload than asked",
+                match l.request_rate {
+                    Some(r) => format!("{} req/s", rate_num(r)),
+                    None => format!("c={}", l.concurrency),
+                }
+            );
+        }
+    }
+    let counted: Vec<String> = run
+        .levels
+        .iter()
+        .filter_map(|l| l.prompt_tokens)
+        .map(|t| format!("{t:.0}"))
+        .collect();
+    if !counted.is_empty() {
+        let asked = run
+            .repeats
+            .first()
+            .and_then(|m| m.prompt_tokens_asked)
+            .map(|a| format!(" (asked {a})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "prompt tokens a request, by the server's count: {}{asked}",
+            counted.join(" / ")
+        );
     }
     let _ = writeln!(
         out,
@@ -455,6 +487,24 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
             w.input_len, w.output_len
         ),
     };
+    if let Some(sz) = &p.prompt_sizing {
+        let _ = writeln!(
+            out,
+            "prompts sized by {}: {:.2} tokens a word, {:.0} more a prompt",
+            sz.by, sz.tokens_per_word, sz.overhead_tokens,
+        );
+    }
+    if let Some(e) = &p.engine {
+        let _ = writeln!(
+            out,
+            "engine: {} {}, model {}, context {} tokens, {} slots",
+            e.engine,
+            or(&e.build),
+            or(&e.model),
+            e.ctx_size.map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
+            e.slots.map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
+        );
+    }
     let spread = |f: fn(&shared::bench::GpuConditions) -> Option<shared::bench::Spread>| {
         let v: Vec<shared::bench::Spread> = p.gpus.iter().filter_map(f).collect();
         (!v.is_empty()).then(|| {

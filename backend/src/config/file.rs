@@ -371,9 +371,11 @@ impl ServerConfig {
 }
 
 /// The model named on the command line: `--model-path X`, `--model X`, or
-/// vLLM's `serve X`, with `@REV` when `--revision REV` pins a revision.
+/// vLLM's `serve X`, with `@REV` when `--revision REV` pins a revision; else
+/// llama.cpp's `-m FILE` (a `.gguf` or a path: Python's `-m module` is not a
+/// model).
 fn model_of(args: &[String]) -> String {
-    let (mut model, mut revision) = (None, None);
+    let (mut model, mut revision, mut short) = (None, None, None);
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         let (name, inline) = match a.split_once('=') {
@@ -383,6 +385,7 @@ fn model_of(args: &[String]) -> String {
         let slot = match name {
             "--model-path" | "--model" | "serve" => &mut model,
             "--revision" => &mut revision,
+            "-m" => &mut short,
             _ => continue,
         };
         let value = inline.or_else(|| {
@@ -394,7 +397,8 @@ fn model_of(args: &[String]) -> String {
             *slot = value;
         }
     }
-    match (model, revision) {
+    let file = short.filter(|m| m.ends_with(".gguf") || m.contains('/'));
+    match (model.or(file), revision) {
         (Some(m), Some(r)) => format!("{m}@{r}"),
         (Some(m), None) => m,
         (None, _) => String::new(),

@@ -15,7 +15,10 @@ use shared::bench::Passive;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use shared::restart::EngineIdentity;
 use text::{Buckets, Metrics, quantile};
+
+use crate::config::file::Engine;
 
 /// The shortest interval output tok/s is measured over.
 const RATE_WINDOW: Duration = Duration::from_millis(900);
@@ -32,28 +35,55 @@ pub(crate) struct Scraped {
     pub(crate) has_metrics: bool,
 }
 
-/// Scrapes the server's metrics at `url`: every 50 ms while an operation runs
+/// Where the scrape reads.
+#[derive(Debug, Clone)]
+pub(crate) struct Urls {
+    /// The server's Prometheus text.
+    pub(crate) metrics: String,
+    /// `http://HOST:PORT`, where its identity is asked.
+    pub(crate) base: String,
+    pub(crate) engine: Engine,
+}
+
+/// Scrapes the server's metrics: every 50 ms while an operation runs
 /// (`busy`), so that the drain timeline's running requests move at its 20 Hz and
 /// more, every second otherwise; `wake` cuts an idle pause short. Each reading
-/// replaces what `out` holds.
+/// replaces what `out` holds. The first time a server answers, it is asked
+/// what it is (`identity`); once it no longer answers, that is forgotten.
 pub(crate) async fn run(
     client: reqwest::Client,
-    url: String,
+    urls: Urls,
     busy: Arc<AtomicBool>,
     wake: Arc<Notify>,
     out: Arc<Mutex<Scraped>>,
+    identity: Arc<Mutex<Option<EngineIdentity>>>,
 ) {
     let mut readings = Readings::default();
+    // A server that says nothing of itself is asked again every 10 s, not at every scrape.
+    let mut next_ask = Instant::now();
     loop {
-        let text = match client
-            .get(&url)
+        let (answered, text) = match client
+            .get(&urls.metrics)
             .timeout(Duration::from_secs(1))
             .send()
             .await
         {
-            Ok(r) if r.status().is_success() => r.text().await.ok(),
-            _ => None,
+            Ok(r) if r.status().is_success() => (true, r.text().await.ok()),
+            Ok(_) => (true, None),
+            Err(_) => (false, None),
         };
+        let known = identity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if answered && !known && Instant::now() >= next_ask {
+            let found = ask_identity(&client, &urls).await;
+            next_ask = Instant::now() + Duration::from_secs(10);
+            *identity.lock().unwrap_or_else(|p| p.into_inner()) = found;
+        } else if !answered && known {
+            *identity.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            next_ask = Instant::now();
+        }
         let now = Instant::now();
         {
             let mut s = out.lock().unwrap_or_else(|p| p.into_inner());
@@ -69,6 +99,47 @@ pub(crate) async fn run(
             _ = wake.notified() => {}
         }
     }
+}
+
+/// A JSON answer of the server's, read up to 1 MiB.
+async fn get_json(client: &reqwest::Client, url: &str) -> Option<serde_json::Value> {
+    let resp = client
+        .get(url)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let body = crate::bench::load::read_limited(resp, 1 << 20).await.ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+/// What the server says it is: its version where it tells one, and whether
+/// it is drainwatch's simulated server (which says `"simulated": true`).
+/// `None` until it answers one of its engine's endpoints (a server that has
+/// none is shown without one: nothing is claimed for it).
+async fn ask_identity(client: &reqwest::Client, urls: &Urls) -> Option<EngineIdentity> {
+    let paths: &[(&str, &str)] = match urls.engine {
+        Engine::Llamacpp => &[("/props", "build_info")],
+        _ => &[("/get_server_info", "version"), ("/version", "version")],
+    };
+    let engine = match urls.engine {
+        Engine::Other => "server",
+        e => e.label(),
+    };
+    for (path, field) in paths {
+        let Some(v) = get_json(client, &format!("{}{path}", urls.base)).await else {
+            continue;
+        };
+        return Some(EngineIdentity {
+            engine: engine.to_owned(),
+            version: v[*field].as_str().map(|s| s.chars().take(100).collect()),
+            simulated: v["simulated"].as_bool() == Some(true),
+        });
+    }
+    None
 }
 
 /// What the scrape remembers between readings.

@@ -1,4 +1,4 @@
-//! Reading a server's Prometheus text (SGLang's names or vLLM's): its load
+//! Reading a server's Prometheus text (SGLang's, vLLM's or llama.cpp's names): its load
 //! (running and queued requests), its generated-tokens counter and tok/s gauge,
 //! and its latency histograms, with the quantile of what a histogram observed
 //! between two readings. Pure: text in, numbers out.
@@ -58,9 +58,15 @@ pub(crate) fn parse(text: &str) -> Metrics {
             continue;
         }
         let slot = match &line[..name_end] {
-            "sglang:num_running_reqs" | "vllm:num_requests_running" => 0,
-            "sglang:num_queue_reqs" | "vllm:num_requests_waiting" => 1,
-            "sglang:generation_tokens_total" | "vllm:generation_tokens_total" => 2,
+            "sglang:num_running_reqs"
+            | "vllm:num_requests_running"
+            | "llamacpp:requests_processing" => 0,
+            "sglang:num_queue_reqs" | "vllm:num_requests_waiting" | "llamacpp:requests_deferred" => {
+                1
+            }
+            "sglang:generation_tokens_total"
+            | "vllm:generation_tokens_total"
+            | "llamacpp:tokens_predicted_total" => 2,
             "sglang:gen_throughput" => 3,
             _ => continue,
         };
@@ -139,6 +145,23 @@ pub(crate) fn quantile(before: &Buckets, now: &Buckets, q: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn llama_cpp_names_feed_the_same_load_and_counter() {
+        // As llama-server --metrics writes them (counters first, then gauges).
+        let text = "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed\n\
+                    # TYPE llamacpp:tokens_predicted_total counter\n\
+                    llamacpp:tokens_predicted_total 1234\n\
+                    llamacpp:prompt_tokens_total 99\n\
+                    llamacpp:predicted_tokens_seconds 41.5\n\
+                    llamacpp:requests_processing 3\n\
+                    llamacpp:requests_deferred 2\n";
+        let m = parse(text);
+        assert_eq!(m.generated, Some(1234.0));
+        assert_eq!((m.running, m.queued), (Some(3), Some(2)));
+        // Its gauge is an average since start, not a rate now: not read.
+        assert_eq!(m.gen_throughput, None);
+    }
 
     #[test]
     fn latency_histograms_from_either_server() {

@@ -1,6 +1,7 @@
 //! The writer thread: the only place rows are written. Writes arrive on a
 //! channel and are committed in one transaction at most [`BATCH`] after the
-//! first; an operation's creation and a flush commit at once.
+//! first; an operation's creation, a launched server's record and a flush
+//! commit at once.
 
 use std::sync::mpsc;
 use std::time::Instant;
@@ -38,9 +39,12 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
             let mut audited = false;
             while let Some(w) = next.take() {
                 audited |= matches!(w, Write::Audit(_) | Write::Refused(_));
+                // A launched server's record is committed at once: a drainwatch
+                // killed right after the launch must find its server again.
                 let urgent = matches!(
                     w,
                     Write::Begin { .. }
+                        | Write::Instance(_)
                         | Write::Flush(_)
                         | Write::BenchBegin { .. }
                         | Write::FlagEdit { .. }

@@ -3,6 +3,7 @@
 //! real GPU, and the connection badge.
 
 use leptos::prelude::*;
+use shared::restart::EngineIdentity;
 use shared::{HostInfo, NvmlStatus, ProcessRole, Sample};
 
 use crate::components::conn_badge::ConnBadge;
@@ -139,6 +140,56 @@ fn facts_markup(host: Option<&HostInfo>) -> String {
     )
 }
 
+/// What is real and what is simulated, as HTML text: the GPUs (NVML is
+/// the simulated host) and the model server (it says it is drainwatch's
+/// simulated one, or it is a real engine that named itself). A real engine
+/// beside simulated GPUs has real tok/s, latencies and logs, and the page
+/// says so rather than calling the whole host simulated.
+fn reality_markup(gpus_simulated: bool, engine: Option<&EngineIdentity>) -> String {
+    let mut out = String::new();
+    let real = engine.filter(|e| !e.simulated);
+    if gpus_simulated {
+        let (text, tip) = if real.is_some() {
+            (
+                "simulated GPUs",
+                "NVML is drainwatch's simulated host: the GPUs, their memory and their processes are made up; the model server is real",
+            )
+        } else {
+            (
+                "simulated host",
+                "NVML is drainwatch's simulated host: GPUs, memory and processes are made up",
+            )
+        };
+        out.push_str(&format!(
+            r#"<span class="simulated" data-testid="simulated-banner" title="{}">{}</span>"#,
+            escape(tip),
+            escape(text)
+        ));
+    }
+    match engine {
+        Some(e) if e.simulated => out.push_str(
+            r#"<span class="simulated" data-testid="engine-pill" data-real="false" title="the model server is drainwatch's simulated server: its tok/s, latencies and answers are made up">simulated server</span>"#,
+        ),
+        Some(e) => {
+            let version = e
+                .version
+                .as_deref()
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                r#"<span class="engine-real" data-testid="engine-pill" data-real="true" title="{}">real {}</span>"#,
+                escape(&format!(
+                    "the model server is a real {}{version}: its tok/s, latencies, answers and log lines are its own",
+                    e.engine
+                )),
+                escape(&e.engine)
+            ));
+        }
+        None => {}
+    }
+    out
+}
+
 /// The server status as HTML text, from [`server_text`]'s answer.
 fn status_markup((text, tip, state, pid): &(String, String, &'static str, Option<u32>)) -> String {
     let pid = pid
@@ -181,10 +232,13 @@ pub(crate) fn Header() -> impl IntoView {
             (format!("{} connected", p.len()), tip)
         })
     });
-    let simulated = Memo::new(move |_| {
-        state
+    let reality = Memo::new(move |_| {
+        let gpus = state
             .host
-            .with(|h| h.as_ref().is_some_and(|h| h.nvml.is_simulated()))
+            .with(|h| h.as_ref().is_some_and(|h| h.nvml.is_simulated()));
+        state
+            .server
+            .with(|s| reality_markup(gpus, s.as_ref().and_then(|s| s.engine.as_ref())))
     });
     let logout = move |_| {
         leptos::task::spawn_local(async move {
@@ -204,17 +258,7 @@ pub(crate) fn Header() -> impl IntoView {
             <span class="topbar-facts" inner_html=move || state.host.with(|h| facts_markup(h.as_ref()))></span>
             <span class="topbar-facts" inner_html=move || server.with(status_markup)></span>
             <span class="topbar-right">
-                <span class="simulated-slot">
-                    <Show when=move || simulated.get()>
-                        <span
-                            class="simulated"
-                            data-testid="simulated-banner"
-                            title="NVML is drainwatch's simulated host: GPUs, memory and processes are made up"
-                        >
-                            "simulated host"
-                        </span>
-                    </Show>
-                </span>
+                <span class="simulated-slot" inner_html=move || reality.get()></span>
                 <span class="presence num" data-testid="presence" title=move || presence.with(|p| p.1.clone())>
                     {move || presence.with(|p| p.0.clone())}
                 </span>
@@ -241,6 +285,28 @@ pub(crate) fn Header() -> impl IntoView {
 mod tests {
     use super::*;
     use shared::{ProcId, ServerIdentity};
+
+    #[test]
+    fn the_bar_says_which_part_is_simulated_and_which_is_real() {
+        let engine = |simulated| EngineIdentity {
+            engine: "llama.cpp".into(),
+            version: Some("b11434-x".into()),
+            simulated,
+        };
+        // A real engine on simulated GPUs: the GPUs are simulated, the engine real.
+        let m = reality_markup(true, Some(&engine(false)));
+        assert!(m.contains(">simulated GPUs<") && m.contains(">real llama.cpp<"), "{m}");
+        assert!(m.contains("real llama.cpp b11434-x: its tok/s"), "{m}");
+        // The simulated server on the simulated host: all of it is made up.
+        let m = reality_markup(true, Some(&engine(true)));
+        assert!(m.contains(">simulated host<") && m.contains(">simulated server<"), "{m}");
+        assert!(!m.contains("real"), "{m}");
+        // Real GPUs and a real engine: nothing to warn of, the engine named.
+        let m = reality_markup(false, Some(&engine(false)));
+        assert!(!m.contains("simulated") && m.contains(">real llama.cpp<"), "{m}");
+        // No server answering: only the GPUs are spoken of.
+        assert_eq!(reality_markup(false, None), "");
+    }
 
     fn host(server_port: Option<u16>) -> HostInfo {
         HostInfo {

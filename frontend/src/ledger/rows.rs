@@ -192,6 +192,14 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
             escape(why)
         );
     }
+    // The server counted prompts of another length than asked: another workload.
+    if let Some(why) = level(r, x.c).and_then(|l| l.prompt_len_off.as_deref()) {
+        let _ = write!(
+            out,
+            r#"<span class="fs-badge fs-wrong" data-testid="prompt-len-badge" title="{}; this result measured another workload than asked">prompt length off</span>"#,
+            escape(why)
+        );
+    }
     // Measured under other conditions than the baseline: a lower power cap,
     // or hot enough to slow itself down.
     let cond = r.conditions.as_ref();
@@ -481,6 +489,12 @@ mod tests {
         }
         let row = row_markup(&l[0], &x);
         assert!(row.contains(r#"data-testid="saturated-badge" title="the load generator was saturated: its &lt;loop&gt;; these"#), "{row}");
+        assert!(!row.contains("prompt-len-badge"), "{row}");
+        if let Some(lv) = l[0].levels.get_mut(&16) {
+            lv.prompt_len_off = shared::bench::prompt_len_warning(64, 330.0);
+        }
+        let row = row_markup(&l[0], &x);
+        assert!(row.contains(r#"data-testid="prompt-len-badge" title="prompts were 330 tokens by the server&#39;s count, not the 64 asked (+416 %); this result"#), "{row}");
         // A set measured only by a sweep says so where the bar would be.
         l[0].levels.clear();
         assert!(row_markup(&l[0], &x).contains("measured by request rate only"));

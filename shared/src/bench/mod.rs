@@ -115,6 +115,32 @@ mod tests {
     }
 
     #[test]
+    fn a_level_says_when_the_server_counted_prompts_of_another_length() {
+        let repeat = |counted: Option<f64>| RunMetrics {
+            concurrency: 4,
+            prompt_tokens_asked: Some(64),
+            prompt_tokens_counted: counted,
+            ..RunMetrics::default()
+        };
+        // Within 10 %: no word of it, but the count is kept.
+        let l = LevelSummary::of(4, &[repeat(Some(66.0)), repeat(Some(68.0))]);
+        assert_eq!((l.prompt_tokens, l.prompt_len_off.as_deref()), (Some(67.0), None));
+        // Five times as long: said plainly, with the numbers.
+        let l = LevelSummary::of(4, &[repeat(Some(330.0)), repeat(Some(330.0))]);
+        assert_eq!(
+            l.prompt_len_off.as_deref(),
+            Some("prompts were 330 tokens by the server's count, not the 64 asked (+416 %)")
+        );
+        // Too short is as wrong as too long; 10 % exactly is within.
+        assert!(prompt_len_warning(1024, 900.0).is_some_and(|w| w.contains("(-12 %)")));
+        assert_eq!(prompt_len_warning(100, 110.0), None);
+        assert_eq!(prompt_len_warning(100, 90.0), None);
+        // A repeat the server did not count leaves the level uncounted.
+        let l = LevelSummary::of(4, &[repeat(Some(330.0)), repeat(None)]);
+        assert_eq!((l.prompt_tokens, l.prompt_len_off), (None, None));
+    }
+
+    #[test]
     fn workloads_compare_by_what_was_asked_not_the_seed() {
         let random = Workload {
             kind: "random".into(),

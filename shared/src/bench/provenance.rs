@@ -29,6 +29,40 @@ pub struct Provenance {
     pub workload: Workload,
     /// Per GPU over the run's repeats: min, median and max.
     pub gpus: Vec<GpuConditions>,
+    /// What the server said of itself besides its version (llama.cpp's
+    /// `/props`): the model it loaded, its build, context and slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineProps>,
+    /// How the prompts were sized to the asked length in the model's tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sizing: Option<PromptSizing>,
+}
+
+/// A server's account of itself (llama.cpp's `/props`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineProps {
+    /// "llama.cpp".
+    pub engine: String,
+    /// The model file the server loaded.
+    pub model: Option<String>,
+    /// Its build ("b11434-…").
+    pub build: Option<String>,
+    /// Context size per slot and the number of slots (parallel sequences).
+    pub ctx_size: Option<u64>,
+    pub slots: Option<u32>,
+}
+
+/// How random prompts were sized: the words a prompt gets for `n` tokens
+/// are `(n - overhead_tokens) / tokens_per_word`, measured with the model's
+/// own tokenizer before the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptSizing {
+    /// What counted: "the server's /tokenize", "the model's tokenizer.json",
+    /// "the server's usage" — or "not measured" (one word a token).
+    pub by: String,
+    pub tokens_per_word: f64,
+    /// Tokens every prompt gets besides its words (a BOS token, a template).
+    pub overhead_tokens: f64,
 }
 
 /// The prompts of a run. Two results compare only with the same workload.

@@ -67,6 +67,35 @@ pub struct RunMetrics {
     /// itself, not the server.
     #[serde(default)]
     pub client: Option<ClientHealth>,
+    /// The prompt length asked for, in the model's tokens (the input length,
+    /// with the shared prefix); none for a dataset's prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_asked: Option<u32>,
+    /// The prompt tokens the server itself counted (`usage.prompt_tokens`),
+    /// per completed request on average; none where it did not count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_counted: Option<f64>,
+}
+
+/// A counted prompt length this far from the asked one (a share of it), or
+/// farther, is not the workload asked for.
+pub const PROMPT_LEN_TOLERANCE: f64 = 0.10;
+
+/// What to say when the server counted prompts of another length than asked
+/// (more than [`PROMPT_LEN_TOLERANCE`] off): the result measured another
+/// workload.
+pub fn prompt_len_warning(asked: u32, counted: f64) -> Option<String> {
+    if asked == 0 || !counted.is_finite() {
+        return None;
+    }
+    let off = counted / f64::from(asked) - 1.0;
+    // 10 % exactly is within, whatever the last bit of the division says.
+    (off.abs() > PROMPT_LEN_TOLERANCE + 1e-9).then(|| {
+        format!(
+            "prompts were {counted:.0} tokens by the server's count, not the {asked} asked ({:+.0} %)",
+            off * 100.0
+        )
+    })
 }
 
 /// The load generator during one repeat.
@@ -161,6 +190,13 @@ pub struct LevelSummary {
     /// Why the load generator was the bottleneck in some repeat, if it was.
     #[serde(default)]
     pub client_saturated: Option<String>,
+    /// The prompt tokens the server counted per request (the repeats' mean),
+    /// where it counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<f64>,
+    /// The prompts were not of the length asked for: [`prompt_len_warning`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_len_off: Option<String>,
 }
 
 impl LevelSummary {
@@ -223,6 +259,15 @@ impl LevelSummary {
 
     pub fn of(concurrency: u32, repeats: &[RunMetrics]) -> Self {
         let s = |f: fn(&RunMetrics) -> f64| Spread::of(&repeats.iter().map(f).collect::<Vec<_>>());
+        // Counted only where every repeat's server counted.
+        let counted: Option<Vec<f64>> = repeats.iter().map(|m| m.prompt_tokens_counted).collect();
+        let prompt_tokens = counted
+            .filter(|c| !c.is_empty())
+            .map(|c| c.iter().sum::<f64>() / c.len() as f64);
+        let asked = repeats.first().and_then(|m| m.prompt_tokens_asked);
+        let prompt_len_off = asked
+            .zip(prompt_tokens)
+            .and_then(|(a, c)| prompt_len_warning(a, c));
         Self {
             concurrency,
             output_tok_s: s(|m| m.output_tok_s),
@@ -240,6 +285,8 @@ impl LevelSummary {
             goodput_req_s: None,
             meets_slo: None,
             client_saturated: None,
+            prompt_tokens,
+            prompt_len_off,
         }
     }
 }

@@ -103,7 +103,8 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route(
             "/version",
             get(|State(s): State<Arc<Server>>| async move {
-                Json(serde_json::json!({"version": s.version}))
+                // `simulated`: drainwatch's page then says the server's numbers are made up.
+                Json(serde_json::json!({"version": s.version, "simulated": true}))
             }),
         )
         .route("/metrics", get(metrics))
@@ -159,6 +160,7 @@ async fn server_info(State(s): State<Arc<Server>>) -> Json<serde_json::Value> {
         "model_path": "sim",
         "tp_size": s.tp,
         "version": s.version,
+        "simulated": true,
     }))
 }
 

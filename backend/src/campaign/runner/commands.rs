@@ -179,9 +179,11 @@ impl Runner {
         };
         a.c.info.reason = Some("paused by an operator".to_owned());
         let state = a.c.info.state;
-        self.changed_info();
         if state == CampaignState::Paused {
+            self.settled_info().await;
             self.lease().await;
+        } else {
+            self.changed_info();
         }
         Ok(CampaignAccepted { id, state })
     }

@@ -255,6 +255,20 @@ impl Runner {
         self.publish_info();
     }
 
+    /// As [`Self::changed_info`] for a state a reader acts on (paused, or
+    /// over): committed before it is pushed, so that whoever reads the
+    /// campaign after the push (the CLI that followed it, to print its table
+    /// and choose its exit code) reads that state, never the one before.
+    async fn settled_info(&mut self) {
+        let Some(a) = self.active.as_mut() else {
+            return;
+        };
+        a.c.recount();
+        self.store.campaign_info(a.c.info.clone());
+        self.store.flush().await;
+        self.publish_info();
+    }
+
     fn publish_info(&self) {
         if let Some(a) = &self.active {
             self.hub.publish_campaign(shown_info(a.c.info.clone()));

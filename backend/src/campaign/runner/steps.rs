@@ -38,7 +38,7 @@ impl Runner {
                 CampaignState::Running => {}
                 CampaignState::Pausing => {
                     a.c.info.state = CampaignState::Paused;
-                    self.changed_info();
+                    self.settled_info().await;
                     self.lease().await;
                     return;
                 }
@@ -107,6 +107,7 @@ impl Runner {
                 model: self.cfg.bench.request_model.clone(),
                 api_key: self.cfg.api_key.clone(),
                 tokenizer: None,
+                engine: self.cfg.engine,
             };
             let client = crate::bench::load::client(1);
             if let (Some(v), _) = crate::bench::server_version(&client, &target).await {
@@ -341,7 +342,7 @@ impl Runner {
         };
         a.c.info.state = CampaignState::Paused;
         a.c.info.reason = Some(format!("paused: {why}; resume once it is gone"));
-        self.changed_info();
+        self.settled_info().await;
         self.lease().await;
         self.notify(HookEvent::Paused);
     }
@@ -389,9 +390,9 @@ impl Runner {
             state = state.label(),
             "campaign ended"
         );
-        self.changed_info();
+        // Committed, then pushed: a client told that the campaign ended reads it ended.
+        self.settled_info().await;
         self.lease().await;
-        self.store.flush().await;
         self.notify(HookEvent::Finished);
     }
 }

@@ -16,6 +16,10 @@ pub enum Engine {
     /// tokens of every streamed chunk, unless `bench.defaults.api` says otherwise.
     Sglang,
     Vllm,
+    /// llama.cpp's `llama-server`: its streamed chunks carry `timings`
+    /// (asked for with `timings_per_token`), whose `predicted_n` counts the
+    /// tokens so far; `/tokenize` sizes prompts, `/props` says what it runs.
+    Llamacpp,
     /// Any other OpenAI-compatible server.
     #[default]
     Other,
@@ -127,6 +131,18 @@ fn model_tokenizer(model: &str, dir: &Path) -> Option<Tokenizer> {
         Err(e) => {
             tracing::warn!(error = %e, "the model's tokenizer does not read; the benchmark counts tokens per event where the server does not count them");
             None
+        }
+    }
+}
+
+impl Engine {
+    /// Its name as people say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Sglang => "SGLang",
+            Self::Vllm => "vLLM",
+            Self::Llamacpp => "llama.cpp",
+            Self::Other => "an OpenAI-compatible server",
         }
     }
 }

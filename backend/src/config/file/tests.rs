@@ -61,6 +61,12 @@ fn the_model_comes_from_the_command_line() {
     assert_eq!(model_of(&a(&["serve", "Qwen/Q", "--tp", "8"])), "Qwen/Q");
     assert_eq!(model_of(&a(&["--model=z"])), "z");
     assert_eq!(
+        model_of(&a(&["-m", "models/gemma.gguf", "--port", "8080"])),
+        "models/gemma.gguf"
+    );
+    assert_eq!(model_of(&a(&["-m", "gemma.gguf"])), "gemma.gguf");
+    assert_eq!(model_of(&a(&["-m", "sglang.launch_server"])), "");
+    assert_eq!(
         model_of(&a(&["--revision", "abc123", "--model-path", "m/x"])),
         "m/x@abc123"
     );

@@ -15,7 +15,7 @@ pub(super) struct RunningBench {
     pub(super) id: i64,
     pub(super) repeats: u32,
     pub(super) requested_by: String,
-    pub(super) cancel: watch::Sender<bool>,
+    pub(super) cancel: watch::Sender<crate::bench::load::Halt>,
 }
 
 /// The manager's benchmarks: at most one at a time, and never beside an
@@ -213,7 +213,7 @@ impl Manager {
                 operation: None,
             }
         })?;
-        let (cancel, cancelled) = watch::channel(false);
+        let (cancel, cancelled) = watch::channel(crate::bench::load::Halt::Run);
         let ctx = RunContext {
             target: Target {
                 base_url: self.cfg.base_url.clone(),
@@ -221,6 +221,7 @@ impl Manager {
                 model: self.cfg.bench.request_model.clone(),
                 api_key: self.cfg.api_key.clone(),
                 tokenizer: self.cfg.bench.tokenizer.clone(),
+                engine: self.cfg.engine,
             },
             store: self.store.clone(),
             hub: std::sync::Arc::clone(&self.hub),
@@ -262,7 +263,7 @@ impl Manager {
     pub(super) fn cancel_bench(&mut self) -> Result<i64, Refusal> {
         match &self.bench.current {
             Some(b) => {
-                let _ = b.cancel.send(true);
+                let _ = b.cancel.send(crate::bench::load::Halt::Cancel);
                 Ok(b.id)
             }
             None => Err(Refusal::Conflict {

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use crate::config::file::{ApiKey, ServerConfig};
 use crate::restart::probe::{self, ProbeEvent};
 use crate::scrape::{self, Scraped};
+use shared::restart::EngineIdentity;
 
 /// The warm-up probe of the latest launch and where its findings come back,
 /// each tagged with the generation it is about.
@@ -62,6 +63,8 @@ pub(super) struct Scrape {
     /// scrape reads often too.
     fast: Arc<AtomicBool>,
     scraped: Arc<Mutex<Scraped>>,
+    /// What the server says it is, once it answered.
+    identity: Arc<Mutex<Option<EngineIdentity>>>,
     /// Wakes the scrape when an operation starts.
     now: Arc<Notify>,
 }
@@ -74,15 +77,34 @@ impl Scrape {
         fast: Arc<AtomicBool>,
     ) -> Self {
         let scraped = Arc::new(Mutex::new(Scraped::default()));
+        let identity = Arc::new(Mutex::new(None));
         let now = Arc::new(Notify::new());
         tokio::spawn(scrape::run(
             client,
-            cfg.metrics_url.clone(),
+            scrape::Urls {
+                metrics: cfg.metrics_url.clone(),
+                base: cfg.base_url.clone(),
+                engine: cfg.engine,
+            },
             Arc::clone(&fast),
             Arc::clone(&now),
             Arc::clone(&scraped),
+            Arc::clone(&identity),
         ));
-        Self { fast, scraped, now }
+        Self {
+            fast,
+            scraped,
+            identity,
+            now,
+        }
+    }
+
+    /// What the running server said it is, if it answered.
+    pub(super) fn identity(&self) -> Option<EngineIdentity> {
+        self.identity
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// What the scrape read last.

@@ -58,7 +58,11 @@ impl Manager {
 
     fn check(&self, req: &Request) -> Result<Flags, Refusal> {
         self.held(req.campaign)?;
-        if let Some(b) = &self.bench.current {
+        // A restart or a stop cuts a person's benchmark short (see `accept`);
+        // nothing else begins beside one.
+        if let Some(b) = &self.bench.current
+            && !matches!(req.kind, OpKind::Restart | OpKind::Stop)
+        {
             return Err(Refusal::Conflict {
                 message: format!("benchmark #{} is running; cancel it or wait", b.id),
                 operation: None,
@@ -205,6 +209,12 @@ impl Manager {
                     operation: None,
                 }
             })?;
+        if let Some(b) = &self.bench.current {
+            // The run sends nothing more; what it has in flight stays open, to
+            // be drained with the server, and the run is recorded interrupted.
+            tracing::info!(run = b.id, op = id, "the restart cuts the benchmark short");
+            let _ = b.cancel.send(crate::bench::load::Halt::Drain);
+        }
         if self.op.is_some() && self.machine.stop_preempts(req.kind) {
             // The launch in flight ends (recorded, interrupted) once the
             // stop's own record exists, and before the stop begins.

@@ -66,6 +66,7 @@ impl Manager {
             server_contained: running.is_some_and(|r| r.contained),
             held_by: self.lease.clone(),
             spans_nodes: self.cfg.spans_nodes,
+            engine: running.and(self.scrape.identity()),
             bench: self.bench.current.as_ref().map(|b| BenchProgress {
                 run_id: b.id,
                 status: RunStatus::Running,
