@@ -22,13 +22,18 @@ async fn the_dashboard_shows_the_real_engine_its_log_and_a_benchmark() -> anyhow
         .await?;
 
     app.start_engine().await?;
-    b.wait_attr("[data-testid=server-phase]", "data-phase", READY, |p| p == "ready")
-        .await?;
+    b.wait_attr("[data-testid=server-phase]", "data-phase", READY, |p| {
+        p == "ready"
+    })
+    .await?;
     // Real engine, simulated GPUs: said apart, plainly.
     b.wait_attr("[data-testid=engine-pill]", "data-real", T, |r| r == "true")
         .await?;
     assert_eq!(b.text("[data-testid=engine-pill]").await?, "real llama.cpp");
-    assert_eq!(b.text("[data-testid=simulated-banner]").await?, "simulated GPUs");
+    assert_eq!(
+        b.text("[data-testid=simulated-banner]").await?,
+        "simulated GPUs"
+    );
 
     // The engine's own log lines in the server's log tail.
     b.click("[data-testid=server-log] summary").await?;

@@ -142,7 +142,10 @@ async fn a_restart_during_a_benchmark_drains_its_requests_and_the_run_is_interru
                 .unwrap_or(0)
         })
         .unwrap_or(0);
-    assert!(most >= 1, "no running request in the drain's timeline: {d:#}");
+    assert!(
+        most >= 1,
+        "no running request in the drain's timeline: {d:#}"
+    );
 
     let run = app.finished_bench(run_id, BENCH).await?;
     assert_eq!(run["status"], "interrupted", "{run:#}");
@@ -151,7 +154,10 @@ async fn a_restart_during_a_benchmark_drains_its_requests_and_the_run_is_interru
         drainwatch::bench::INTERRUPTED_BY_RESTART,
         "{run:#}"
     );
-    assert!(run["levels"].as_array().is_none_or(Vec::is_empty), "{run:#}");
+    assert!(
+        run["levels"].as_array().is_none_or(Vec::is_empty),
+        "{run:#}"
+    );
     // Not a result: the ledger has nothing from it.
     let ledger = app.get_json("/api/flagsets").await?;
     for set in ledger.as_array().cloned().unwrap_or_default() {

@@ -15,11 +15,11 @@ on_failure = "continue"
 
 [bench]
 concurrency = [4]
-num_prompts = 8
+num_prompts = 6
 input_len = 32
 output_len = 24
 warmup = 2
-repeats = 2
+repeats = 3
 correctness = { prompt = "Question: What is the capital of France?\nAnswer:", expect = "Paris" }
 
 [grid]
@@ -59,10 +59,17 @@ async fn a_campaign_over_threads_and_parallel_runs_to_its_end_with_real_effects(
     for s in &c.steps {
         assert_eq!(s.state.label(), "done", "{s:#?}");
         assert_eq!(s.attempts, 1, "measured once: {s:#?}");
-        assert!(s.result.as_ref().is_some_and(|r| r.output_tok_s.median > 0.0));
+        assert!(
+            s.result
+                .as_ref()
+                .is_some_and(|r| r.output_tok_s.median > 0.0)
+        );
     }
     // Each flag's effect, over the pairs that differ only in it.
     let effects = analysis::attribution(&c);
+    for e in &effects {
+        eprintln!("effect {}", e.line());
+    }
     let effect = |flag: &str| {
         effects
             .iter()
@@ -77,7 +84,10 @@ async fn a_campaign_over_threads_and_parallel_runs_to_its_end_with_real_effects(
     // Four clients on one slot wait their turn; on four they are decoded
     // together: the engine's batching, measured, not assumed.
     let parallel = effect("--parallel").median_pct.unwrap_or_default();
-    assert!(parallel > 10.0, "--parallel 1 → 4 at concurrency 4: {parallel:+.1} %");
+    assert!(
+        parallel > 10.0,
+        "--parallel 1 → 4 at concurrency 4: {parallel:+.1} %"
+    );
     // The chart: every measured step a point, the frontier marked.
     let points = analysis::pareto(&c);
     assert_eq!(points.len(), 4, "{points:#?}");

@@ -65,7 +65,9 @@ async fn the_engine_starts_ready_by_a_real_completion_and_its_answers_are_checke
     assert_eq!(who.engine, "llama.cpp");
     assert!(!who.simulated, "{who:?}");
     assert!(
-        who.version.as_deref().is_some_and(|v| v.starts_with("b11434")),
+        who.version
+            .as_deref()
+            .is_some_and(|v| v.starts_with("b11434")),
         "{who:?}"
     );
     // The log tail is llama.cpp's own.
@@ -91,7 +93,10 @@ async fn the_engine_starts_ready_by_a_real_completion_and_its_answers_are_checke
     let p = &run["provenance"];
     assert_eq!(p["engine"]["engine"], "llama.cpp", "{p:#}");
     assert_eq!(p["engine"]["slots"], 4, "{p:#}");
-    assert!(p["engine"]["ctx_size"].as_u64().unwrap_or(0) >= 1024, "{p:#}");
+    assert!(
+        p["engine"]["ctx_size"].as_u64().unwrap_or(0) >= 1024,
+        "{p:#}"
+    );
     assert!(
         p["engine"]["model"]
             .as_str()
@@ -110,7 +115,10 @@ async fn the_engine_starts_ready_by_a_real_completion_and_its_answers_are_checke
     assert_eq!(run["status"], "failed", "{run:#}");
     assert_eq!(run["correctness"]["passed"], false, "{run:#}");
     let answer = run["correctness"]["answer"].as_str().unwrap_or_default();
-    assert!(answer.contains("capital of the country of France"), "{answer}");
+    assert!(
+        answer.contains("capital of the country of France"),
+        "{answer}"
+    );
     assert_eq!(run["error"], drainwatch::bench::WRONG_ANSWER, "{run:#}");
     Ok(())
 }
@@ -231,7 +239,10 @@ async fn sigkill_of_drainwatch_mid_restart_is_resumed_with_the_real_engine() -> 
             assert_eq!(d["summary"]["outcome"], "running", "ready too soon: {d:#}");
             break;
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "never warming up: {d:#}");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "never warming up: {d:#}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     app.proc.kill_alone();
@@ -250,7 +261,10 @@ async fn sigkill_of_drainwatch_mid_restart_is_resumed_with_the_real_engine() -> 
     let id = app.restart_engine(json!({"--parallel": "3"})).await?;
     let d = app.finished_restart(id, READY).await?;
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d:#}");
-    assert!(!tests::alive(found), "the engine launched before the kill still runs");
+    assert!(
+        !tests::alive(found),
+        "the engine launched before the kill still runs"
+    );
     let props = engine::props(s.port).await?;
     assert_eq!(props["total_slots"], 3, "{props}");
     Ok(())

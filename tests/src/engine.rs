@@ -69,7 +69,11 @@ pub fn config(e: &Engine, port: u16, parallel: u32) -> String {
         "\"/models/gemma-3-270m-it-Q4_K_M.gguf\"",
         &format!("{:?}", e.model.display().to_string()),
     );
-    let text = swap(text, "\"--port\", \"8080\"", &format!("\"--port\", \"{port}\""));
+    let text = swap(
+        text,
+        "\"--port\", \"8080\"",
+        &format!("\"--port\", \"{port}\""),
+    );
     let text = swap(text, "port = 8080", &format!("port = {port}"));
     swap(
         text,
@@ -191,7 +195,11 @@ pub async fn wait_processing(port: u16, n: f64, timeout: Duration) -> anyhow::Re
     let deadline = Instant::now() + timeout;
     loop {
         let m = metrics(port).await?;
-        if m.get("llamacpp:requests_processing").copied().unwrap_or(0.0) >= n {
+        if m.get("llamacpp:requests_processing")
+            .copied()
+            .unwrap_or(0.0)
+            >= n
+        {
             return Ok(());
         }
         if Instant::now() > deadline {

@@ -1,6 +1,6 @@
 //! `cargo xtask bench`: the measurements behind docs/PERFORMANCE.md — sample cost,
-//! delivery latency and CPU (tests/benches/live.rs, release build), and the UI
-//! bundle's gzipped size.
+//! delivery latency and CPU (tests/benches/live.rs, release build), the real
+//! engine's (tests/benches/engine.rs), and the UI bundle's gzipped size.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -13,8 +13,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     build::ui()?;
     bundle_size()?;
     build::binaries(true)?;
+    let engine = crate::engine::ensure()?;
     let mut bench = cargo();
     bench.args(["bench", "--benches", "--"]).args(args);
+    engine.env(&mut bench);
     run_cmd(&mut bench)
 }
 

@@ -70,7 +70,11 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         None => ["python3", "-m", "sglang.launch_server", "--model-path"]
             .iter()
             .map(|s| s.to_string())
-            .chain(["deepseek-ai/DeepSeek-V3.2-Exp".into(), "--port".into(), port.to_string()])
+            .chain([
+                "deepseek-ai/DeepSeek-V3.2-Exp".into(),
+                "--port".into(),
+                port.to_string(),
+            ])
             .collect(),
     };
     let started = (|| -> anyhow::Result<String> {
@@ -149,7 +153,9 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
                 "  model server \"gemma\" on port {port}: a REAL llama.cpp ({}) serving Gemma 3 270M on the CPU,",
                 e.server.display()
             );
-            println!("    started by drainwatch; its tok/s, latencies and log lines are real, the GPUs simulated");
+            println!(
+                "    started by drainwatch; its tok/s, latencies and log lines are real, the GPUs simulated"
+            );
         }
         None => println!(
             "  model server \"demo\" on port {port}, started by drainwatch, warming up for {warmup_s} s"
@@ -157,7 +163,11 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     }
     println!("  a foreign process with the same command line holds 1.5 GiB on GPU 7");
     println!("  restart it from the UI (type \"{name}\" to confirm); Ctrl-C stops everything");
-    let steps = if real.is_some() { "4 flag sets, a few minutes" } else { "8 flag sets, about three minutes" };
+    let steps = if real.is_some() {
+        "4 flag sets, a few minutes"
+    } else {
+        "8 flag sets, about three minutes"
+    };
     if campaign {
         println!("  the demo campaign runs: {steps} (the campaign panel)");
     } else {

@@ -317,7 +317,11 @@ async fn finish(
 }
 
 /// GETs the server's `path` with the API key: its JSON, read up to 1 MiB.
-async fn get_json(client: &reqwest::Client, target: &Target, path: &str) -> Option<serde_json::Value> {
+async fn get_json(
+    client: &reqwest::Client,
+    target: &Target,
+    path: &str,
+) -> Option<serde_json::Value> {
     let url = format!("{}{path}", target.base_url);
     let mut req = client.get(&url).timeout(Duration::from_secs(5));
     if let Some(key) = &target.api_key {
@@ -352,7 +356,9 @@ pub(crate) async fn engine_props(
         model: short(&v["model_path"]),
         build: short(&v["build_info"]),
         ctx_size: settings["n_ctx"].as_u64(),
-        slots: v["total_slots"].as_u64().map(|n| n.min(u64::from(u32::MAX)) as u32),
+        slots: v["total_slots"]
+            .as_u64()
+            .map(|n| n.min(u64::from(u32::MAX)) as u32),
     })
 }
 

@@ -32,7 +32,11 @@ pub fn words(s: &PromptSizing, tokens: u32, with_overhead: bool) -> u32 {
     } else {
         1.0
     };
-    let overhead = if with_overhead { s.overhead_tokens } else { 0.0 };
+    let overhead = if with_overhead {
+        s.overhead_tokens
+    } else {
+        0.0
+    };
     ((f64::from(tokens) - overhead) / per).round().max(1.0) as u32
 }
 

@@ -501,8 +501,10 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
             e.engine,
             or(&e.build),
             or(&e.model),
-            e.ctx_size.map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
-            e.slots.map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
+            e.ctx_size
+                .map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
+            e.slots
+                .map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
         );
     }
     let spread = |f: fn(&shared::bench::GpuConditions) -> Option<shared::bench::Spread>| {

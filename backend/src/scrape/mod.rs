@@ -72,10 +72,7 @@ pub(crate) async fn run(
             Ok(_) => (true, None),
             Err(_) => (false, None),
         };
-        let known = identity
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some();
+        let known = identity.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         if answered && !known && Instant::now() >= next_ask {
             let found = ask_identity(&client, &urls).await;
             next_ask = Instant::now() + Duration::from_secs(10);

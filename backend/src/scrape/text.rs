@@ -61,9 +61,9 @@ pub(crate) fn parse(text: &str) -> Metrics {
             "sglang:num_running_reqs"
             | "vllm:num_requests_running"
             | "llamacpp:requests_processing" => 0,
-            "sglang:num_queue_reqs" | "vllm:num_requests_waiting" | "llamacpp:requests_deferred" => {
-                1
-            }
+            "sglang:num_queue_reqs"
+            | "vllm:num_requests_waiting"
+            | "llamacpp:requests_deferred" => 1,
             "sglang:generation_tokens_total"
             | "vllm:generation_tokens_total"
             | "llamacpp:tokens_predicted_total" => 2,

@@ -295,15 +295,24 @@ mod tests {
         };
         // A real engine on simulated GPUs: the GPUs are simulated, the engine real.
         let m = reality_markup(true, Some(&engine(false)));
-        assert!(m.contains(">simulated GPUs<") && m.contains(">real llama.cpp<"), "{m}");
+        assert!(
+            m.contains(">simulated GPUs<") && m.contains(">real llama.cpp<"),
+            "{m}"
+        );
         assert!(m.contains("real llama.cpp b11434-x: its tok/s"), "{m}");
         // The simulated server on the simulated host: all of it is made up.
         let m = reality_markup(true, Some(&engine(true)));
-        assert!(m.contains(">simulated host<") && m.contains(">simulated server<"), "{m}");
+        assert!(
+            m.contains(">simulated host<") && m.contains(">simulated server<"),
+            "{m}"
+        );
         assert!(!m.contains("real"), "{m}");
         // Real GPUs and a real engine: nothing to warn of, the engine named.
         let m = reality_markup(false, Some(&engine(false)));
-        assert!(!m.contains("simulated") && m.contains(">real llama.cpp<"), "{m}");
+        assert!(
+            !m.contains("simulated") && m.contains(">real llama.cpp<"),
+            "{m}"
+        );
         // No server answering: only the GPUs are spoken of.
         assert_eq!(reality_markup(false, None), "");
     }

@@ -124,7 +124,10 @@ mod tests {
         };
         // Within 10 %: no word of it, but the count is kept.
         let l = LevelSummary::of(4, &[repeat(Some(66.0)), repeat(Some(68.0))]);
-        assert_eq!((l.prompt_tokens, l.prompt_len_off.as_deref()), (Some(67.0), None));
+        assert_eq!(
+            (l.prompt_tokens, l.prompt_len_off.as_deref()),
+            (Some(67.0), None)
+        );
         // Five times as long: said plainly, with the numbers.
         let l = LevelSummary::of(4, &[repeat(Some(330.0)), repeat(Some(330.0))]);
         assert_eq!(
