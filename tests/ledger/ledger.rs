@@ -346,18 +346,13 @@ async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_can
     let (code, body) = app.post("/api/bench", &long).await?;
     assert_eq!(code, 202, "{body}");
     let run_id = body["id"].as_i64().context("the benchmark's id")?;
+    // Nothing but a restart or a stop begins beside it (those cut it short:
+    // `a_restart_cuts_a_running_benchmark_short`).
     let g = app.server().await?.generation;
     let (code, body) = app
-        .post("/api/restart", &json!({"generation": g, "confirm": "sim"}))
+        .post("/api/adopt", &json!({"generation": g, "confirm": "sim"}))
         .await?;
     assert_eq!(code, 409, "{body}");
-    assert!(
-        body["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("benchmark"),
-        "{body}"
-    );
     let (code, _) = app.post("/api/bench", &long).await?;
     assert_eq!(code, 409, "a second benchmark");
     // While it runs, the server's own metrics show the load.
@@ -632,5 +627,46 @@ async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<(
             .is_some_and(|t| t.starts_with("GPU 1: software power cap in ")),
         "{c}"
     );
+    Ok(())
+}
+
+/// A restart asked while a person's benchmark runs cuts it short: the run
+/// sends nothing more, the requests it has in flight end with the drain, and
+/// it is recorded interrupted, never as a result.
+#[tokio::test]
+async fn a_restart_cuts_a_running_benchmark_short() -> anyhow::Result<()> {
+    let _load = crate::MEASURING.read().await;
+    let (_host, app) = ready(&spec()).await?;
+    let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
+    let (code, body) = app.post("/api/bench", &long).await?;
+    assert_eq!(code, 202, "{body}");
+    let run_id = body["id"].as_i64().context("the benchmark's id")?;
+    app.wait_running(2, Duration::from_secs(10)).await?;
+    let id = app.restart(json!({})).await?;
+    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
+    assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
+    let run = app.get_json(&format!("/api/bench/runs/{run_id}")).await?;
+    assert_eq!(run["status"], "interrupted", "{run}");
+    assert_eq!(
+        run["error"],
+        drainwatch::bench::INTERRUPTED_BY_RESTART,
+        "{run}"
+    );
+    assert!(run["levels"].as_array().is_none_or(Vec::is_empty), "{run}");
+    let audit = app.get_json("/api/audit").await?;
+    assert!(audit.to_string().contains("restart"), "{audit}");
+    // The ledger took nothing from it.
+    for set in app
+        .get_json("/api/flagsets")
+        .await?
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        assert!(
+            set["levels"].as_object().is_none_or(|l| l.is_empty()),
+            "an interrupted run made a result: {set}"
+        );
+    }
     Ok(())
 }

@@ -37,12 +37,19 @@ async fn the_requested_rate_is_achieved_and_goodput_counts_what_the_server_serve
 -> anyhow::Result<()> {
     let _alone = crate::MEASURING.write().await;
     let host = tests::SimHost::new(100);
+    // The simulated model's tokenizer sizes the prompts: with none, two
+    // one-token completions would, and this test counts every request the
+    // server serves.
     let spec = ServerSpec {
         tp: 1,
         warmup_ms: 200,
         itl_ms: 10.0,
         ttft_ms: 20.0,
         batch_knee: 1e9,
+        extra: format!(
+            "[bench]\ntokenizer = \"{}/data/sim-model\"\n",
+            env!("CARGO_MANIFEST_DIR")
+        ),
         ..ServerSpec::default()
     };
     let app = spawn_managed(&host, &spec, &[])?;
@@ -61,6 +68,10 @@ async fn the_requested_rate_is_achieved_and_goodput_counts_what_the_server_serve
         )
         .await?;
     anyhow::ensure!(run["status"] == "succeeded", "{run}");
+    assert_eq!(
+        run["provenance"]["prompt_sizing"]["by"], "the model's tokenizer.json",
+        "{run}"
+    );
     let mut good = 0;
     for r in run["repeats"].as_array().expect("repeats") {
         assert_eq!(r["request_rate"], 40.0, "{r}");
