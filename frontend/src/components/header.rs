@@ -306,7 +306,7 @@ mod tests {
             m.contains(">simulated host<") && m.contains(">simulated server<"),
             "{m}"
         );
-        assert!(!m.contains("real"), "{m}");
+        assert!(!m.contains(">real "), "{m}");
         // Real GPUs and a real engine: nothing to warn of, the engine named.
         let m = reality_markup(false, Some(&engine(false)));
         assert!(
