@@ -11,6 +11,11 @@
 //! the engine's own counters: output tokens against
 //! `llamacpp:tokens_predicted_total`, and ITL mean against its decode time
 //! per token (`llamacpp:tokens_predicted_seconds_total`).
+//!
+//! `engine-peer`: the same workload from drainwatch and from NVIDIA's AIPerf
+//! (a client no one here wrote, `DRAINWATCH_AIPERF`, with the model's
+//! tokenizer written from the GGUF, `DRAINWATCH_AIPERF_TOKENIZER`), on the
+//! same server in the same run, interleaved: drainwatch, AIPerf, drainwatch.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -178,6 +183,147 @@ async fn accuracy() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` prompts of exactly `tokens` tokens by the engine's own `/tokenize`
+/// (its BOS included), one JSON object a line, as AIPerf's `single_turn`.
+async fn exact_prompts(port: u16, n: usize, tokens: usize) -> anyhow::Result<String> {
+    let client = reqwest::Client::new();
+    let count = |text: String| {
+        let client = client.clone();
+        async move {
+            let v: serde_json::Value = client
+                .post(format!("http://127.0.0.1:{port}/tokenize"))
+                .json(&json!({"content": text, "add_special": true}))
+                .send()
+                .await?
+                .json()
+                .await?;
+            anyhow::Ok(v["tokens"].as_array().map_or(0, Vec::len))
+        }
+    };
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut out = String::new();
+    for _ in 0..n {
+        let mut words: Vec<String> = (0..tokens / 4)
+            .map(|_| format!("w{}", next() % 50_000))
+            .collect();
+        while count(words.join(" ")).await? > tokens {
+            words.pop();
+        }
+        while count(words.join(" ")).await? < tokens {
+            words.push(format!("w{}", next() % 10));
+        }
+        out.push_str(&json!({"text": words.join(" ")}).to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+async fn peer() -> anyhow::Result<()> {
+    let (Some(aiperf), Some(tokenizer)) = (
+        std::env::var_os("DRAINWATCH_AIPERF"),
+        std::env::var_os("DRAINWATCH_AIPERF_TOKENIZER"),
+    ) else {
+        println!(
+            "engine-peer: no peer client here; `cargo xtask bench engine-peer` installs AIPerf and runs it"
+        );
+        return Ok(());
+    };
+    let (c, n, input, output) = (4u32, 48u32, 128u32, 64u32);
+    let host = SimHost::new(100);
+    let app = engine::spawn(&host, 4, &[])?;
+    let port = app.start_engine().await?.port;
+    let prompts = host.scratch().join("prompts.jsonl");
+    std::fs::write(
+        &prompts,
+        exact_prompts(port, n as usize, input as usize).await?,
+    )?;
+    let ours = |_: ()| {
+        json!({"concurrency": [c], "num_prompts": n / 3, "input_len": input,
+        "output_len": output, "warmup": 4, "repeats": 3, "correctness": null})
+    };
+    let mut lines = Vec::new();
+    for round in 0..3 {
+        let before = metrics(port).await?;
+        if round == 1 {
+            let out = host.scratch().join("aiperf");
+            let mut cmd = std::process::Command::new(&aiperf);
+            cmd.args(["profile", "--model", "default", "--url"])
+                .arg(format!("http://127.0.0.1:{port}"))
+                .args(["--endpoint-type", "completions", "--streaming"])
+                .args([
+                    "--concurrency",
+                    &c.to_string(),
+                    "--request-count",
+                    &n.to_string(),
+                ])
+                .args(["--warmup-request-count", "4"])
+                .arg("--input-file")
+                .arg(&prompts)
+                .args(["--custom-dataset-type", "single_turn", "--tokenizer"])
+                .arg(&tokenizer)
+                .args([
+                    "--use-server-token-count",
+                    "--output-tokens-mean",
+                    &output.to_string(),
+                ])
+                .args([
+                    "--extra-inputs",
+                    "ignore_eos:true",
+                    "--ui-type",
+                    "none",
+                    "--artifact-dir",
+                ])
+                .arg(&out)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            let status = tokio::task::spawn_blocking(move || cmd.status()).await??;
+            anyhow::ensure!(status.success(), "aiperf failed: {status}");
+            let r: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(out.join("profile_export_aiperf.json"))?)?;
+            let after = metrics(port).await?;
+            let tokens = r["total_osl"]["avg"].as_f64().unwrap_or(f64::NAN);
+            lines.push(format!(
+                "AIPerf 0.13.0: {:.1} output tok/s, ITL mean {:.2} ms, TTFT mean {:.0} ms, prompt {:.1} tokens (server count), {} requests, {tokens} output tokens / the engine's counter rose {} (less 4 warm-up requests × {output})",
+                r["output_token_throughput"]["avg"].as_f64().unwrap_or(f64::NAN),
+                r["inter_token_latency"]["avg"].as_f64().unwrap_or(f64::NAN),
+                r["time_to_first_token"]["avg"].as_f64().unwrap_or(f64::NAN),
+                r["input_sequence_length"]["avg"].as_f64().unwrap_or(f64::NAN),
+                r["request_count"]["avg"].as_f64().unwrap_or(f64::NAN),
+                after.get("llamacpp:tokens_predicted_total").copied().unwrap_or(0.0)
+                    - before.get("llamacpp:tokens_predicted_total").copied().unwrap_or(0.0),
+            ));
+            continue;
+        }
+        let run = app
+            .finished_bench(app.begin_bench(ours(())).await?, Duration::from_secs(900))
+            .await?;
+        anyhow::ensure!(run["status"] == "succeeded", "{run}");
+        let reps = run["repeats"].as_array().cloned().unwrap_or_default();
+        let mean = |f: &dyn Fn(&serde_json::Value) -> Option<f64>| {
+            let v: Vec<f64> = reps.iter().filter_map(f).collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        };
+        lines.push(format!(
+            "drainwatch: {:.1} output tok/s (median of 3), ITL mean {:.2} ms, TTFT mean {:.0} ms, prompt {:.1} tokens (server count), {} requests",
+            run["levels"][0]["output_tok_s"]["median"].as_f64().unwrap_or(f64::NAN),
+            mean(&|r| r["itl"]["mean_ms"].as_f64()),
+            mean(&|r| r["ttft"]["mean_ms"].as_f64()),
+            mean(&|r| r["prompt_tokens_counted"].as_f64()),
+            n,
+        ));
+    }
+    for l in lines {
+        println!("engine-peer: c={c}, {input} → {output} tokens: {l}");
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async {
@@ -186,6 +332,9 @@ fn main() -> anyhow::Result<()> {
         }
         if tests::bench_wanted("engine-accuracy") {
             accuracy().await?;
+        }
+        if tests::bench_wanted("engine-peer") {
+            peer().await?;
         }
         Ok(())
     })

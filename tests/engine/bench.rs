@@ -41,6 +41,7 @@ async fn prompts_are_the_asked_length_by_the_engines_own_count() -> anyhow::Resu
             assert_eq!(r["prompt_tokens_asked"], asked, "{r:#}");
             let counted = r["prompt_tokens_counted"].as_f64().expect("counted");
             let off = (counted / f64::from(asked) - 1.0).abs();
+            eprintln!("asked {asked}: the engine counted {counted:.1} a prompt");
             assert!(
                 off <= 0.10,
                 "asked {asked}, the engine counted {counted} ({:.1} % off)",

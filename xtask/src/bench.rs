@@ -17,6 +17,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let mut bench = cargo();
     bench.args(["bench", "--benches", "--"]).args(args);
     engine.env(&mut bench);
+    // The peer client, only for the bench that runs it.
+    if args.iter().any(|a| "engine-peer".contains(a.as_str())) {
+        let (aiperf, tokenizer) = crate::engine::ensure_aiperf(&engine)?;
+        bench
+            .env("DRAINWATCH_AIPERF", aiperf)
+            .env("DRAINWATCH_AIPERF_TOKENIZER", tokenizer);
+    }
     run_cmd(&mut bench)
 }
 

@@ -248,3 +248,37 @@ fn pip_target(dir: &Path, packages: &[(&str, &str)]) -> anyhow::Result<()> {
     )
     .with_context(|| format!("installing {} with python3's pip", dir.display()))
 }
+
+/// The peer benchmark client `cargo xtask bench engine-peer` runs beside
+/// drainwatch's: NVIDIA's AIPerf from PyPI in a virtual environment of its
+/// own (it brings many packages: only that bench asks for it), and the
+/// model's tokenizer written from the GGUF (what llama.cpp tokenizes with),
+/// so it runs offline. Returns the `aiperf` executable and the tokenizer dir.
+pub(crate) fn ensure_aiperf(e: &Engine) -> anyhow::Result<(PathBuf, PathBuf)> {
+    const AIPERF: &str = "0.13.0";
+    let cache = cache_dir();
+    let venv = cache.join(format!("aiperf-{AIPERF}"));
+    let aiperf = venv.join("bin/aiperf");
+    if !aiperf.is_file() {
+        crate::tools::ensure_python(true)?;
+        eprintln!("xtask: installing AIPerf {AIPERF} into {}", venv.display());
+        run_cmd(Command::new("python3").args(["-m", "venv"]).arg(&venv))
+            .context("python3 -m venv (Debian: python3-venv)")?;
+        run_cmd(
+            Command::new(venv.join("bin/pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check"])
+                .arg(format!("aiperf=={AIPERF}"))
+                .args(["gguf", "sentencepiece"]),
+        )?;
+    }
+    let tokenizer = cache.join(format!("gemma3-270m-q4-k-m-{GEMMA}/hf-tokenizer"));
+    if !tokenizer.join("tokenizer.json").is_file() {
+        run_cmd(
+            Command::new(venv.join("bin/python"))
+                .arg(crate::root().join("tests/benches/peer/gguf_tokenizer.py"))
+                .arg(&e.model)
+                .arg(&tokenizer),
+        )?;
+    }
+    Ok((aiperf, tokenizer))
+}

@@ -1,13 +1,15 @@
 //! Random prompts sized in the model's own tokens. A prompt is made of
 //! random words; how many tokens a word makes depends on the model's
 //! tokenizer (one for the simulated model, about six for a SentencePiece
-//! model reading `w12345`). Before a run, two calibration texts of the same
-//! words are counted by the best counter at hand, and each prompt then gets
-//! the number of words that makes the asked length:
+//! model reading `w12345`). Before a run, an empty prompt (its special
+//! tokens) and a long text of the same words are counted by the best counter
+//! at hand, and each prompt then gets the number of words that makes the
+//! asked length:
 //! 1. llama.cpp's and vLLM's `/tokenize` (the server's own tokenizer, with the
 //!    special tokens it adds to a prompt);
 //! 2. the model's `tokenizer.json`, where the config names one;
-//! 3. the server's `usage.prompt_tokens` for two one-token completions.
+//! 3. the server's `usage.prompt_tokens` for two one-token completions (of
+//!    one word, since a server may refuse an empty prompt, and of the text).
 //!
 //! What the server then counted per request is recorded with every result
 //! and checked against the asked length (`shared::bench::prompt_len_warning`).
@@ -20,10 +22,9 @@ use super::load::{self, Target};
 use super::prompts::calibration_text;
 use crate::config::file::Engine;
 
-/// Words in the two calibration texts: the slope between them is tokens per
-/// word, what is left at zero words the tokens every prompt gets anyway.
-const SHORT: u32 = 32;
-const LONG: u32 = 288;
+/// Words in the calibration text: long enough that its tokens per word is
+/// the mean's to well under 1 %, whatever its random words.
+const LONG: u32 = 512;
 
 /// How many words make `tokens` tokens under `s` (at least one).
 pub fn words(s: &PromptSizing, tokens: u32, with_overhead: bool) -> u32 {
@@ -49,26 +50,33 @@ pub fn unmeasured() -> PromptSizing {
     }
 }
 
-/// Measures how the target's model counts the prompts' words.
+/// Measures how the target's model counts the prompts' words: what an
+/// empty prompt counts (its special tokens; a server that refuses an empty
+/// prompt is asked for one word, and that word's share taken off), then a
+/// long text of the prompts' words.
 pub async fn measure(client: &reqwest::Client, target: &Target) -> PromptSizing {
-    let (short, long) = (calibration_text(SHORT), calibration_text(LONG));
+    let long = calibration_text(LONG);
     let counters: [(&str, Counter); 3] = [
         ("the server's /tokenize", Counter::Tokenize),
         ("the model's tokenizer.json", Counter::Local),
         ("the server's usage.prompt_tokens", Counter::Usage),
     ];
     for (by, counter) in counters {
-        let (Some(a), Some(b)) = (
-            counter.count(client, target, &short).await,
-            counter.count(client, target, &long).await,
-        ) else {
+        let Some(b) = counter.count(client, target, &long).await else {
+            continue;
+        };
+        let (short, words) = match counter {
+            Counter::Usage => (calibration_text(1), 1),
+            _ => (String::new(), 0),
+        };
+        let Some(a) = counter.count(client, target, &short).await else {
             continue;
         };
         if b <= a {
             continue;
         }
-        let per = (b - a) as f64 / f64::from(LONG - SHORT);
-        let overhead = (a as f64 - per * f64::from(SHORT)).max(0.0);
+        let per = (b - a) as f64 / f64::from(LONG - words);
+        let overhead = (a as f64 - per * f64::from(words)).max(0.0);
         tracing::debug!(by, per, overhead, "prompt sizing");
         return PromptSizing {
             by: by.to_owned(),
