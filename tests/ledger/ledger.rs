@@ -337,15 +337,20 @@ async fn the_same_base_arguments_in_another_order_are_one_flag_set() -> anyhow::
     Ok(())
 }
 
+/// Starts a benchmark that runs far longer than a test: its settings and id.
+async fn long_bench(app: &TestApp) -> anyhow::Result<(Value, i64)> {
+    let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
+    let (code, body) = app.post("/api/bench", &long).await?;
+    assert_eq!(code, 202, "{body}");
+    Ok((long, body["id"].as_i64().context("the benchmark's id")?))
+}
+
 #[tokio::test]
 async fn a_benchmark_and_a_restart_exclude_each_other_and_a_benchmark_can_be_cancelled()
 -> anyhow::Result<()> {
     let _load = crate::MEASURING.read().await;
     let (_host, app) = ready(&spec()).await?;
-    let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
-    let (code, body) = app.post("/api/bench", &long).await?;
-    assert_eq!(code, 202, "{body}");
-    let run_id = body["id"].as_i64().context("the benchmark's id")?;
+    let (long, run_id) = long_bench(&app).await?;
     // Nothing but a restart or a stop begins beside it (those cut it short:
     // `a_restart_cuts_a_running_benchmark_short`).
     let g = app.server().await?.generation;
@@ -637,10 +642,7 @@ async fn a_run_records_what_it_was_measured_with_and_under() -> anyhow::Result<(
 async fn a_restart_cuts_a_running_benchmark_short() -> anyhow::Result<()> {
     let _load = crate::MEASURING.read().await;
     let (_host, app) = ready(&spec()).await?;
-    let long = json!({"concurrency": [4], "num_prompts": 400, "output_len": 64, "warmup": 0, "repeats": 3});
-    let (code, body) = app.post("/api/bench", &long).await?;
-    assert_eq!(code, 202, "{body}");
-    let run_id = body["id"].as_i64().context("the benchmark's id")?;
+    let (_, run_id) = long_bench(&app).await?;
     app.wait_running(2, Duration::from_secs(10)).await?;
     let id = app.restart(json!({})).await?;
     let d = app.finished_restart(id, Duration::from_secs(30)).await?;

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use serde_json::{Value, json};
-use shared::restart::{Phase, ServerStatus};
+use anyhow::bail;
+use serde_json::Value;
+use shared::restart::ServerStatus;
 
 use crate::managed::free_port;
 use crate::{SimHost, TestApp, spawn_app};
@@ -127,50 +127,12 @@ pub const READY: Duration = Duration::from_secs(120);
 impl TestApp {
     /// Starts the engine through drainwatch; the status once it is ready.
     pub async fn start_engine(&self) -> anyhow::Result<ServerStatus> {
-        let g = self.server().await?.generation;
-        let (code, body) = self
-            .post(
-                "/api/start",
-                &json!({"generation": g, "flags": {}, "confirm": NAME}),
-            )
-            .await?;
-        anyhow::ensure!(code == 202, "start refused: {code} {body}");
-        self.wait_phase(Phase::Ready, READY).await
+        self.start_as(NAME, READY).await
     }
 
     /// Asks for a restart of the engine with `flags`; the restart's id.
     pub async fn restart_engine(&self, flags: Value) -> anyhow::Result<i64> {
-        let g = self.server().await?.generation;
-        let (code, body) = self
-            .post(
-                "/api/restart",
-                &json!({"generation": g, "flags": flags, "confirm": NAME}),
-            )
-            .await?;
-        anyhow::ensure!(code == 202, "restart refused: {code} {body}");
-        body["id"].as_i64().context("an id")
-    }
-
-    /// Starts a benchmark; its id.
-    pub async fn begin_bench(&self, settings: Value) -> anyhow::Result<i64> {
-        let (code, body) = self.post("/api/bench", &settings).await?;
-        anyhow::ensure!(code == 202, "bench refused: {code} {body}");
-        body["id"].as_i64().context("an id")
-    }
-
-    /// The benchmark `id` once it is no longer running.
-    pub async fn finished_bench(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let run = self.get_json(&format!("/api/bench/runs/{id}")).await?;
-            if run["status"] != "running" {
-                return Ok(run);
-            }
-            if Instant::now() > deadline {
-                bail!("benchmark {id} still running after {timeout:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.restart_as(NAME, flags).await
     }
 }
 

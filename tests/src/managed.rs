@@ -284,24 +284,35 @@ impl TestApp {
 
     /// Starts the server and waits until it is ready.
     pub async fn start_server(&self) -> anyhow::Result<ServerStatus> {
+        self.start_as("sim", Duration::from_secs(30)).await
+    }
+
+    /// Starts the server named `name` (what confirms it) and waits up to
+    /// `timeout` until it is ready.
+    pub async fn start_as(&self, name: &str, timeout: Duration) -> anyhow::Result<ServerStatus> {
         let g = self.server().await?.generation;
         let (code, body) = self
             .post(
                 "/api/start",
-                &json!({"generation": g, "flags": {}, "confirm": "sim"}),
+                &json!({"generation": g, "flags": {}, "confirm": name}),
             )
             .await?;
         anyhow::ensure!(code == 202, "start refused: {code} {body}");
-        self.wait_phase(Phase::Ready, Duration::from_secs(30)).await
+        self.wait_phase(Phase::Ready, timeout).await
     }
 
     /// Requests a restart with `flags`; returns the new restart's id.
     pub async fn restart(&self, flags: Value) -> anyhow::Result<i64> {
+        self.restart_as("sim", flags).await
+    }
+
+    /// Requests a restart of the server named `name` with `flags`; its id.
+    pub async fn restart_as(&self, name: &str, flags: Value) -> anyhow::Result<i64> {
         let g = self.server().await?.generation;
         let (code, body) = self
             .post(
                 "/api/restart",
-                &json!({"generation": g, "flags": flags, "confirm": "sim"}),
+                &json!({"generation": g, "flags": flags, "confirm": name}),
             )
             .await?;
         anyhow::ensure!(code == 202, "restart refused: {code} {body}");
@@ -310,17 +321,27 @@ impl TestApp {
 
     /// Runs a benchmark with `settings` and waits for its record.
     pub async fn bench(&self, settings: Value) -> anyhow::Result<Value> {
+        let id = self.begin_bench(settings).await?;
+        self.finished_bench(id, Duration::from_secs(120)).await
+    }
+
+    /// Starts a benchmark; its id.
+    pub async fn begin_bench(&self, settings: Value) -> anyhow::Result<i64> {
         let (code, body) = self.post("/api/bench", &settings).await?;
         anyhow::ensure!(code == 202, "bench refused: {code} {body}");
-        let id = body["id"].as_i64().context("an id")?;
-        let deadline = Instant::now() + Duration::from_secs(120);
+        body["id"].as_i64().context("an id")
+    }
+
+    /// The benchmark `id` once it is no longer running.
+    pub async fn finished_bench(&self, id: i64, timeout: Duration) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
         loop {
             let run = self.get_json(&format!("/api/bench/runs/{id}")).await?;
             if run["status"] != "running" {
                 return Ok(run);
             }
             if Instant::now() > deadline {
-                bail!("benchmark {id} still running");
+                bail!("benchmark {id} still running after {timeout:?}");
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }

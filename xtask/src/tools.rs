@@ -154,7 +154,10 @@ const NVIDIA_ML_PY: &str = "12.575.51";
 /// NVIDIA's Python NVML binding in `target/pynvml` (a test checks that it reads
 /// what drainwatch reads).
 pub(crate) fn ensure_pynvml() -> anyhow::Result<PathBuf> {
-    pip_target("target/pynvml", &[("nvidia-ml-py", NVIDIA_ML_PY)])
+    pip_target(
+        &root().join("target/pynvml"),
+        &[("nvidia-ml-py", NVIDIA_ML_PY)],
+    )
 }
 
 /// nvitop and gpustat, the GPU monitors operators run, in `target/pytools`
@@ -163,7 +166,7 @@ pub(crate) fn ensure_pynvml() -> anyhow::Result<PathBuf> {
 /// theirs is [`NVIDIA_ML_PY`], the pynvml test's.
 pub(crate) fn ensure_pytools() -> anyhow::Result<PathBuf> {
     pip_target(
-        "target/pytools",
+        &root().join("target/pytools"),
         &[
             ("nvitop", "1.7.2"),
             ("gpustat", "1.1.1"),
@@ -177,26 +180,28 @@ pub(crate) fn ensure_pytools() -> anyhow::Result<PathBuf> {
     )
 }
 
-/// Installs exactly `packages` (name, version) with python3's pip into `dir`
-/// (relative to the workspace root), unless every one is there already at its
-/// version. No dependency is resolved: the list is the whole closure, so
+/// Installs exactly `packages` (name, version) with python3's pip into
+/// `path`, unless every one is there already at its version. No dependency is resolved: the list is the whole closure, so
 /// every run installs the same files.
-fn pip_target(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
-    let path = root().join(dir);
+pub(crate) fn pip_target(path: &Path, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
     let installed = packages.iter().all(|(name, version)| {
         let dist = format!("{}-{version}.dist-info", name.replace('-', "_"));
         path.join(dist).is_dir()
     });
     ensure_python(!installed)?;
     if installed {
-        return Ok(path);
+        return Ok(path.to_owned());
     }
     let specs: Vec<String> = packages
         .iter()
         .map(|(name, version)| format!("{name}=={version}"))
         .collect();
-    eprintln!("xtask: installing {} into {dir}", specs.join(" "));
-    let _ = std::fs::remove_dir_all(&path);
+    eprintln!(
+        "xtask: installing {} into {}",
+        specs.join(" "),
+        path.display()
+    );
+    let _ = std::fs::remove_dir_all(path);
     // `--target` is not an install into the system's Python, so Debian's pip
     // allows it (PEP 668's externally-managed check skips --target, --prefix, --root).
     run_cmd(
@@ -210,9 +215,9 @@ fn pip_target(dir: &str, packages: &[(&str, &str)]) -> anyhow::Result<PathBuf> {
                 "--no-deps",
             ])
             .arg("--target")
-            .arg(&path)
+            .arg(path)
             .args(&specs),
     )
-    .with_context(|| format!("installing {dir} with python3's pip"))?;
-    Ok(path)
+    .with_context(|| format!("installing {} with python3's pip", path.display()))?;
+    Ok(path.to_owned())
 }
