@@ -13,7 +13,7 @@ use serde_json::Value;
 use shared::restart::ServerStatus;
 
 use crate::managed::free_port;
-use crate::{SimHost, TestApp, spawn_app};
+use crate::{SimHost, TestApp};
 
 /// What an operator types to confirm an operation on the example's server.
 pub const NAME: &str = "gemma";
@@ -104,21 +104,7 @@ pub fn spawn_edited(
 
 /// drainwatch again on the same config and data (after a SIGKILL, say).
 pub fn respawn(host: &SimHost, extra: &[&str]) -> anyhow::Result<TestApp> {
-    let cfg = host.scratch().join("llamacpp.toml");
-    let data = host.scratch().join("data");
-    let mut args: Vec<String> = vec![
-        "--config".into(),
-        cfg.display().to_string(),
-        "--data-dir".into(),
-        data.display().to_string(),
-        "--sample-interval-ms".into(),
-        "100".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let app = spawn_app(host, &refs)?;
-    host.watch_signals_of(app.proc.pid());
-    Ok(app)
+    crate::managed::spawn_with_config(host, &host.scratch().join("llamacpp.toml"), 100, extra)
 }
 
 /// How long a real engine may take to load, warm up and answer here.

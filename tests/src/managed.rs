@@ -186,6 +186,18 @@ pub fn notes(d: &Value) -> String {
 pub fn spawn_managed(host: &SimHost, spec: &ServerSpec, extra: &[&str]) -> anyhow::Result<TestApp> {
     let cfg = host.scratch().join("server.toml");
     std::fs::write(&cfg, spec.toml())?;
+    spawn_with_config(host, &cfg, 50, extra)
+}
+
+/// drainwatch with `--config cfg`, sampling every `sample_ms`, its data in
+/// `host`'s scratch folder (kept across calls: a second one resumes it); its
+/// signals traced.
+pub fn spawn_with_config(
+    host: &SimHost,
+    cfg: &std::path::Path,
+    sample_ms: u32,
+    extra: &[&str],
+) -> anyhow::Result<TestApp> {
     let data = host.scratch().join("data");
     let mut args: Vec<String> = vec![
         "--config".into(),
@@ -193,7 +205,7 @@ pub fn spawn_managed(host: &SimHost, spec: &ServerSpec, extra: &[&str]) -> anyho
         "--data-dir".into(),
         data.display().to_string(),
         "--sample-interval-ms".into(),
-        "50".into(),
+        sample_ms.to_string(),
     ];
     args.extend(extra.iter().map(|s| s.to_string()));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
