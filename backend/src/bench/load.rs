@@ -351,6 +351,17 @@ pub async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u
     Ok(body)
 }
 
+/// A server's JSON answer to `req`, refused past 1 MiB (said or read);
+/// `None` for anything else than a 2xx with JSON.
+pub async fn read_json(req: reqwest::RequestBuilder) -> Option<serde_json::Value> {
+    let resp = req.send().await.ok()?;
+    if !resp.status().is_success() || resp.content_length().is_some_and(|n| n > 1 << 20) {
+        return None;
+    }
+    let body = read_limited(resp, 1 << 20).await.ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
 /// `(payload length, separator length)` of the first complete event in `buf`.
 fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
     let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));

@@ -109,8 +109,7 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let total = levels.len() as u32 * (s.warmup + s.repeats * s.num_prompts);
     let counters = Arc::new(Counters::default());
     let seed = s.seed.unwrap_or(run.id as u64);
-    let (server_version, server_version_from) = server_version(&client, &ctx.target).await;
-    let engine = engine_props(&client, &ctx.target).await;
+    let (server_version, server_version_from, engine) = describe(&client, &ctx.target).await;
     let sizing = match ctx.dataset {
         Some(_) => None,
         None => Some(sizing::measure(&client, &ctx.target).await),
@@ -327,12 +326,7 @@ async fn get_json(
     if let Some(key) = &target.api_key {
         req = req.header(reqwest::header::AUTHORIZATION, key.bearer());
     }
-    let resp = req.send().await.ok()?;
-    if !resp.status().is_success() || resp.content_length().is_some_and(|n| n > 1 << 20) {
-        return None;
-    }
-    let body = load::read_limited(resp, 1 << 20).await.ok()?;
-    serde_json::from_slice(&body).ok()
+    load::read_json(req).await
 }
 
 /// A string of the server's JSON, cut to 200 characters.
@@ -340,51 +334,50 @@ fn short(v: &serde_json::Value) -> Option<String> {
     v.as_str().map(|s| s.chars().take(200).collect())
 }
 
-/// What llama.cpp's `/props` says it runs: the model file, its build, the
+/// What the server says of itself, asked once: its version and which
+/// endpoint said it (SGLang's `/get_server_info`, vLLM's `/version`,
+/// llama.cpp's `/props` with its `build_info`, each with the API key), and
+/// from llama.cpp's `/props` what it runs: the model file, its build, the
 /// context per slot and the slots.
-pub(crate) async fn engine_props(
+async fn describe(
     client: &reqwest::Client,
     target: &Target,
-) -> Option<shared::bench::EngineProps> {
-    if target.engine != crate::config::file::Engine::Llamacpp {
-        return None;
+) -> (
+    Option<String>,
+    Option<String>,
+    Option<shared::bench::EngineProps>,
+) {
+    for (path, field) in target.engine.version_endpoints() {
+        let Some(v) = get_json(client, target, path).await else {
+            continue;
+        };
+        let Some(version) = v[*field].as_str().map(|s| s.chars().take(100).collect()) else {
+            continue;
+        };
+        let props = (target.engine == crate::config::file::Engine::Llamacpp).then(|| {
+            let settings = &v["default_generation_settings"];
+            shared::bench::EngineProps {
+                engine: "llama.cpp".to_owned(),
+                model: short(&v["model_path"]),
+                build: short(&v["build_info"]),
+                ctx_size: settings["n_ctx"].as_u64(),
+                slots: v["total_slots"]
+                    .as_u64()
+                    .map(|n| n.min(u64::from(u32::MAX)) as u32),
+            }
+        });
+        return (Some(version), Some((*path).to_owned()), props);
     }
-    let v = get_json(client, target, "/props").await?;
-    let settings = &v["default_generation_settings"];
-    Some(shared::bench::EngineProps {
-        engine: "llama.cpp".to_owned(),
-        model: short(&v["model_path"]),
-        build: short(&v["build_info"]),
-        ctx_size: settings["n_ctx"].as_u64(),
-        slots: v["total_slots"]
-            .as_u64()
-            .map(|n| n.min(u64::from(u32::MAX)) as u32),
-    })
+    (None, None, None)
 }
 
-/// The server's own version: SGLang's `/get_server_info`, vLLM's `/version`,
-/// or llama.cpp's `/props` (its `build_info`), each read up to 1 MiB with the
-/// API key; and which said so.
+/// The server's own version, and which endpoint said so (see [`describe`]).
 pub(crate) async fn server_version(
     client: &reqwest::Client,
     target: &Target,
 ) -> (Option<String>, Option<String>) {
-    if target.engine == crate::config::file::Engine::Llamacpp {
-        let v = get_json(client, target, "/props").await;
-        return match v.as_ref().and_then(|v| short(&v["build_info"])) {
-            Some(b) => (Some(b), Some("/props".to_owned())),
-            None => (None, None),
-        };
-    }
-    for path in ["/get_server_info", "/version"] {
-        let version = get_json(client, target, path)
-            .await
-            .and_then(|v| v["version"].as_str().map(|s| s.chars().take(100).collect()));
-        if let Some(v) = version {
-            return (Some(v), Some(path.to_owned()));
-        }
-    }
-    (None, None)
+    let (version, from, _) = describe(client, target).await;
+    (version, from)
 }
 
 /// The correctness check: one non-streaming request, its answer searched for

@@ -98,36 +98,20 @@ pub(crate) async fn run(
     }
 }
 
-/// A JSON answer of the server's, read up to 1 MiB.
-async fn get_json(client: &reqwest::Client, url: &str) -> Option<serde_json::Value> {
-    let resp = client
-        .get(url)
-        .timeout(Duration::from_secs(2))
-        .send()
-        .await
-        .ok()?;
-    if !resp.status().is_success() {
-        return None;
-    }
-    let body = crate::bench::load::read_limited(resp, 1 << 20).await.ok()?;
-    serde_json::from_slice(&body).ok()
-}
-
 /// What the server says it is: its version where it tells one, and whether
 /// it is drainwatch's simulated server (which says `"simulated": true`).
 /// `None` until it answers one of its engine's endpoints (a server that has
 /// none is shown without one: nothing is claimed for it).
 async fn ask_identity(client: &reqwest::Client, urls: &Urls) -> Option<EngineIdentity> {
-    let paths: &[(&str, &str)] = match urls.engine {
-        Engine::Llamacpp => &[("/props", "build_info")],
-        _ => &[("/get_server_info", "version"), ("/version", "version")],
-    };
     let engine = match urls.engine {
         Engine::Other => "server",
         e => e.label(),
     };
-    for (path, field) in paths {
-        let Some(v) = get_json(client, &format!("{}{path}", urls.base)).await else {
+    for (path, field) in urls.engine.version_endpoints() {
+        let req = client
+            .get(format!("{}{path}", urls.base))
+            .timeout(Duration::from_secs(2));
+        let Some(v) = crate::bench::load::read_json(req).await else {
             continue;
         };
         return Some(EngineIdentity {

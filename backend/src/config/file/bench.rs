@@ -136,6 +136,15 @@ fn model_tokenizer(model: &str, dir: &Path) -> Option<Tokenizer> {
 }
 
 impl Engine {
+    /// Where the server says what it is, in the order asked: a path and the
+    /// field of its answer that holds its version.
+    pub fn version_endpoints(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Self::Llamacpp => &[("/props", "build_info")],
+            _ => &[("/get_server_info", "version"), ("/version", "version")],
+        }
+    }
+
     /// Its name as people say it.
     pub fn label(self) -> &'static str {
         match self {
