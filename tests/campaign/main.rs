@@ -2,11 +2,12 @@
 //! drainwatch managing the simulated server, every step a guarded restart and a
 //! benchmark, the ledger read back; drainwatch SIGKILLed mid-step and started
 //! again; pause, resume, cancel, a person's restart refused, a foreign holder,
-//! webhooks received by a local listener.
+//! webhooks received by a local listener; the nights nobody watches.
 
 mod cli;
 mod control;
 mod grid;
+mod nights;
 mod resume;
 
 use std::time::{Duration, Instant};

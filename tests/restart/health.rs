@@ -3,6 +3,9 @@
 //! error, a narrow PCIe link) is read through the fake NVML, and the next
 //! launch is refused, warned about or let through as `[health]` says; an
 //! operator overrides a refusal once by typing the GPUs, and it is audited.
+//! What is wrong before a restart refuses it before anything stops (409, the
+//! server still serving); what goes wrong during the drain refuses the launch
+//! after it.
 
 use std::time::Duration;
 
@@ -37,12 +40,19 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
     simhost::set_health(&host.path(), 1, |h| h.pcie.width_current = 4)?;
     simhost::raise_xid(&host.path(), 5, 48)?;
 
-    let id = app.restart(json!({})).await?;
-    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
-    let failure = &d["summary"]["failure"];
-    assert_eq!(failure["kind"], "unhealthy", "{d}");
-    let issues = failure["issues"].as_array().expect("issues");
-    assert_eq!(issues.len(), 1, "only GPU 2's XID refuses: {failure}");
+    // Refused before anything stops: 409 naming GPU 2 alone, and the server
+    // serves on, untouched.
+    let before = app.server().await?;
+    let (code, body) = app
+        .post(
+            "/api/restart",
+            &json!({"generation": before.generation, "flags": {}, "confirm": "sim"}),
+        )
+        .await?;
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["code"], "unhealthy", "{body}");
+    let issues = body["unhealthy"].as_array().expect("issues");
+    assert_eq!(issues.len(), 1, "only GPU 2's XID refuses: {body}");
     assert_eq!(issues[0]["gpu_index"], 2);
     assert_eq!(issues[0]["reason"], "xid");
     assert!(
@@ -51,19 +61,21 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
             .unwrap_or_default()
             .starts_with("XID 79 at ")
     );
-    // Drained and verified, then refused: nothing launched.
-    assert!(notes(&d).contains("verified"), "{}", notes(&d));
-    let s = app
-        .wait_phase(Phase::Failed, Duration::from_secs(5))
-        .await?;
-    assert!(s.root.is_none(), "nothing runs: {s:?}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(error.contains("GPU 2") && error.contains("nothing was stopped"), "{error}");
+    let s = app.server().await?;
+    assert_eq!(s.phase, Phase::Ready, "{s:?}");
+    assert_eq!((s.root, s.generation), (before.root, before.generation));
+    assert!(host.signals_sent().is_empty(), "nothing was signalled: {:?}", host.signals_sent());
+    let restarts = app.get_json("/api/restarts").await?;
+    assert_eq!(restarts.as_array().map(Vec::len), Some(1), "only the start: {restarts}");
 
     // An override must name exactly the refused GPUs.
     let g = s.generation;
     for typed in ["GPU 3", "GPU 2, 3", "yes"] {
         let (code, body) = app
             .post(
-                "/api/start",
+                "/api/restart",
                 &json!({"generation": g, "confirm": "sim", "override_health": typed}),
             )
             .await?;
@@ -78,7 +90,7 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
     }
     let (code, body) = app
         .post(
-            "/api/start",
+            "/api/restart",
             &json!({"generation": g, "confirm": "sim", "override_health": "gpu 2"}),
         )
         .await?;
@@ -106,15 +118,20 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
             a["outcome"]
                 .as_str()
                 .is_some_and(|o| o.starts_with("accepted"))
-                && a["action"] == "start"
+                && a["action"] == "restart"
         })
-        .expect("the start is audited");
+        .expect("the restart is audited");
     assert!(
         overridden["detail"]
             .as_str()
             .unwrap_or_default()
             .contains("health check overridden: GPU 2: XID error"),
         "{overridden}"
+    );
+    assert!(
+        audit.as_array().expect("audit").iter().any(|a| a["outcome"] == "refused"
+            && a["detail"].as_str().is_some_and(|d| d.contains("refuses GPU 2"))),
+        "the refusal is audited: {audit}"
     );
 
     // The launch marked every GPU: the old XID and ECC error are forgiven,
@@ -128,28 +145,73 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
 }
 
 #[tokio::test]
-async fn a_pending_row_remap_refuses_until_the_gpu_is_reset() -> anyhow::Result<()> {
+async fn a_pending_row_remap_refuses_before_anything_stops() -> anyhow::Result<()> {
     let host = SimHost::new(200);
     let spec = ServerSpec {
         warmup_ms: 800,
         ..ServerSpec::default()
     };
     let app = spawn_managed(&host, &spec, &[])?;
-    app.start_server().await?;
+    let before = app.start_server().await?;
     simhost::set_health(&host.path(), 0, |h| h.remapped_rows.pending = true)?;
-    let id = app.restart(json!({})).await?;
-    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
-    assert_eq!(d["summary"]["failure"]["kind"], "unhealthy", "{d}");
-    assert_eq!(
-        d["summary"]["failure"]["issues"][0]["detail"],
-        "a row remap is pending a reset"
-    );
-    // The GPU was reset: the remap is done, and a plain start goes through.
+    let (code, body) = app
+        .post(
+            "/api/restart",
+            &json!({"generation": before.generation, "flags": {"--tp": "2"}, "confirm": "sim"}),
+        )
+        .await?;
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["unhealthy"][0]["detail"], "a row remap is pending a reset");
+    // Nothing stopped: the same server, the same generation, no signal sent.
+    let s = app.server().await?;
+    assert_eq!((s.phase, s.root, s.generation), (Phase::Ready, before.root, before.generation));
+    assert!(host.signals_sent().is_empty(), "{:?}", host.signals_sent());
+    // The CLI says so with its own exit code.
+    let out = std::process::Command::new(tests::bin("drainwatch"))
+        .args(["restart", "--url", &app.url(""), "--yes", "--flag", "--tp=2"])
+        .stdin(std::process::Stdio::null())
+        .output()?;
+    assert_eq!(out.status.code(), Some(17), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("row remap"));
+    // The GPU was reset: the remap is done, and the restart goes through.
     simhost::set_health(&host.path(), 0, |h| {
         h.remapped_rows.pending = false;
         h.remapped_rows.uncorrectable = 1;
     })?;
+    let id = app.restart(json!({"--tp": "2"})).await?;
+    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
+    assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
+    assert!(host.foreign_signals().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_xid_during_the_drain_refuses_the_launch_after_it() -> anyhow::Result<()> {
+    let host = SimHost::new(200);
+    let spec = ServerSpec {
+        warmup_ms: 500,
+        ..ServerSpec::default()
+    };
+    let app = spawn_managed(&host, &spec, &[])?;
     app.start_server().await?;
+    // A server that takes seconds to drain.
+    let id = app.restart(json!({"SIMSERVER_MODE": "slow-drain"})).await?;
+    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
+    assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
+
+    let id = app.restart(json!({"SIMSERVER_MODE": null})).await?;
+    app.wait_for_state("the drain", Duration::from_secs(10), |s| {
+        s.server.as_ref().is_some_and(|v| v.phase == Phase::Draining)
+    })
+    .await?;
+    simhost::raise_xid(&host.path(), 1, 79)?;
+    let d = app.finished_restart(id, Duration::from_secs(30)).await?;
+    assert_eq!(d["summary"]["failure"]["kind"], "unhealthy", "{d}");
+    assert_eq!(d["summary"]["failure"]["issues"][0]["gpu_index"], 1, "{d}");
+    // Drained and verified, then refused: nothing launched.
+    assert!(notes(&d).contains("verified"), "{}", notes(&d));
+    let s = app.wait_phase(Phase::Failed, Duration::from_secs(5)).await?;
+    assert!(s.root.is_none(), "nothing runs: {s:?}");
     assert!(host.foreign_signals().is_empty());
     Ok(())
 }

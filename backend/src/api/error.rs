@@ -55,7 +55,9 @@ impl IntoResponse for ApiError {
 }
 
 /// The manager's refusal as answered: 400 for a wrong request, 409 for a stale
-/// view or a conflict (with the operation that is running, if any).
+/// view or a conflict (with the operation that is running, if any), and for
+/// a launch the health gate refuses before anything stopped (`code`:
+/// `unhealthy`, with the issues).
 pub(super) fn refused(r: Refusal) -> Response {
     match r {
         Refusal::BadRequest(m) => ApiError::new(StatusCode::BAD_REQUEST, m).into_response(),
@@ -63,6 +65,11 @@ pub(super) fn refused(r: Refusal) -> Response {
         Refusal::Conflict { message, operation } => (
             StatusCode::CONFLICT,
             Json(serde_json::json!({ "error": message, "running": operation })),
+        )
+            .into_response(),
+        Refusal::Unhealthy { message, issues } => (
+            StatusCode::CONFLICT,
+            Json(serde_json::json!({ "error": message, "code": "unhealthy", "unhealthy": issues })),
         )
             .into_response(),
     }

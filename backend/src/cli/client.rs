@@ -141,11 +141,17 @@ impl Client {
             return Ok(resp);
         }
         let body = resp.text().await.unwrap_or_default();
-        let message = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
+        let json = serde_json::from_str::<serde_json::Value>(&body).ok();
+        let message = json
+            .as_ref()
             .and_then(|v| v.get("error")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| body.trim().chars().take(300).collect());
-        Err(refusal(status, &message))
+        let mut e = refusal(status, &message);
+        // A launch the health gate refused before anything stopped.
+        if json.as_ref().and_then(|v| v.get("code")?.as_str()) == Some("unhealthy") {
+            e.exit = Exit::Unhealthy;
+        }
+        Err(e)
     }
 
     /// The base URL as messages show it: without a user or password.

@@ -320,7 +320,7 @@ impl Store {
         &self,
         flagset: String,
         settings: BenchSettings,
-        version: Option<String>,
+        version: String,
     ) -> Result<Option<shared::bench::BenchRun>, StoreError> {
         self.read(move |c| {
             let runs = super::bench::runs(c, Some(&flagset), 1_000)?;
@@ -328,7 +328,8 @@ impl Store {
                 r.status == shared::bench::RunStatus::Succeeded
                     && same_settings(&r.settings, &settings)
                     && r.correctness.as_ref().is_none_or(|c| c.passed)
-                    && r.provenance.as_ref().and_then(|p| p.server_version.clone()) == version
+                    && r.provenance.as_ref().and_then(|p| p.server_version.as_deref())
+                        == Some(version.as_str())
             }))
         })
         .await

@@ -52,8 +52,9 @@ pub(crate) struct Server {
     pub(crate) itl: Histogram,
     /// The key clients must send as `Authorization: Bearer`, if any.
     pub(crate) api_key: Option<String>,
-    /// What `/version` and `/get_server_info` report (see [`version`]).
-    pub(crate) version: String,
+    /// What `/version` and `/get_server_info` report (see [`version`]);
+    /// `None`: a server that does not say (`"version": null`).
+    pub(crate) version: Option<String>,
 }
 
 /// Where the launcher takes its API key from (as vLLM's `VLLM_API_KEY`).
@@ -145,13 +146,17 @@ async fn require_key(
 
 /// The version the simulated server reports: the first line of the file
 /// `SIMSERVER_VERSION_FILE` names, read at launch (so a test can upgrade the
-/// server between launches), else its own.
-pub(crate) fn version() -> String {
-    std::env::var_os("SIMSERVER_VERSION_FILE")
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|t| t.lines().next().map(|l| l.trim().to_owned()))
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| concat!("simserver-", env!("CARGO_PKG_VERSION")).to_owned())
+/// server between launches; an empty file: a server that does not say), else
+/// its own.
+pub(crate) fn version() -> Option<String> {
+    match std::env::var_os("SIMSERVER_VERSION_FILE").map(std::fs::read_to_string) {
+        Some(Ok(t)) => t
+            .lines()
+            .next()
+            .map(|l| l.trim().to_owned())
+            .filter(|v| !v.is_empty()),
+        _ => Some(concat!("simserver-", env!("CARGO_PKG_VERSION")).to_owned()),
+    }
 }
 
 /// SGLang's `/get_server_info`: its arguments and version.

@@ -69,10 +69,15 @@ impl Runner {
             return false;
         }
         let settings = a.c.settings_of(s).clone();
-        let version = self.server_version().await;
+        let flagset = s.flagset.clone();
+        // An unknown version matches nothing: measured again.
+        let Some(version) = self.server_version().await else {
+            tracing::info!(step = s.index, "the server's version is unknown: nothing is reused");
+            return false;
+        };
         let Ok(Some(run)) = self
             .store
-            .reusable_run(s.flagset.clone(), settings, version)
+            .reusable_run(flagset, settings, version)
             .await
         else {
             return false;
@@ -91,35 +96,29 @@ impl Runner {
         true
     }
 
-    /// The server's version: what the running server says (SGLang's
-    /// `/get_server_info`, vLLM's `/version`), so that an upgraded server
-    /// reuses nothing measured on the old one; with no server up, what the
-    /// newest benchmark recorded.
+    /// The server's version, as the running server says it now (SGLang's
+    /// `/get_server_info`, vLLM's `/version`, llama.cpp's `/props`). Never
+    /// one taken from history: a server upgraded while it was down must not
+    /// reuse what the old one measured. `None` when no server is up or it
+    /// does not say.
     pub(super) async fn server_version(&self) -> Option<String> {
         let up = self
             .hub
             .server_status()
             .is_some_and(|s| s.phase == shared::restart::Phase::Ready);
-        if up {
-            let target = crate::bench::load::Target {
-                base_url: self.cfg.base_url.clone(),
-                api: self.cfg.bench.defaults.api,
-                model: self.cfg.bench.request_model.clone(),
-                api_key: self.cfg.api_key.clone(),
-                tokenizer: None,
-                engine: self.cfg.engine,
-            };
-            let client = crate::bench::load::client(1);
-            if let (Some(v), _) = crate::bench::server_version(&client, &target).await {
-                return Some(v);
-            }
+        if !up {
+            return None;
         }
-        self.store
-            .bench_runs(None, 20)
-            .await
-            .ok()?
-            .into_iter()
-            .find_map(|r| r.provenance.and_then(|p| p.server_version))
+        let target = crate::bench::load::Target {
+            base_url: self.cfg.base_url.clone(),
+            api: self.cfg.bench.defaults.api,
+            model: self.cfg.bench.request_model.clone(),
+            api_key: self.cfg.api_key.clone(),
+            tokenizer: None,
+            engine: self.cfg.engine,
+        };
+        let client = crate::bench::load::client(1);
+        crate::bench::server_version(&client, &target).await.0
     }
 
     pub(super) async fn begin_restart(&mut self, i: usize) {
@@ -171,6 +170,16 @@ impl Runner {
             // benchmark started before the campaign): ask again shortly.
             Err(Refusal::Stale(_)) | Err(Refusal::Conflict { .. }) => {
                 self.retry_at = Some(Instant::now() + BUSY_RETRY);
+            }
+            // Refused before anything stopped: the server still serves
+            // the last step's flags, and a person decides.
+            Err(Refusal::Unhealthy { issues, .. }) => {
+                let lines: Vec<String> = issues.iter().map(|i| i.line()).collect();
+                let why = format!(
+                    "paused: the health check refused the restart before anything stopped ({}); the server still serves; resume once the GPU is reset",
+                    lines.join("; ")
+                );
+                self.pause_for_person(why).await;
             }
             Err(Refusal::BadRequest(m)) => {
                 self.step_failed(
@@ -265,7 +274,8 @@ impl Runner {
                     s.attempts = s.attempts.saturating_sub(1);
                 });
                 if let (AfterRestart::Foreign(why), false) = (after, cancelled) {
-                    self.pause_for_person(why).await;
+                    self.pause_for_person(format!("paused: {why}; resume once it is gone"))
+                        .await;
                 }
             }
             AfterRestart::Failed(f) => self.step_failed(i, f).await,
@@ -335,13 +345,14 @@ impl Runner {
         }
     }
 
-    /// A foreign process holds GPU memory: not the campaign's to resolve.
-    pub(super) async fn pause_for_person(&mut self, why: String) {
+    /// A foreign process holds GPU memory, or a GPU is unhealthy: not the
+    /// campaign's to resolve. `reason` says why and what a person does.
+    pub(super) async fn pause_for_person(&mut self, reason: String) {
         let Some(a) = self.active.as_mut() else {
             return;
         };
         a.c.info.state = CampaignState::Paused;
-        a.c.info.reason = Some(format!("paused: {why}; resume once it is gone"));
+        a.c.info.reason = Some(reason);
         self.settled_info().await;
         self.lease().await;
         self.notify(HookEvent::Paused);

@@ -20,6 +20,12 @@ pub enum Refusal {
     },
     /// The client's view is out of date.
     Stale(String),
+    /// The health gate, read afresh before anything was stopped, refuses to
+    /// launch on these GPUs: nothing was stopped.
+    Unhealthy {
+        message: String,
+        issues: Vec<shared::health::HealthIssue>,
+    },
 }
 
 impl Refusal {
@@ -27,7 +33,7 @@ impl Refusal {
     pub fn message(&self) -> &str {
         match self {
             Refusal::BadRequest(m) | Refusal::Stale(m) => m,
-            Refusal::Conflict { message, .. } => message,
+            Refusal::Conflict { message, .. } | Refusal::Unhealthy { message, .. } => message,
         }
     }
 }

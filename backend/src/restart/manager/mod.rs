@@ -29,6 +29,7 @@ mod bench;
 mod effects;
 mod handle;
 mod inputs;
+mod pregate;
 
 pub(crate) use inputs::client as probe_client;
 mod requests;
@@ -79,6 +80,8 @@ pub struct Manager {
     log: Option<LogTail>,
     log_dir: PathBuf,
     op: Option<OpRecord>,
+    /// A launch waiting for the health gate's fresh reading, before anything stops.
+    pregate: Option<pregate::Pregate>,
     /// Timeline points not yet pushed over the socket (sent with each tick).
     unsent: Vec<TimelinePoint>,
     /// The warm-up probe: the machine's `Healthy` and `Ready` inputs.
@@ -154,6 +157,7 @@ impl Manager {
             log: None,
             log_dir: p.log_dir,
             op: None,
+            pregate: None,
             unsent: Vec::new(),
             probes: inputs::Probes::new(client),
             scrape,
@@ -239,9 +243,7 @@ impl Manager {
 
     async fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Op { request, reply } => {
-                let _ = reply.send(self.request(request).await);
-            }
+            Command::Op { request, reply } => self.request(request, reply).await,
             Command::Bench {
                 overrides,
                 peer,
@@ -334,7 +336,10 @@ impl Manager {
                 changed = samples.changed() => {
                     if changed.is_err() { break; }
                     let latest = samples.borrow_and_update().clone();
-                    if let Some(p) = latest { self.on_sample(&p.sample); }
+                    if let Some(p) = latest {
+                        self.on_sample(&p.sample);
+                        self.pregate_sample(&p.sample).await;
+                    }
                 }
                 _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
                     self.on_exits();
@@ -345,6 +350,7 @@ impl Manager {
                     }
                 }
                 _ = tick.tick() => {
+                    self.pregate_deadline().await;
                     self.on_exits();
                     if let Some(cg) = &self.cgroups {
                         cg.remove_empty_leaves();

@@ -5,6 +5,7 @@ use shared::ProcId;
 use shared::flags::Flags;
 use shared::restart::{Accepted, OpKind, Operation, Origin, Outcome};
 
+use super::pregate::{Parked, Reply};
 use super::{Manager, OpRecord, Refusal, Request, Running};
 use crate::clock::now_ms;
 use crate::identity;
@@ -15,23 +16,52 @@ use crate::supervisor::{self, cgroup};
 
 impl Manager {
     /// Validates a request against the current state; accepts at most one at a
-    /// time. The answer is audited before it is returned.
-    pub(super) async fn request(&mut self, req: Request) -> Result<Accepted, Refusal> {
-        let outcome = self
+    /// time. A launch waits for the health gate's fresh reading first
+    /// ([`Manager::pregate`]); every answer is audited before it is sent.
+    pub(super) async fn request(&mut self, req: Request, reply: Reply) {
+        let checked = self
             .check(&req)
             .and_then(|flags| Ok((flags, self.check_override(&req)?)));
-        let mut overridden = String::new();
-        let result = match outcome {
-            Err(refusal) => Err(refusal),
+        match checked {
+            Err(refusal) => self.answer(&req, Err(refusal), String::new(), reply),
             Ok((to_flags, health)) => {
+                let mut overridden = String::new();
                 if let Some(v) = &health {
                     let lines: Vec<String> = v.refuse.iter().map(|i| i.line()).collect();
                     overridden = format!("health check overridden: {}", lines.join("; "));
                 }
-                self.health.overridden = health.map(|v| v.refused_gpus()).unwrap_or_default();
-                self.accept(&req, to_flags).await
+                let gpus = health.map(|v| v.refused_gpus()).unwrap_or_default();
+                let parked = Parked {
+                    req,
+                    to_flags,
+                    overridden: gpus,
+                    override_note: overridden,
+                    reply,
+                };
+                if matches!(parked.req.kind, OpKind::Restart | OpKind::Start) {
+                    self.park(parked);
+                } else {
+                    self.go(parked).await;
+                }
             }
-        };
+        }
+    }
+
+    /// Begins a request that passed every check (and, for a launch, the gate).
+    pub(super) async fn go(&mut self, p: Parked) {
+        self.health.overridden = p.overridden;
+        let result = self.accept(&p.req, p.to_flags).await;
+        self.answer(&p.req, result, p.override_note, p.reply);
+    }
+
+    /// Audits the answer to `req`, then sends it.
+    pub(super) fn answer(
+        &mut self,
+        req: &Request,
+        result: Result<Accepted, Refusal>,
+        overridden: String,
+        reply: Reply,
+    ) {
         self.store.audit(AuditEntry {
             at_ms: now_ms(),
             peer: req.peer.clone(),
@@ -53,11 +83,20 @@ impl Manager {
             count: 1,
             ..Default::default()
         });
-        result
+        let _ = reply.send(result);
     }
 
     fn check(&self, req: &Request) -> Result<Flags, Refusal> {
         self.held(req.campaign)?;
+        if let Some(p) = &self.pregate {
+            return Err(Refusal::Conflict {
+                message: format!(
+                    "a {} is waiting for the GPUs' health check",
+                    op_name(p.parked.req.kind)
+                ),
+                operation: None,
+            });
+        }
         // A restart or a stop cuts a person's benchmark short (see `accept`);
         // nothing else begins beside one.
         if let Some(b) = &self.bench.current

@@ -1,0 +1,104 @@
+//! Campaigns left running with nobody watching: a GPU already unhealthy
+//! refuses the next step's restart before anything stops (paused, the server
+//! still serving); an earlier result is reused only when the running server
+//! says the same version it was measured on.
+
+use std::time::Duration;
+
+use serde_json::json;
+use shared::restart::Phase;
+
+use crate::{BENCH, MEASURING, bench_json, spec, start, states, wait_campaign, wait_over};
+
+#[tokio::test]
+async fn an_unhealthy_gpu_pauses_the_campaign_with_the_server_still_serving() -> anyhow::Result<()>
+{
+    let _load = MEASURING.read().await;
+    let (host, app) = crate::ready("").await?;
+    let before = app.server().await?;
+    simhost::set_health(&host.path(), 2, |h| h.remapped_rows.pending = true)?;
+    let plan = format!(
+        "name = \"night\"\nreuse = false\n{BENCH}\n[[sets]]\nflags = {{ \"--ep-size\" = 2 }}\n[[sets]]\n"
+    );
+    let id = start(&app, &plan).await?;
+    let c = wait_campaign(&app, id, "the pause", Duration::from_secs(30), |c| {
+        c["info"]["state"] == "paused"
+    })
+    .await?;
+    let reason = c["info"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("GPU 2") && reason.contains("row remap") && reason.contains("still serves"),
+        "{reason}"
+    );
+    assert_eq!(states(&c), ["pending", "pending"], "{c:#}");
+    assert_eq!(c["steps"][0]["attempts"], 0, "not the step's failure");
+    // Nothing was stopped: the same server serves, untouched.
+    let s = app.server().await?;
+    assert_eq!(
+        (s.phase, s.root, s.generation),
+        (Phase::Ready, before.root, before.generation)
+    );
+    assert!(host.signals_sent().is_empty(), "{:?}", host.signals_sent());
+
+    // The GPU is reset; a person resumes, and the night goes on.
+    simhost::set_health(&host.path(), 2, |h| {
+        h.remapped_rows.pending = false;
+        h.remapped_rows.uncorrectable = 1;
+    })?;
+    let (code, body) = app
+        .post(&format!("/api/campaigns/{id}/resume"), &json!({}))
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    let c = wait_over(&app, id, Duration::from_secs(120)).await?;
+    assert_eq!(states(&c), ["done", "done"], "{c:#}");
+    assert!(host.foreign_signals().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unknown_version_on_either_side_reuses_nothing() -> anyhow::Result<()> {
+    let _load = MEASURING.read().await;
+    let host = tests::SimHost::new(100);
+    // An empty file: the server does not say its version.
+    let version = host.scratch().join("version");
+    std::fs::write(&version, "")?;
+    let path: &'static str = Box::leak(version.display().to_string().into_boxed_str());
+    let spec = tests::managed::ServerSpec {
+        env: vec![("SIMSERVER_VERSION_FILE", path)],
+        ..spec("")
+    };
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let plan = format!("name = \"again\"\n{BENCH}\n[[sets]]\n");
+    let run_of = |c: &serde_json::Value| c["steps"][0]["result"]["run_id"].as_i64();
+
+    // Unknown now and when measured: measured again.
+    let earlier = app.bench(bench_json()).await?;
+    assert!(earlier["provenance"]["server_version"].is_null(), "{earlier}");
+    let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
+    assert_eq!(states(&c), ["done"], "an unknown version matched: {c:#}");
+    assert_ne!(run_of(&c), earlier["id"].as_i64());
+
+    // Known now, unknown when measured: measured again.
+    std::fs::write(&version, "0.7.0\n")?;
+    let id = app.restart(json!({})).await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
+    assert_eq!(states(&c), ["done"], "a run of unknown version was reused: {c:#}");
+    let measured = run_of(&c);
+
+    // Known on both sides and equal: reused.
+    let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
+    assert_eq!(states(&c), ["reused"], "{c:#}");
+    assert_eq!(run_of(&c), measured);
+
+    // The same server, now unable to say (its version file emptied and
+    // relaunched): history's 0.7.0 does not count.
+    std::fs::write(&version, "")?;
+    let id = app.restart(json!({})).await?;
+    app.finished_restart(id, Duration::from_secs(30)).await?;
+    let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
+    assert_eq!(states(&c), ["done"], "history's version was used: {c:#}");
+    assert!(host.foreign_signals().is_empty());
+    Ok(())
+}
