@@ -35,6 +35,10 @@ SGLANG_OPT_USE_TILELANG_INDEXER = "1"
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum KillAt {
     Draining,
+    /// Draining, the root gone and its workers still tearing down.
+    RootGone,
+    /// The same where drainwatch has no cgroup of its own (process groups only).
+    RootGoneNoCgroup,
     WarmingUp,
     Benchmarking,
 }
@@ -95,7 +99,7 @@ async fn kill_when(app: TestApp, id: i64, at: KillAt) -> anyhow::Result<()> {
         let step = &c["steps"][1];
         let status = app.server().await?;
         let now = match at {
-            KillAt::Draining => {
+            KillAt::Draining | KillAt::RootGone | KillAt::RootGoneNoCgroup => {
                 step["state"] == "restarting"
                     && status.phase == Phase::Draining
                     && status.operation.is_some()
@@ -112,7 +116,19 @@ async fn kill_when(app: TestApp, id: i64, at: KillAt) -> anyhow::Result<()> {
                 // Into the repeats, not at their very start.
                 tokio::time::sleep(Duration::from_millis(700)).await;
             }
+            let workers = server_pids(&app).await?;
+            if matches!(at, KillAt::RootGone | KillAt::RootGoneNoCgroup) {
+                // The root leaves at once on SIGTERM; its workers hold on.
+                let root = status.root.map(|r| r.pid).unwrap_or_default();
+                while alive(root) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
             app.proc.kill_alone();
+            if matches!(at, KillAt::RootGone | KillAt::RootGoneNoCgroup) {
+                let left = workers.iter().filter(|p| alive(**p)).count();
+                anyhow::ensure!(left > 0, "no worker outlived the root: the test proves nothing");
+            }
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -122,15 +138,45 @@ async fn kill_when(app: TestApp, id: i64, at: KillAt) -> anyhow::Result<()> {
     }
 }
 
+/// The server's processes as drainwatch shows them now.
+async fn server_pids(app: &TestApp) -> anyhow::Result<Vec<u32>> {
+    let state = app.state().await?;
+    Ok(state
+        .latest
+        .iter()
+        .flat_map(|s| &s.processes)
+        .filter(|p| p.role == shared::ProcessRole::Server)
+        .map(|p| p.pid)
+        .collect())
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_owned()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
 async fn killed_and_resumed(at: KillAt) -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = SimHost::new(100);
+    let host = match at {
+        KillAt::RootGoneNoCgroup => SimHost::new(100).without_cgroup_room(),
+        _ => SimHost::new(100),
+    };
     let mut spec = crate::spec("");
     if at == KillAt::Draining {
         // Servers that ignore SIGTERM: each drain lasts its whole timeout.
         spec = ServerSpec {
             env: vec![("SIMSERVER_MODE", "ignore-sigterm")],
             drain: "3s",
+            ..spec
+        };
+    }
+    if matches!(at, KillAt::RootGone | KillAt::RootGoneNoCgroup) {
+        // Workers that tear down for 2.5 s after their root has left.
+        spec = ServerSpec {
+            env: vec![("SIMSERVER_MODE", "slow-teardown=2500")],
             ..spec
         };
     }
@@ -179,6 +225,23 @@ async fn killed_and_resumed(at: KillAt) -> anyhow::Result<()> {
 #[tokio::test]
 async fn sigkilled_mid_drain_the_campaign_resumes_and_its_ledger_is_whole() -> anyhow::Result<()> {
     killed_and_resumed(KillAt::Draining).await
+}
+
+/// The old server's workers, still in drainwatch's cgroup leaf and still
+/// holding memory when the new drainwatch starts, are its own: waited for,
+/// killed if they must be, never called foreign.
+#[tokio::test]
+async fn sigkilled_mid_drain_with_workers_outliving_their_root_the_campaign_ends_done()
+-> anyhow::Result<()> {
+    killed_and_resumed(KillAt::RootGone).await
+}
+
+/// As above where only the process group and the recorded identities say
+/// which processes are the server's.
+#[tokio::test]
+async fn sigkilled_mid_drain_without_a_cgroup_the_outliving_workers_are_still_ours()
+-> anyhow::Result<()> {
+    killed_and_resumed(KillAt::RootGoneNoCgroup).await
 }
 
 #[tokio::test]

@@ -33,8 +33,12 @@ async fn ten_simultaneous_restarts_run_exactly_one() -> anyhow::Result<()> {
             202 => accepted += 1,
             409 => {
                 let err = body["error"].as_str().unwrap_or_default();
+                // Refused while the first waits for the health check, or
+                // once it runs.
                 assert!(
-                    err.contains("already running") || err.contains("changed"),
+                    err.contains("already running")
+                        || err.contains("changed")
+                        || err.contains("waits for the GPUs' health check"),
                     "{body}"
                 );
                 if err.contains("already running") {

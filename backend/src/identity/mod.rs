@@ -77,6 +77,31 @@ pub fn alive(id: ProcId) -> bool {
     live(id).is_some()
 }
 
+/// What is left alive of a server whose root is gone: each of `recorded`
+/// still alive as that identity, and each process still in the server's
+/// process group `pgid` that started no earlier than its root (a group keeps
+/// its number while any member lives, and no one else can make a group of
+/// it). Also the descendants of those, by identity.
+pub fn leftovers(root: ProcId, pgid: i32, recorded: &[ProcId]) -> Vec<ProcId> {
+    let mut starts: Vec<Identity> = recorded.iter().filter_map(|id| live(*id)).collect();
+    if pgid > 0
+        && let Ok(all) = procfs::process::all_processes()
+    {
+        starts.extend(
+            all.flatten()
+                .filter_map(|p| of(p.pid as u32))
+                .filter(|i| i.pgid == pgid && i.id.start_ticks >= root.start_ticks)
+                .filter(|i| !i.exited()),
+        );
+    }
+    starts.sort_by_key(|i| i.id);
+    starts.dedup_by_key(|i| i.id);
+    let mut out: Vec<ProcId> = walk(starts, of).into_iter().map(|i| i.id).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The socket inodes listening on TCP `port` (v4 or v6).
 fn listening(port: u16) -> Vec<u64> {
     procfs::net::tcp()

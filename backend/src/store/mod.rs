@@ -74,7 +74,15 @@ pub struct Recovered {
     pub instance: Option<Instance>,
     /// The highest generation ever recorded.
     pub generation: u64,
+    /// The processes recorded as the last instance's server (at most
+    /// [`MAX_MEMBERS`]): after a crash of drainwatch, what of them still lives
+    /// is the server's.
+    pub members: Vec<ProcId>,
 }
+
+/// How many processes of one instance are recorded: a server that forks more
+/// (a runaway) is still known by its process group and cgroup.
+pub const MAX_MEMBERS: usize = 4_096;
 
 /// One audited attempt, or (kind `refusals`) every refusal of one caller in
 /// one minute. Strings are stored cut to [`MAX_AUDIT_TEXT`] bytes
@@ -165,6 +173,8 @@ enum Write {
     Refused(AuditEntry),
     Instance(Instance),
     InstanceEnded(u64, u64),
+    /// Processes of instance `generation`'s server, as they are tracked.
+    Members(u64, Vec<ProcId>),
     Containment(i64, String),
     FlagSeen(FlagSet),
     RestartFlagset(i64, String),
@@ -315,6 +325,14 @@ impl Store {
     /// How restart `id`'s servers are contained (see `RestartDetail::containment`).
     pub fn containment(&self, id: i64, text: String) {
         self.send(Write::Containment(id, text));
+    }
+
+    /// Records processes of instance `generation`'s server (those already
+    /// recorded are kept; beyond [`MAX_MEMBERS`] nothing more is).
+    pub fn members(&self, generation: u64, ids: Vec<ProcId>) {
+        if !ids.is_empty() {
+            self.send(Write::Members(generation, ids));
+        }
     }
 
     pub fn instance_ended(&self, generation: u64, at_ms: u64) {

@@ -65,10 +65,35 @@ pub(super) fn run(conn: &mut Connection, now_ms: u64) -> rusqlite::Result<Recove
             },
         )
         .optional()?;
+    let members = match &instance {
+        Some(i) => {
+            let mut q = tx.prepare(
+                "SELECT pid, start_ticks FROM instance_members WHERE generation = ?1 LIMIT ?2",
+            )?;
+            q.query_map(
+                rusqlite::params![i.generation as i64, super::MAX_MEMBERS as i64],
+                |r| {
+                    Ok(ProcId {
+                        pid: r.get(0)?,
+                        start_ticks: r.get::<_, i64>(1)? as u64,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+        }
+        None => Vec::new(),
+    };
+    // Those of instances that ended are no one's any more.
+    tx.execute(
+        "DELETE FROM instance_members WHERE generation IN
+           (SELECT generation FROM instances WHERE ended_at_ms IS NOT NULL)",
+        [],
+    )?;
     tx.commit()?;
     Ok(Recovered {
         interrupted,
         instance,
         generation: generation.max(0) as u64,
+        members,
     })
 }

@@ -170,6 +170,16 @@ const MIGRATIONS: &[&str] = &[
         ecc_uncorrected INTEGER
     );
     ",
+    // 8: the processes of each instance's server, so that a drainwatch that
+    // was killed knows what of its server still lives.
+    "
+    CREATE TABLE instance_members (
+        generation  INTEGER NOT NULL,
+        pid         INTEGER NOT NULL,
+        start_ticks INTEGER NOT NULL,
+        PRIMARY KEY (generation, pid, start_ticks)
+    );
+    ",
 ];
 
 /// Brings the database up to the newest schema.

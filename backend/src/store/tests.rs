@@ -103,6 +103,13 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
             origin: shared::restart::Origin::Launched,
             cgroup: Some("/dw/server-3".into()),
         });
+        // Its processes, recorded as they are tracked; the same one twice is kept once.
+        let worker = |pid| ProcId {
+            pid,
+            start_ticks: 100,
+        };
+        store.members(3, vec![worker(4243), worker(4244)]);
+        store.members(3, vec![worker(4244), worker(4245)]);
         store.flush().await;
         id
     };
@@ -113,6 +120,9 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
     let inst = rec.instance.as_ref().expect("the instance");
     assert_eq!(inst.origin, shared::restart::Origin::Launched);
     assert_eq!(inst.cgroup.as_deref(), Some("/dw/server-3"));
+    let mut members: Vec<u32> = rec.members.iter().map(|m| m.pid).collect();
+    members.sort_unstable();
+    assert_eq!(members, vec![4243, 4244, 4245]);
     let s = &store.restarts(5).await.expect("list")[0];
     assert_eq!(s.outcome, Outcome::Interrupted);
     assert_eq!(s.failure, Some(Failure::Interrupted));
@@ -123,6 +133,7 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
     drop(store);
     let (_, rec) = Store::open(dir.path(), 7_000).expect("reopen");
     assert!(rec.instance.is_none());
+    assert!(rec.members.is_empty(), "an ended instance's processes are no one's");
     assert!(rec.interrupted.is_empty());
 }
 

@@ -45,6 +45,7 @@ pub(super) fn run(mut conn: Connection, rx: mpsc::Receiver<Write>) {
                     w,
                     Write::Begin { .. }
                         | Write::Instance(_)
+                        | Write::Members(..)
                         | Write::Flush(_)
                         | Write::BenchBegin { .. }
                         | Write::FlagEdit { .. }
@@ -202,6 +203,21 @@ fn apply(
                 "UPDATE restarts SET containment = ?2 WHERE id = ?1",
                 params![id, text],
             )?;
+        }
+        Write::Members(generation, ids) => {
+            let have: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM instance_members WHERE generation = ?1",
+                params![generation as i64],
+                |r| r.get(0),
+            )?;
+            let room = super::MAX_MEMBERS.saturating_sub(have.max(0) as usize);
+            let mut q = tx.prepare_cached(
+                "INSERT OR IGNORE INTO instance_members (generation, pid, start_ticks)
+                 VALUES (?1, ?2, ?3)",
+            )?;
+            for id in ids.into_iter().take(room) {
+                q.execute(params![generation as i64, id.pid, id.start_ticks as i64])?;
+            }
         }
         Write::InstanceEnded(generation, at_ms) => {
             tx.execute(

@@ -86,7 +86,7 @@ async fn serve_until_stopped(
     let app = serve::router(Arc::clone(&hog));
     let http = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let code = workers::supervise(&mut workers, "gpuhog", modes.ignore_sigterm, async || {
+    let code = workers::supervise(&mut workers, "gpuhog", modes.ignore_sigterm, false, async || {
         hog.draining.store(true, Ordering::SeqCst);
     })
     .await?;

@@ -184,6 +184,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         &mut workers,
         "simserver",
         modes.ignore_sigterm,
+        modes.slow_teardown.is_some(),
         async || {
             drain(&server, modes.slow_drain).await;
         },

@@ -41,6 +41,10 @@ pub(crate) struct Modes {
     pub(crate) crash_warmup: bool,
     /// Answers are wrong: the words never count past two.
     pub(crate) wrong_answers: bool,
+    /// On SIGTERM the launcher exits at once, and its workers tear down for
+    /// this long, holding their memory (as CUDA contexts do): they outlive
+    /// the root.
+    pub(crate) slow_teardown: Option<Duration>,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -81,6 +85,7 @@ impl Modes {
                 "fork-bomb-lite" => m.fork_bomb_lite = true,
                 "crash-warmup" => m.crash_warmup = true,
                 "wrong-answers" => m.wrong_answers = true,
+                "slow-teardown" => m.slow_teardown = Some(ms(1_500)?),
                 "drop-every" | "slow-every" => {
                     let every = value
                         .and_then(|v| v.parse().ok())

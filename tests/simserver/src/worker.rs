@@ -129,8 +129,12 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     };
     let reg = Registration::for_self(&dir).context("registering with the simulated host")?;
     simhost::enlist(&dir, "worker")?;
-    if modes.fork_bomb_lite && args.rank == 0 {
+    if modes.fork_bomb_lite && args.rank == 0 || modes.slow_teardown.is_some() {
         catch_sigterm();
+    }
+    if modes.slow_teardown.is_some() {
+        // Outlives the launcher, which leaves at once on SIGTERM.
+        no_death_signal();
     }
     if modes.orphan && args.rank == 0 {
         leave_orphan(args.gpu)?;
@@ -185,6 +189,9 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
         std::thread::sleep(after);
         escape(args.gpu)?;
     }
+    if let Some(teardown) = modes.slow_teardown {
+        tear_down_slowly(teardown);
+    }
     if modes.fork_bomb_lite && args.rank == 0 {
         while !TERM.load(std::sync::atomic::Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(10));
@@ -195,6 +202,35 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     loop {
         std::thread::park();
     }
+}
+
+/// Waits for SIGTERM, then holds the memory for `teardown` before it exits.
+/// Orphaned without a SIGTERM (the launcher was SIGKILLed), it leaves after
+/// 30 s, so no test leaves it behind for long.
+fn tear_down_slowly(teardown: Duration) -> ! {
+    let parent = std::os::unix::process::parent_id();
+    let mut orphaned: Option<Instant> = None;
+    while !TERM.load(std::sync::atomic::Ordering::Relaxed) {
+        if std::os::unix::process::parent_id() != parent {
+            let since = *orphaned.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(30) {
+                std::process::exit(1);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "simserver worker: SIGTERM; tearing down for {} ms",
+        teardown.as_millis()
+    );
+    std::thread::sleep(teardown);
+    std::process::exit(0);
+}
+
+#[allow(unsafe_code)]
+fn no_death_signal() {
+    // SAFETY: prctl with PR_SET_PDEATHSIG 0 only clears this process's setting.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
 }
 
 static TERM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

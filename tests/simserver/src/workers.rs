@@ -87,12 +87,15 @@ const SIGTERM_WITH_WORKERS: Duration = Duration::from_millis(200);
 
 /// The launcher's life once its workers run, as SGLang's: SIGTERM (unless
 /// `ignore_sigterm`) or SIGINT stops it, after `on_sigterm` (a drain); a
-/// worker that dies takes the server down. Then every worker is stopped.
+/// worker that dies takes the server down. Then every worker is stopped,
+/// unless `leave_workers`: then the launcher leaves at once and the workers,
+/// which had the SIGTERM too, end in their own time.
 /// Returns the exit code: 0 when stopped, 1 when a worker died.
 pub async fn supervise(
     workers: &mut [Child],
     who: &'static str,
     ignore_sigterm: bool,
+    leave_workers: bool,
     mut on_sigterm: impl AsyncFnMut(),
 ) -> anyhow::Result<i32> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -125,6 +128,8 @@ pub async fn supervise(
             }
         }
     };
-    stop(workers).await;
+    if !(leave_workers && code == 0) {
+        stop(workers).await;
+    }
     Ok(code)
 }

@@ -101,6 +101,13 @@ pub struct Manager {
     /// For a server that spans nodes: this node's place in it, as the last
     /// accepted launch gave it.
     node: Option<shared::restart::NodeRole>,
+    /// The members recorded in the store for the running instance (so that a
+    /// drainwatch killed now knows them), and that instance's generation.
+    recorded: (u64, std::collections::HashSet<ProcId>),
+    /// The generation whose root was gone when this drainwatch started but
+    /// whose processes still lived: ours, drained by the next operation; its
+    /// instance ends once they are gone.
+    leftover: Option<u64>,
 }
 
 /// What the health gate needs across samples.
@@ -175,19 +182,40 @@ impl Manager {
                 overridden: Vec::new(),
             },
             node: None,
+            recorded: (0, std::collections::HashSet::new()),
+            leftover: None,
         };
         if let Some(inst) = p.recovered.instance {
-            m.reattach(inst);
+            m.reattach(inst, &p.recovered.members);
         }
         m.publish_status(true);
         (m, ManagerHandle { tx, events }, rx)
     }
 
-    /// Picks up the server a previous drainwatch ran, if it still lives.
-    fn reattach(&mut self, inst: Instance) {
+    /// Picks up the server a previous drainwatch ran, if it still lives, with
+    /// the processes recorded as its own (`members`). Its root gone, what is
+    /// left of it (recorded processes, its process group, its cgroup leaves)
+    /// is still ours: drained by the next operation, never called foreign.
+    fn reattach(&mut self, inst: Instance, members: &[ProcId]) {
+        self.recorded = (inst.generation, members.iter().copied().collect());
         if !identity::alive(inst.root) {
-            tracing::info!(pid = inst.root.pid, "the recorded server is gone");
-            self.store.instance_ended(inst.generation, now_ms());
+            // Only a group drainwatch made says who is ours.
+            let pgid = if inst.origin == Origin::Launched { inst.pgid } else { 0 };
+            let left = identity::leftovers(inst.root, pgid, members);
+            if left.is_empty() && self.track_contained() == 0 {
+                tracing::info!(pid = inst.root.pid, "the recorded server is gone");
+                self.store.instance_ended(inst.generation, now_ms());
+                return;
+            }
+            tracing::warn!(
+                pid = inst.root.pid,
+                generation = inst.generation,
+                processes = left.len(),
+                "the recorded server's root is gone but processes of it still live: they are ours, and the next operation drains them"
+            );
+            self.members.reset(None, false, left);
+            self.track_contained();
+            self.leftover = Some(inst.generation);
             return;
         }
         tracing::info!(
@@ -213,7 +241,43 @@ impl Manager {
             },
             false,
         );
+        // Those that left the root's tree (reparented, in a session of their own).
+        self.members
+            .extend(members.iter().copied().filter(|id| identity::alive(*id)));
         self.feed(Input::Attached);
+    }
+
+    /// Records the members not recorded yet, for the running instance (or
+    /// what is left of one).
+    fn record_members(&mut self) {
+        let generation = match (&self.running, self.leftover) {
+            (Some(_), _) => self.generation,
+            (None, Some(g)) => g,
+            (None, None) => return,
+        };
+        if self.recorded.0 != generation {
+            self.recorded = (generation, std::collections::HashSet::new());
+        }
+        if self.recorded.1.len() >= self.members.ids().len() {
+            return;
+        }
+        let new: Vec<ProcId> = (self.members.ids().iter())
+            .filter(|id| !self.recorded.1.contains(id))
+            .copied()
+            .collect();
+        self.recorded.1.extend(new.iter().copied());
+        self.store.members(generation, new);
+    }
+
+    /// Ends the leftover instance once nothing of it lives (a launch since
+    /// was verified past it).
+    fn settle_leftover(&mut self) {
+        let Some(g) = self.leftover else { return };
+        if self.running.is_some() || (self.members.alive() == 0 && self.track_contained() == 0) {
+            tracing::info!(generation = g, "what was left of the recorded server is gone");
+            self.store.instance_ended(g, now_ms());
+            self.leftover = None;
+        }
     }
 
     /// The recorded cgroup `name`, if it is one of drainwatch's leaves.
@@ -356,6 +420,8 @@ impl Manager {
                         cg.remove_empty_leaves();
                     }
                     self.members.release_exited();
+                    self.record_members();
+                    self.settle_leftover();
                     self.follow_log();
                     self.send_timeline();
                     self.publish_status(false);

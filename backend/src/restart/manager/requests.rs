@@ -91,7 +91,7 @@ impl Manager {
         if let Some(p) = &self.pregate {
             return Err(Refusal::Conflict {
                 message: format!(
-                    "a {} is waiting for the GPUs' health check",
+                    "a {} was asked first and waits for the GPUs' health check; try again in a moment",
                     op_name(p.parked.req.kind)
                 ),
                 operation: None,
