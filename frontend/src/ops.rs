@@ -34,6 +34,7 @@ pub(crate) fn outcome_key(outcome: Outcome) -> &'static str {
         Outcome::Succeeded => "succeeded",
         Outcome::Failed => "failed",
         Outcome::Interrupted => "interrupted",
+        Outcome::Cancelled => "cancelled",
     }
 }
 

@@ -312,6 +312,9 @@ pub enum Outcome {
     Succeeded,
     Failed,
     Interrupted,
+    /// Cancelled before the launch (by the campaign that asked for it): the
+    /// server was stopped and verified, and nothing was launched.
+    Cancelled,
 }
 
 /// Time spent in each part of a restart, where it got that far.

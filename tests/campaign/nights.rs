@@ -1,7 +1,9 @@
 //! Campaigns left running with nobody watching: a GPU already unhealthy
 //! refuses the next step's restart before anything stops (paused, the server
 //! still serving); an earlier result is reused only when the running server
-//! says the same version it was measured on.
+//! says the same version it was measured on; a cancel during a step's drain
+//! stops it before the launch, recorded as cancelled. (drainwatch killed
+//! mid-step: `resume.rs`.)
 
 use std::time::Duration;
 
@@ -99,6 +101,50 @@ async fn an_unknown_version_on_either_side_reuses_nothing() -> anyhow::Result<()
     app.finished_restart(id, Duration::from_secs(30)).await?;
     let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
     assert_eq!(states(&c), ["done"], "history's version was used: {c:#}");
+    assert!(host.foreign_signals().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_campaign_cancelled_mid_drain_launches_nothing_and_says_cancelled() -> anyhow::Result<()>
+{
+    let _load = MEASURING.read().await;
+    // Servers that ignore SIGTERM: each drain lasts its whole timeout.
+    let host = tests::SimHost::new(100);
+    let spec = tests::managed::ServerSpec {
+        env: vec![("SIMSERVER_MODE", "ignore-sigterm")],
+        drain: "3s",
+        ..spec("")
+    };
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let plan = format!(
+        "name = \"cancelled\"\nreuse = false\n{BENCH}\n[[sets]]\nflags = {{ \"--ep-size\" = 2 }}\n[[sets]]\n"
+    );
+    let id = start(&app, &plan).await?;
+    app.wait_for_state("step 1's drain", Duration::from_secs(30), |s| {
+        s.server
+            .as_ref()
+            .is_some_and(|v| v.phase == Phase::Draining && v.operation.is_some())
+    })
+    .await?;
+    let (code, body) = app
+        .post(&format!("/api/campaigns/{id}/cancel"), &json!({}))
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    let c = wait_over(&app, id, Duration::from_secs(60)).await?;
+    assert_eq!(c["info"]["state"], "cancelled", "{c:#}");
+    assert_eq!(states(&c), ["skipped", "skipped"], "{c:#}");
+    assert!(c["steps"][0]["failure"].is_null(), "not a failed step: {c:#}");
+    // Its restart stopped after the verification, before any launch.
+    let op = c["steps"][0]["restart_id"].as_i64().expect("a restart");
+    let d = app.get_json(&format!("/api/restarts/{op}")).await?;
+    assert_eq!(d["summary"]["outcome"], "cancelled", "{d}");
+    assert!(d["summary"]["failure"].is_null(), "{d}");
+    let notes = tests::managed::notes(&d);
+    assert!(notes.contains("verified") && !notes.contains("launching"), "{notes}");
+    let s = app.wait_phase(Phase::Stopped, Duration::from_secs(10)).await?;
+    assert!(s.root.is_none(), "nothing was launched: {s:?}");
     assert!(host.foreign_signals().is_empty());
     Ok(())
 }

@@ -23,7 +23,9 @@ pub enum AfterRestart {
 pub fn of_restart(r: &RestartSummary) -> AfterRestart {
     match (r.outcome, &r.failure) {
         (Outcome::Succeeded, _) => AfterRestart::Ready,
-        (Outcome::Interrupted, _) | (_, Some(Failure::Interrupted)) => AfterRestart::Interrupted,
+        (Outcome::Interrupted | Outcome::Cancelled, _) | (_, Some(Failure::Interrupted)) => {
+            AfterRestart::Interrupted
+        }
         (_, Some(f @ (Failure::ForeignHolders { .. } | Failure::Unhealthy { .. }))) => {
             AfterRestart::Foreign(f.summary())
         }

@@ -178,6 +178,7 @@ fn outcome_line(r: &CoordRecord) -> String {
         (Outcome::Succeeded, _) => "ready: a completion came back through rank 0".to_owned(),
         (Outcome::Running, _) => "running".to_owned(),
         (Outcome::Interrupted, _) => "interrupted: the hub stopped during it".to_owned(),
+        (Outcome::Cancelled, _) => "cancelled before the launch".to_owned(),
         (Outcome::Failed, Some(f)) => format!("FAILED on {}: {}", f.member, f.reason),
         (Outcome::Failed, None) => "FAILED".to_owned(),
     };
@@ -187,7 +188,7 @@ fn outcome_line(r: &CoordRecord) -> String {
 fn exit_of(r: &CoordRecord) -> Exit {
     match r.outcome {
         Outcome::Succeeded => Exit::Ok,
-        Outcome::Interrupted => Exit::Interrupted,
+        Outcome::Interrupted | Outcome::Cancelled => Exit::Interrupted,
         Outcome::Running => Exit::Error,
         Outcome::Failed => Exit::GroupFailed,
     }

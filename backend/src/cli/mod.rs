@@ -44,7 +44,7 @@ Exit codes:
   13  launch failed: the port is in use
   14  launch failed: the server exited during warm-up, or could not be started
   15  launch failed: not ready within the warm-up timeout
-  16  the operation was interrupted, or the server crashed
+  16  the operation was interrupted or cancelled, or the server crashed
   17  launch refused: the health check found a GPU unhealthy (XID, row remap, ECC, PCIe)
   20  benchmark failed or was interrupted
   21  benchmark cancelled

@@ -261,6 +261,9 @@ pub(super) fn restart_line(r: &RestartSummary) -> String {
         (_, Some(f)) => format!("{what}: {}", f.summary()),
         (Outcome::Failed, None) => format!("{what}: failed"),
         (Outcome::Interrupted, None) => format!("{what}: interrupted"),
+        (Outcome::Cancelled, None) => {
+            format!("{what}: cancelled before the launch; the server is stopped")
+        }
     }
 }
 

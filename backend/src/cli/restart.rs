@@ -261,7 +261,7 @@ fn exit_of(r: &RestartSummary) -> Exit {
             LaunchCause::WarmupTimeout { .. } => Exit::WarmupTimeout,
         },
         (_, Some(Failure::Crashed { .. } | Failure::Interrupted))
-        | (Outcome::Interrupted, None) => Exit::Interrupted,
+        | (Outcome::Interrupted | Outcome::Cancelled, None) => Exit::Interrupted,
         (Outcome::Failed | Outcome::Running, None) => Exit::Error,
     }
 }

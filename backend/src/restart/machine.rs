@@ -98,6 +98,10 @@ pub enum Input {
     /// A stop preempts the launch in flight ([`Machine::stop_preempts`]):
     /// end it, interrupted, before the stop begins.
     Abandon,
+    /// Whoever asked for the launch in flight cancels it: it stops at the
+    /// next safe point, before the launch ([`Machine::can_cancel`]), and ends
+    /// cancelled with the server stopped and verified.
+    Cancel,
     /// A new sample was turned into an observation.
     Observe(Observation),
     /// The server process was started.
@@ -159,6 +163,8 @@ struct Op {
     to_flags: Flags,
     /// Launch after verifying (restart, start) or stop there (stop).
     launch: bool,
+    /// Cancelled before its launch: it ends at Verifying, cancelled.
+    cancelled: bool,
 }
 
 /// The restart state machine.
@@ -227,6 +233,22 @@ impl Machine {
         }
     }
 
+    /// Whether the operation in flight can still be cancelled before its
+    /// launch; `Err` says why not.
+    pub fn can_cancel(&self) -> Result<(), String> {
+        match &self.op {
+            None => Err("no operation is running".to_owned()),
+            Some(op) if !op.launch => Err(format!(
+                "the {} launches nothing: it ends with the server stopped",
+                op_name(op.kind)
+            )),
+            Some(_) if matches!(self.phase, Phase::Launching | Phase::WarmingUp) => Err(
+                "the server is already launching; it can be stopped once it is ready".to_owned(),
+            ),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// A stop may cut short a launch that is still warming up (a node of a
     /// group whose other node failed, or an operator who gives up waiting):
     /// the launch ends interrupted and the stop drains what it started.
@@ -260,9 +282,12 @@ impl Machine {
     }
 
     fn finish(&mut self, phase: Phase, now: u64, failure: Option<Failure>, fx: &mut Vec<Effect>) {
-        let note = failure
-            .as_ref()
-            .map_or_else(|| phase.label().to_owned(), Failure::summary);
+        let cancelled = self.op.as_ref().is_some_and(|o| o.cancelled);
+        let note = match &failure {
+            Some(f) => f.summary(),
+            None if cancelled => "cancelled before the launch; the server is stopped".to_owned(),
+            None => phase.label().to_owned(),
+        };
         let marker = if failure.is_some() {
             Some(MarkerKind::Failed)
         } else if phase == Phase::Ready {
@@ -276,6 +301,8 @@ impl Machine {
         fx.push(Effect::Finished {
             outcome: if failure.is_some() {
                 Outcome::Failed
+            } else if cancelled {
+                Outcome::Cancelled
             } else {
                 Outcome::Succeeded
             },
@@ -305,6 +332,17 @@ impl Machine {
                 fx.push(Effect::Finished {
                     outcome: Outcome::Interrupted,
                     failure: None,
+                });
+            }
+            Input::Cancel if self.can_cancel().is_ok() => {
+                if let Some(op) = self.op.as_mut() {
+                    op.launch = false;
+                    op.cancelled = true;
+                }
+                fx.push(Effect::Entered {
+                    phase: self.phase,
+                    note: "cancelled: it stops here, before the launch".to_owned(),
+                    marker: None,
                 });
             }
             Input::Observe(obs) => self.observe(&obs, now, &mut fx),
@@ -376,7 +414,8 @@ impl Machine {
             | Input::Healthy
             | Input::Ready
             | Input::Refused { .. }
-            | Input::Abandon => {}
+            | Input::Abandon
+            | Input::Cancel => {}
         }
         fx
     }
@@ -390,6 +429,7 @@ impl Machine {
             kind,
             to_flags,
             launch,
+            cancelled: false,
         });
         fx.push(Effect::FastSampling(true));
         if self.alive > 0 {

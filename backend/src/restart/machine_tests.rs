@@ -567,3 +567,41 @@ fn a_stop_cuts_short_a_launch_that_is_warming_up_and_nothing_else() {
     assert!(r.step(Input::Abandon, S).is_empty());
     assert_eq!(r.busy(), Some(OpKind::Restart));
 }
+
+#[test]
+fn a_cancel_stops_the_restart_before_its_launch_and_not_after() {
+    let mut m = restarting();
+    assert_eq!(m.phase(), Phase::Draining);
+    assert!(m.can_cancel().is_ok());
+    let fx = m.step(Input::Cancel, S);
+    assert!(!fx.iter().any(|f| matches!(f, Effect::Launch(_))));
+    m.step(clean(), 2 * S);
+    let mut fx = Vec::new();
+    for t in 3..6 {
+        fx.extend(m.step(clean(), t * S));
+    }
+    assert!(
+        !fx.iter().any(|f| matches!(f, Effect::Launch(_))),
+        "nothing launches: {fx:?}"
+    );
+    assert_eq!(finished(&fx), Some((Outcome::Cancelled, None)));
+    assert_eq!(m.phase(), Phase::Stopped);
+    assert!(m.busy().is_none());
+
+    // Once launching, it is too late: the launch goes on.
+    let mut m = launched();
+    assert!(m.can_cancel().is_err());
+    assert!(m.step(Input::Cancel, S).is_empty());
+    let fx = m.step(Input::Ready, 2 * S);
+    assert_eq!(finished(&fx), Some((Outcome::Succeeded, None)));
+    // Nothing to cancel, or a stop: refused.
+    assert!(m.can_cancel().is_err());
+    m.step(
+        Input::Begin {
+            kind: OpKind::Stop,
+            to_flags: Flags::new(),
+        },
+        3 * S,
+    );
+    assert!(m.can_cancel().is_err());
+}

@@ -225,6 +225,13 @@ impl Runner {
         {
             tracing::warn!(?r, "cannot cancel the campaign's benchmark");
         }
+        // A restart stops before its launch; one already launching ends
+        // ready, and its step is skipped.
+        if let Doing::Restart { .. } = doing
+            && let Err(r) = self.manager.cancel_op(Some(id)).await
+        {
+            tracing::info!(why = r.message(), "the step's restart goes on to its end");
+        }
         if let Doing::Bench { step } = doing {
             self.set_step(step, |s| {
                 s.state = StepState::Skipped;

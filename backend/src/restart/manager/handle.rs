@@ -95,6 +95,12 @@ pub enum Command {
         campaign: Option<i64>,
         reply: oneshot::Sender<Result<i64, Refusal>>,
     },
+    /// Cancels the launch in flight before it launches; answers its id.
+    CancelOp {
+        /// The campaign asking, if one is.
+        campaign: Option<i64>,
+        reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
     /// A campaign takes the server (`Some`) or gives it back (`None`).
     Lease {
         lease: Option<Lease>,
@@ -162,6 +168,12 @@ impl ManagerHandle {
     pub async fn cancel_bench(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
         self.ask(|reply| Command::CancelBench { campaign, reply })
             .await
+    }
+
+    /// Cancels the restart or start in flight at its next safe point, before
+    /// the launch (`campaign`: as that campaign); returns its id.
+    pub async fn cancel_op(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
+        self.ask(|reply| Command::CancelOp { campaign, reply }).await
     }
 
     /// Who holds the server from now on: a campaign, or nobody.

@@ -338,6 +338,10 @@ impl Manager {
                 };
                 let _ = reply.send(r);
             }
+            Command::CancelOp { campaign, reply } => {
+                let r = self.held(campaign).and_then(|()| self.cancel_op());
+                let _ = reply.send(r);
+            }
             Command::Lease { lease, reply } => {
                 if self.lease != lease {
                     self.lease = lease;
@@ -359,6 +363,19 @@ impl Manager {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Cancels the launch in flight before it launches.
+    fn cancel_op(&mut self) -> Result<i64, Refusal> {
+        let conflict = |message: String| Refusal::Conflict {
+            message,
+            operation: self.op.as_ref().map(|o| o.op.clone()),
+        };
+        self.machine.can_cancel().map_err(conflict)?;
+        let id = self.op.as_ref().map_or(0, |o| o.op.id);
+        tracing::info!(op = id, "the operation is cancelled before its launch");
+        self.feed(Input::Cancel);
+        Ok(id)
     }
 
     /// Work that must wait for an await point: the benchmark after a restart.
