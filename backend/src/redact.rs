@@ -252,7 +252,10 @@ impl Redactor {
                     h.cmdline = self.argv(&h.cmdline);
                 }
             }
-            Failure::Interrupted | Failure::Unhealthy { .. } => {}
+            Failure::Interrupted
+            | Failure::Unhealthy { .. }
+            | Failure::MemoryLeaked { .. }
+            | Failure::Unkillable { .. } => {}
         }
     }
 

@@ -74,6 +74,13 @@ pub(crate) fn failure_content(f: &Failure) -> String {
         r#"<div class="failure-head"><span class="failure-kind">{}</span><span class="failure-summary" data-testid="failure-summary" title="{summary}">{summary}</span></div>"#,
         failure_key(f).replace('_', " ")
     );
+    if let Some(next) = f.needs_person() {
+        let _ = write!(
+            out,
+            r#"<div class="failure-next" data-testid="failure-next"><span class="failure-next-label">needs a person</span> {}</div>"#,
+            escape(&next)
+        );
+    }
     if let Some(said) = f.server_said() {
         let _ = write!(
             out,

@@ -206,6 +206,8 @@ pub(crate) fn failure_key(f: &Failure) -> &'static str {
         Failure::Crashed { .. } => "crashed",
         Failure::Interrupted => "interrupted",
         Failure::Unhealthy { .. } => "unhealthy",
+        Failure::MemoryLeaked { .. } => "memory_leaked",
+        Failure::Unkillable { .. } => "unkillable",
     }
 }
 

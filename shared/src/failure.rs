@@ -20,6 +20,27 @@ pub struct Holder {
     pub ours: bool,
 }
 
+/// Memory a GPU holds with no process alive on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeakedGpu {
+    pub gpu_index: u32,
+    pub used_bytes: u64,
+    /// Its idle baseline, as drainwatch measured it.
+    pub baseline_bytes: u64,
+}
+
+/// A process of ours that SIGKILL did not end, as `/proc` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckProcess {
+    pub pid: u32,
+    /// Its state letter (`D`: uninterruptible sleep).
+    pub state: String,
+    /// Where in the kernel it sleeps (`/proc/<pid>/wchan`), when the kernel says.
+    pub wchan: Option<String>,
+    /// The GPUs it still holds memory on.
+    pub gpus: Vec<u32>,
+}
+
 /// Why a launch failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cause", rename_all = "snake_case")]
@@ -70,6 +91,12 @@ pub enum Failure {
     /// The server's GPUs failed the health check before launch; nothing was
     /// launched. An operator may override it once, typing the GPUs named.
     Unhealthy { issues: Vec<HealthIssue> },
+    /// Every process is gone, yet GPUs hold memory: the driver did not
+    /// release it (a driver-side leak). No restart frees it; a GPU reset does.
+    MemoryLeaked { gpus: Vec<LeakedGpu> },
+    /// Processes of ours survived SIGKILL in uninterruptible sleep, stuck
+    /// inside the driver. No signal ends them; a reboot does.
+    Unkillable { processes: Vec<StuckProcess> },
 }
 
 impl Failure {
@@ -110,6 +137,52 @@ impl Failure {
                 let lines: Vec<String> = issues.iter().map(HealthIssue::line).collect();
                 format!("refused by the health check: {}", lines.join("; "))
             }
+            Self::MemoryLeaked { gpus } => {
+                let each: Vec<String> = gpus
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "GPU {} at {} (idle {})",
+                            g.gpu_index,
+                            crate::units::fmt_bytes(g.used_bytes),
+                            crate::units::fmt_bytes(g.baseline_bytes)
+                        )
+                    })
+                    .collect();
+                format!(
+                    "GPU memory held with no process alive: {}",
+                    each.join(", ")
+                )
+            }
+            Self::Unkillable { processes } => {
+                let each: Vec<String> = processes
+                    .iter()
+                    .map(|p| match &p.wchan {
+                        Some(w) => format!("pid {} (state {}, in {w})", p.pid, p.state),
+                        None => format!("pid {} (state {})", p.pid, p.state),
+                    })
+                    .collect();
+                format!("survived SIGKILL, stuck in the kernel: {}", each.join(", "))
+            }
+        }
+    }
+
+    /// What a person must do, for a state no restart can fix (and that no
+    /// campaign retries); `None` for every other failure.
+    pub fn needs_person(&self) -> Option<String> {
+        match self {
+            Self::MemoryLeaked { gpus } => {
+                let list: Vec<String> = gpus.iter().map(|g| g.gpu_index.to_string()).collect();
+                Some(format!(
+                    "no restart frees memory the driver leaked: once nothing else runs on it, reset the GPU (`nvidia-smi --gpu-reset -i {}`), or reboot the host",
+                    list.join(",")
+                ))
+            }
+            Self::Unkillable { .. } => Some(
+                "a process stuck inside the driver ends only with a reboot (a GPU reset is refused while it holds the GPU): drain the host's other work and reboot it"
+                    .to_owned(),
+            ),
+            _ => None,
         }
     }
 }
@@ -178,6 +251,8 @@ enum FailureKind {
     Crashed,
     Interrupted,
     Unhealthy,
+    MemoryLeaked,
+    Unkillable,
 }
 
 #[derive(Debug, Deserialize)]
@@ -206,6 +281,8 @@ struct FailureFields {
     status: Option<u16>,
     log_tail: Option<Vec<String>>,
     issues: Option<Vec<HealthIssue>>,
+    gpus: Option<Vec<LeakedGpu>>,
+    processes: Option<Vec<StuckProcess>>,
 }
 
 impl TryFrom<FailureFields> for Failure {
@@ -253,6 +330,12 @@ impl TryFrom<FailureFields> for Failure {
             FailureKind::Interrupted => Self::Interrupted,
             FailureKind::Unhealthy => Self::Unhealthy {
                 issues: need(f.issues, "issues")?,
+            },
+            FailureKind::MemoryLeaked => Self::MemoryLeaked {
+                gpus: need(f.gpus, "gpus")?,
+            },
+            FailureKind::Unkillable => Self::Unkillable {
+                processes: need(f.processes, "processes")?,
             },
         })
     }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::ProcId;
-pub use crate::failure::{Failure, Holder, LaunchCause, exit_text};
+pub use crate::failure::{Failure, Holder, LaunchCause, LeakedGpu, StuckProcess, exit_text};
 
 use crate::flags::{FlagSpec, Flags};
 

@@ -2,7 +2,8 @@
 //! refuses the next step's restart before anything stops (paused, the server
 //! still serving); an earlier result is reused only when the running server
 //! says the same version it was measured on; a cancel during a step's drain
-//! stops it before the launch, recorded as cancelled. (drainwatch killed
+//! stops it before the launch, recorded as cancelled; a GPU that needs a
+//! person stops the campaign whatever its policy. (drainwatch killed
 //! mid-step: `resume.rs`.)
 
 use std::time::Duration;
@@ -145,6 +146,37 @@ async fn a_campaign_cancelled_mid_drain_launches_nothing_and_says_cancelled() ->
     assert!(notes.contains("verified") && !notes.contains("launching"), "{notes}");
     let s = app.wait_phase(Phase::Stopped, Duration::from_secs(10)).await?;
     assert!(s.root.is_none(), "nothing was launched: {s:?}");
+    assert!(host.foreign_signals().is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_gpu_that_needs_a_person_stops_the_campaign_whatever_its_policy() -> anyhow::Result<()> {
+    let _load = MEASURING.read().await;
+    let host = tests::SimHost::new(100);
+    let spec = tests::managed::ServerSpec {
+        verify: "3s",
+        ..spec("")
+    };
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    // Step 1's server leaks its memory when step 2 stops it; the policy
+    // would retry a failed step.
+    let plan = format!(
+        "name = \"leak\"\nreuse = false\non_failure = \"retry\"\n{BENCH}\n[[sets]]\nflags = {{ SIMSERVER_MODE = \"leak\" }}\n[[sets]]\n[[sets]]\nflags = {{ \"--ep-size\" = 2 }}\n"
+    );
+    let id = start(&app, &plan).await?;
+    let c = wait_over(&app, id, Duration::from_secs(120)).await?;
+    assert_eq!(c["info"]["state"], "stopped", "{c:#}");
+    assert_eq!(states(&c), ["done", "failed", "skipped"], "{c:#}");
+    let step = &c["steps"][1];
+    assert_eq!(step["attempts"], 1, "never retried: {step}");
+    assert_eq!(step["failure"]["kind"], "needs_person", "{step}");
+    let reason = c["info"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("nvidia-smi --gpu-reset -i 0") && reason.contains("whatever its failure policy"),
+        "{reason}"
+    );
     assert!(host.foreign_signals().is_empty());
     Ok(())
 }

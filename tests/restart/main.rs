@@ -9,5 +9,6 @@ mod guards;
 mod health;
 mod launch;
 mod modes;
+mod person;
 mod multinode;
 mod verify;

@@ -194,6 +194,10 @@ impl SimHost {
 impl Drop for SimHost {
     /// The end of the test: no drainwatch may have signalled a stranger.
     fn drop(&mut self) {
+        // A process the test left stuck in the kernel is let go (and ends).
+        if let Err(e) = simhost::stuck::thaw(&self.path()) {
+            eprintln!("cannot thaw what the test froze: {e}");
+        }
         if !std::thread::panicking() && !self.watched.lock().expect("lock").is_empty() {
             let bad = self.foreign_signals();
             assert!(

@@ -130,7 +130,7 @@ max = 60000
 name = "SIMSERVER_MODE"
 kind = "env"
 type = "enum"
-values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=15000", "oom", "crash=6000", "hang-completions", "drop-every=4", "slow-every=7", "final-usage", "mixed-events", "mixed-events,final-usage", "escape", "escape=1500", "fork-bomb-lite", "slow-teardown=2500"]
+values = ["normal", "ignore-sigterm", "orphan", "slow-drain", "slow-drain=15000", "oom", "crash=6000", "hang-completions", "drop-every=4", "slow-every=7", "final-usage", "mixed-events", "mixed-events,final-usage", "escape", "escape=1500", "fork-bomb-lite", "slow-teardown=2500", "leak", "stuck-in-driver"]
 
 [[flags]]
 name = "SGLANG_OPT_USE_TILELANG_INDEXER"

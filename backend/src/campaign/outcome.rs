@@ -31,7 +31,10 @@ pub fn of_restart(r: &RestartSummary) -> AfterRestart {
         }
         (_, Some(f)) => AfterRestart::Failed(StepFailure {
             kind: classify(f),
-            message: f.summary(),
+            message: match f.needs_person() {
+                Some(next) => format!("{}; {next}", f.summary()),
+                None => f.summary(),
+            },
         }),
         (_, None) => AfterRestart::Failed(StepFailure {
             kind: FailureKind::LaunchFailed,
@@ -56,6 +59,7 @@ pub fn classify(f: &Failure) -> FailureKind {
         Failure::Crashed { .. } => FailureKind::Crashed,
         Failure::Interrupted => FailureKind::LaunchFailed,
         Failure::Unhealthy { .. } => FailureKind::Unhealthy,
+        Failure::MemoryLeaked { .. } | Failure::Unkillable { .. } => FailureKind::NeedsPerson,
     }
 }
 

@@ -46,6 +46,7 @@ Exit codes:
   15  launch failed: not ready within the warm-up timeout
   16  the operation was interrupted or cancelled, or the server crashed
   17  launch refused: the health check found a GPU unhealthy (XID, row remap, ECC, PCIe)
+  18  a GPU needs a person: memory the driver leaked, or a process SIGKILL cannot end (reset the GPU or reboot)
   20  benchmark failed or was interrupted
   21  benchmark cancelled
   22  benchmark ran, but the correctness check failed
@@ -74,6 +75,7 @@ pub enum Exit {
     WarmupTimeout,
     Interrupted,
     Unhealthy,
+    NeedsPerson,
     BenchFailed,
     BenchCancelled,
     WrongAnswer,
@@ -103,6 +105,7 @@ impl Exit {
             Self::WarmupTimeout => 15,
             Self::Interrupted => 16,
             Self::Unhealthy => 17,
+            Self::NeedsPerson => 18,
             Self::BenchFailed => 20,
             Self::BenchCancelled => 21,
             Self::WrongAnswer => 22,
@@ -472,6 +475,7 @@ mod tests {
             Exit::WarmupTimeout,
             Exit::Interrupted,
             Exit::Unhealthy,
+            Exit::NeedsPerson,
             Exit::BenchFailed,
             Exit::BenchCancelled,
             Exit::WrongAnswer,

@@ -270,6 +270,9 @@ pub(super) fn restart_line(r: &RestartSummary) -> String {
 /// A finished restart: its line, then who held memory and the log's tail.
 pub(super) fn restart_outcome(r: &RestartSummary) -> String {
     let mut out = restart_line(r) + "\n";
+    if let Some(next) = r.failure.as_ref().and_then(Failure::needs_person) {
+        let _ = writeln!(out, "NEEDS A PERSON: {next}");
+    }
     match &r.failure {
         Some(Failure::VerifyFailed { holders, .. } | Failure::ForeignHolders { holders }) => {
             let rows: Vec<Vec<String>> = holders

@@ -252,6 +252,7 @@ fn exit_of(r: &RestartSummary) -> Exit {
         (_, Some(Failure::VerifyFailed { .. })) => Exit::VerifyFailed,
         (_, Some(Failure::ForeignHolders { .. })) => Exit::ForeignHolders,
         (_, Some(Failure::Unhealthy { .. })) => Exit::Unhealthy,
+        (_, Some(Failure::MemoryLeaked { .. } | Failure::Unkillable { .. })) => Exit::NeedsPerson,
         (_, Some(Failure::LaunchFailed { cause, .. })) => match cause {
             LaunchCause::Oom => Exit::Oom,
             LaunchCause::PortInUse { .. } => Exit::PortInUse,

@@ -77,6 +77,14 @@ pub fn alive(id: ProcId) -> bool {
     live(id).is_some()
 }
 
+/// Where in the kernel `pid` sleeps (`/proc/<pid>/wchan`): a symbol, or
+/// `None` when it runs or the kernel does not say.
+pub fn wchan(pid: u32) -> Option<String> {
+    let w = std::fs::read_to_string(format!("/proc/{pid}/wchan")).ok()?;
+    let w = w.trim();
+    (!w.is_empty() && w != "0").then(|| w.chars().take(64).collect())
+}
+
 /// What is left alive of a server whose root is gone: each of `recorded`
 /// still alive as that identity, and each process still in the server's
 /// process group `pgid` that started no earlier than its root (a group keeps

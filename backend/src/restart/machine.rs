@@ -9,7 +9,9 @@
 //! Stop ends after Verifying; Start begins at Verifying.
 
 use shared::flags::Flags;
-use shared::restart::{Failure, Holder, LaunchCause, MarkerKind, OpKind, Outcome, Phase};
+use shared::restart::{
+    Failure, Holder, LaunchCause, LeakedGpu, MarkerKind, OpKind, Outcome, Phase, StuckProcess,
+};
 
 use super::gate::Verdict;
 use crate::config::file::Timeouts;
@@ -32,6 +34,8 @@ pub struct Observation {
     pub processes_unknown: Option<String>,
     /// The health gate's verdict on the server's GPUs.
     pub health: Verdict,
+    /// Processes of ours alive in uninterruptible sleep (read while killing).
+    pub stuck: Vec<StuckProcess>,
 }
 
 impl Observation {
@@ -52,6 +56,27 @@ impl Observation {
             && self.unreadable.is_empty()
             && self.processes_unknown.is_none()
             && !self.foreign_on_gpu.is_empty()
+    }
+
+    /// GPUs above their baseline when no process at all, ours or not, is on
+    /// any of them and every list was read: memory the driver holds for no
+    /// one.
+    fn leaked(&self) -> Vec<LeakedGpu> {
+        let nobody = self.ours_alive == 0
+            && self.ours_on_gpu.is_empty()
+            && self.foreign_on_gpu.is_empty()
+            && self.unreadable.is_empty()
+            && self.processes_unknown.is_none();
+        if !nobody {
+            return Vec::new();
+        }
+        (self.over_baseline.iter())
+            .map(|&(gpu_index, used_bytes, baseline_bytes)| LeakedGpu {
+                gpu_index,
+                used_bytes,
+                baseline_bytes,
+            })
+            .collect()
     }
 
     fn why_not_clean(&self) -> String {
@@ -484,10 +509,18 @@ impl Machine {
                 fx,
             ),
             Phase::Killing if self.elapsed(now) >= ms(self.timeouts.kill_grace) => {
-                let reason = format!("{} process(es) of ours survived SIGKILL", obs.ours_alive);
-                let failure = Failure::VerifyFailed {
-                    reason,
-                    holders: obs.ours_on_gpu.clone(),
+                // Asleep in the kernel where SIGKILL cannot reach: a person's.
+                let failure = if obs.stuck.is_empty() {
+                    let reason =
+                        format!("{} process(es) of ours survived SIGKILL", obs.ours_alive);
+                    Failure::VerifyFailed {
+                        reason,
+                        holders: obs.ours_on_gpu.clone(),
+                    }
+                } else {
+                    Failure::Unkillable {
+                        processes: obs.stuck.clone(),
+                    }
                 };
                 self.fail(now, failure, fx);
             }
@@ -551,6 +584,11 @@ impl Machine {
             self.streak = 0;
         }
         if self.elapsed(now) >= ms(self.timeouts.verify) {
+            let gpus = obs.leaked();
+            if !gpus.is_empty() {
+                self.fail(now, Failure::MemoryLeaked { gpus }, fx);
+                return;
+            }
             let mut holders = obs.ours_on_gpu.clone();
             holders.extend(obs.foreign_on_gpu.iter().cloned());
             let failure = Failure::VerifyFailed {

@@ -87,6 +87,7 @@ pub(crate) fn observe(
         unreadable,
         processes_unknown: sample.processes_error.clone(),
         health: Default::default(),
+        stuck: Vec::new(),
     }
 }
 

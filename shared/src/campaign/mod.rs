@@ -149,6 +149,9 @@ pub enum FailureKind {
     WrongAnswer,
     /// The benchmark itself failed (the server stopped answering, say).
     BenchFailed,
+    /// A GPU needs a person (memory the driver leaked, a process SIGKILL
+    /// cannot end): the campaign stops, whatever its failure policy.
+    NeedsPerson,
 }
 
 impl FailureKind {
@@ -163,6 +166,7 @@ impl FailureKind {
             Self::Unhealthy => "GPU failed the health check",
             Self::WrongAnswer => "wrong answer",
             Self::BenchFailed => "benchmark failed",
+            Self::NeedsPerson => "a GPU needs a person (reset or reboot)",
         }
     }
 
@@ -178,6 +182,7 @@ impl FailureKind {
             Self::Unhealthy => "unhealthy GPU",
             Self::WrongAnswer => "wrong answer",
             Self::BenchFailed => "bench failed",
+            Self::NeedsPerson => "needs a person",
         }
     }
 }

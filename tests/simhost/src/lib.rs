@@ -27,6 +27,7 @@ mod inventory;
 mod observe;
 mod proc_stat;
 mod roster;
+pub mod stuck;
 
 pub use faults::{Fault, GpuFaults, clear_faults, set_faults};
 pub use health::{
@@ -52,6 +53,11 @@ pub struct Allocation {
     pub pid: u32,
     pub start_ticks: u64,
     pub gpus: Vec<GpuUse>,
+    /// The driver keeps this memory after the process exits (a driver-side
+    /// leak): charged to the GPU with no process listed, until the GPU is
+    /// reset ([`reset_gpu`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leaks: bool,
 }
 
 /// Memory and load one process puts on one GPU.
@@ -69,6 +75,7 @@ pub struct Registration {
     path: PathBuf,
     pid: u32,
     start_ticks: u64,
+    leaks: bool,
 }
 
 impl Registration {
@@ -85,7 +92,15 @@ impl Registration {
             path: alloc_path(dir, pid, start_ticks),
             pid,
             start_ticks,
+            leaks: false,
         }
+    }
+
+    /// From the next [`Registration::set`] on, the memory outlives the
+    /// process (see [`Allocation::leaks`]).
+    pub fn leaking(mut self) -> Self {
+        self.leaks = true;
+        self
     }
 
     /// Replaces what this process holds. Atomic: readers see the old or the new.
@@ -94,6 +109,7 @@ impl Registration {
             pid: self.pid,
             start_ticks: self.start_ticks,
             gpus: gpus.to_vec(),
+            leaks: self.leaks,
         };
         let body = serde_json::to_vec(&alloc).map_err(io::Error::other)?;
         fsutil::write_atomic(&self.path, &body)
@@ -102,6 +118,34 @@ impl Registration {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// `nvidia-smi --gpu-reset -i <gpu>`: frees what exited processes leaked on
+/// `gpu` (memory of live processes stays: a real reset is refused while a
+/// process uses the GPU). Returns how many leaked allocations were freed.
+pub fn reset_gpu(dir: &Path, gpu: u32) -> io::Result<usize> {
+    let mut freed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !(name.starts_with("alloc-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Some(a) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Allocation>(&b).ok())
+        else {
+            continue;
+        };
+        let gone = read_proc_stat(a.pid)?
+            .is_none_or(|st| st.start_ticks != a.start_ticks || st.has_exited());
+        if a.leaks && gone && a.gpus.iter().any(|u| u.gpu == gpu) {
+            fsutil::remove_if_present(&path)?;
+            fsutil::remove_if_present(&path.with_extension("gone"))?;
+            freed += 1;
+        }
+    }
+    Ok(freed)
 }
 
 fn alloc_stem(pid: u32, start_ticks: u64) -> String {

@@ -50,6 +50,8 @@ enum Owner {
     /// Exited; memory still held until the release time.
     TearingDown,
     Released,
+    /// Exited, and its memory leaked (see [`crate::Allocation::leaks`]).
+    Leaked,
 }
 
 /// Reads the host directory at `now_ms`. Exited owners get a tombstone on first
@@ -81,6 +83,15 @@ pub fn observe_with(dir: &Path, inventory: Inventory, now_ms: u64) -> io::Result
             Owner::Released => continue,
             Owner::Alive => true,
             Owner::TearingDown => false,
+            // The driver holds it for no process: counted, never listed.
+            Owner::Leaked => {
+                for u in &alloc.gpus {
+                    if let Some(slot) = load.get_mut(u.gpu as usize) {
+                        slot.0 = slot.0.saturating_add(u.used_bytes);
+                    }
+                }
+                continue;
+            }
         };
         for u in &alloc.gpus {
             let Some(slot) = load.get_mut(u.gpu as usize) else {
@@ -123,6 +134,9 @@ fn owner_state(path: &Path, alloc: &Allocation, delay_ms: u64, now_ms: u64) -> i
         .is_some_and(|st| st.start_ticks == alloc.start_ticks && !st.has_exited());
     if alive {
         return Ok(Owner::Alive);
+    }
+    if alloc.leaks {
+        return Ok(Owner::Leaked);
     }
     let tomb = path.with_extension("gone");
     let gone_at = if create_atomic(&tomb, now_ms.to_string().as_bytes())? {
@@ -326,5 +340,30 @@ mod tests {
         reg.set(&[use_(0, 200 * 1024)]).expect("set");
         let v = observe(dir.path(), 1_000).expect("o");
         assert_eq!(v.gpus[0].used_bytes, 96 << 30);
+    }
+
+    #[test]
+    fn leaked_memory_stays_charged_with_no_process_until_a_reset() {
+        let dir = host(500);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let st = read_proc_stat(pid).expect("stat").expect("present");
+        Registration::new(dir.path(), pid, st.start_ticks)
+            .leaking()
+            .set(&[use_(1, 2048)])
+            .expect("set");
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        // Long past the release delay: still charged, and nobody listed.
+        let v = observe(dir.path(), 60_000).expect("o");
+        assert_eq!(v.gpus[1].used_bytes, 2052 * MIB);
+        assert!(v.gpus[1].processes.is_empty(), "{:?}", v.gpus[1].processes);
+        // A reset of another GPU frees nothing; of this one, the leak.
+        assert_eq!(crate::reset_gpu(dir.path(), 0).expect("reset"), 0);
+        assert_eq!(crate::reset_gpu(dir.path(), 1).expect("reset"), 1);
+        assert_eq!(observe(dir.path(), 61_000).expect("o").gpus[1].used_bytes, 4 * MIB);
     }
 }

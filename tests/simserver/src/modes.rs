@@ -45,6 +45,12 @@ pub(crate) struct Modes {
     /// this long, holding their memory (as CUDA contexts do): they outlive
     /// the root.
     pub(crate) slow_teardown: Option<Duration>,
+    /// Rank 0's memory outlives it: the driver leaks it (SGLang PR #39612),
+    /// charged with no process until the GPU is reset.
+    pub(crate) leak: bool,
+    /// On SIGTERM, rank 0 gets stuck in the kernel where SIGKILL cannot end
+    /// it (vLLM #25127), holding its memory.
+    pub(crate) stuck_in_driver: bool,
 }
 
 pub(crate) const ENV: &str = "SIMSERVER_MODE";
@@ -86,6 +92,8 @@ impl Modes {
                 "crash-warmup" => m.crash_warmup = true,
                 "wrong-answers" => m.wrong_answers = true,
                 "slow-teardown" => m.slow_teardown = Some(ms(1_500)?),
+                "leak" => m.leak = true,
+                "stuck-in-driver" => m.stuck_in_driver = true,
                 "drop-every" | "slow-every" => {
                     let every = value
                         .and_then(|v| v.parse().ok())

@@ -127,7 +127,14 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
         Some(f) => f.clamp(0.0, 1.0) * total as f64,
         None => args.mem_gib * GIB,
     };
-    let reg = Registration::for_self(&dir).context("registering with the simulated host")?;
+    let mut reg = Registration::for_self(&dir).context("registering with the simulated host")?;
+    if modes.leak && args.rank == 0 {
+        reg = reg.leaking();
+    }
+    let stuck = modes.stuck_in_driver && args.rank == 0;
+    if stuck {
+        catch_sigterm();
+    }
     simhost::enlist(&dir, "worker")?;
     if modes.fork_bomb_lite && args.rank == 0 || modes.slow_teardown.is_some() {
         catch_sigterm();
@@ -191,6 +198,13 @@ pub(crate) fn run(args: WorkerArgs) -> anyhow::Result<()> {
     }
     if let Some(teardown) = modes.slow_teardown {
         tear_down_slowly(teardown);
+    }
+    if stuck {
+        while !TERM.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        eprintln!("simserver worker 0: SIGTERM; stuck in the driver from now on");
+        simhost::stuck::freeze_self(&dir).context("freezing in the kernel")?;
     }
     if modes.fork_bomb_lite && args.rank == 0 {
         while !TERM.load(std::sync::atomic::Ordering::Relaxed) {

@@ -319,7 +319,9 @@ impl Runner {
         let policy = a.c.info.on_failure;
         let attempts = a.c.steps[i].attempts;
         let cancelled = a.c.info.state == CampaignState::Cancelled;
-        let again = policy == FailurePolicy::Retry && attempts < 2 && !cancelled;
+        // No restart fixes what needs a person: never again, and the night ends.
+        let person = f.kind == shared::campaign::FailureKind::NeedsPerson;
+        let again = policy == FailurePolicy::Retry && attempts < 2 && !cancelled && !person;
         tracing::warn!(step = a.c.steps[i].index, failure = %f.message, again, "campaign step failed");
         let message = f.message.clone();
         let now = now_ms();
@@ -332,14 +334,17 @@ impl Runner {
                 s.finished_at_ms = Some(now);
             }
         });
-        if policy == FailurePolicy::Stop && !cancelled {
+        if (policy == FailurePolicy::Stop || person) && !cancelled {
             let n = self.active.as_ref().map_or(0, |a| a.c.steps[i].index + 1);
             self.skip_pending();
+            let why = if person {
+                "no restart can fix it, so the campaign stops whatever its failure policy"
+            } else {
+                "the policy stops the campaign"
+            };
             self.finish(
                 CampaignState::Stopped,
-                Some(format!(
-                    "step {n} failed ({message}); the policy stops the campaign"
-                )),
+                Some(format!("step {n} failed ({message}); {why}")),
             )
             .await;
         }

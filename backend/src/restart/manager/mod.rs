@@ -518,6 +518,9 @@ impl Manager {
         let contained = self.track_contained();
         let ours_alive = self.members.alive().max(contained);
         let mut obs = observe(sample, self.members.ids(), ours_alive, &self.cfg);
+        if self.machine.phase() == Phase::Killing {
+            obs.stuck = self.stuck(sample);
+        }
         if self.machine.phase() == Phase::Verifying {
             obs.health = gate::check(
                 sample,
@@ -542,6 +545,26 @@ impl Manager {
             self.unsent.push(point.clone());
             self.store.point(op.op.id, point);
         }
+    }
+}
+
+impl Manager {
+    /// The members alive in uninterruptible sleep (`D`), where SIGKILL
+    /// waits until the kernel lets go: stuck inside the driver, if it never does.
+    fn stuck(&self, sample: &shared::Sample) -> Vec<shared::restart::StuckProcess> {
+        (self.members.ids().iter())
+            .filter_map(|id| identity::live(*id))
+            .filter(|i| i.state == 'D')
+            .map(|i| shared::restart::StuckProcess {
+                pid: i.id.pid,
+                state: i.state.to_string(),
+                wchan: identity::wchan(i.id.pid),
+                gpus: (sample.processes.iter())
+                    .filter(|p| p.pid == i.id.pid)
+                    .flat_map(|p| p.gpu_mem.iter().map(|g| g.gpu_index))
+                    .collect(),
+            })
+            .collect()
     }
 }
 
