@@ -88,8 +88,12 @@ pub(super) async fn start(
         (Ok(r), Ok(c)) => (r, c),
         (Err(e), _) | (_, Err(e)) => return e.into_response(),
     };
-    let resolved = plan::parse(&body.text, body.json)
-        .and_then(|spec| plan::resolve(spec, &cfg.allow, &cfg.bench.defaults));
+    let parsed = plan::parse(&body.text, body.json);
+    // A text that is not a plan may hold anything (a pasted token): the
+    // audit keeps only that it did not parse, as for any body not the
+    // request expected. One that parses is quoted, as a restart's flags are.
+    let unparsed = parsed.is_err();
+    let resolved = parsed.and_then(|spec| plan::resolve(spec, &cfg.allow, &cfg.bench.defaults));
     let action = if q.dry_run {
         "campaign dry run"
     } else {
@@ -99,7 +103,8 @@ pub(super) async fn start(
         Ok(r) => r,
         Err(e) => {
             if !q.dry_run {
-                record(&state, &caller, action, String::new(), Err(&e.0));
+                let why = if unparsed { "the plan does not parse" } else { &e.0 };
+                record(&state, &caller, action, String::new(), Err(why));
             }
             // The message may quote the plan's values: the audit keeps it,
             // bounded, since only an operator gets this far.
@@ -178,6 +183,22 @@ pub(super) async fn act(
         Ok(id) => id,
         Err(e) => return e.into_response(),
     };
+    // One that never was is not found; one that is over, a conflict.
+    if !matches!(verb.as_str(), "pause" | "resume" | "cancel") {
+        return ApiError::new(StatusCode::NOT_FOUND, "no such action: pause, resume or cancel")
+            .into_response();
+    }
+    match state.store().map(|s| s.campaign(id)) {
+        Ok(found) => match found.await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return ApiError::new(StatusCode::NOT_FOUND, format!("no campaign #{id}"))
+                    .into_response();
+            }
+            Err(e) => return internal(e).into_response(),
+        },
+        Err(e) => return e.into_response(),
+    }
     let by = caller.who();
     let result = match verb.as_str() {
         "pause" => runner.pause(id, by).await,

@@ -13,7 +13,8 @@ pub(crate) mod extract;
 mod ledger;
 pub(crate) mod metrics;
 mod ops;
-mod refusals;
+pub(crate) mod refusals;
+pub mod routes;
 mod state;
 mod ws;
 
@@ -33,64 +34,107 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use shared::restart::{ConfirmRequest, OpKind, RestartRequest};
 
 pub use error::ApiError;
+pub use routes::{Query, Route, Table};
 pub use state::AppState;
 
 /// Largest request body accepted; restart requests are a few hundred bytes.
 const MAX_BODY: usize = 64 * 1024;
 
-/// The whole HTTP surface; tests may drive it without a socket.
-pub fn router(state: AppState) -> Router {
-    let router = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/api/state", get(api_state))
+/// The agent's HTTP surface, route by route, with the query parameters each
+/// reads: the router is built from it, and the whole-API walk covers it.
+fn table() -> Table<AppState> {
+    use routes::{NONE, Query::Only};
+    const GET: &[(&str, Query)] = &[("GET", NONE)];
+    const POST: &[(&str, Query)] = &[("POST", NONE)];
+    const PAGED: &[(&str, Query)] = &[("GET", Only(&["limit"]))];
+    Table::default()
+        .route("/healthz", get(healthz), GET)
+        .route("/api/state", get(api_state), GET)
         .route(
             "/api/restart",
             post(|s, c, b| ops::operation::<RestartRequest>(OpKind::Restart, s, c, b)),
+            POST,
         )
         .route(
             "/api/start",
             post(|s, c, b| ops::operation::<RestartRequest>(OpKind::Start, s, c, b)),
+            POST,
         )
         .route(
             "/api/stop",
             post(|s, c, b| ops::operation::<ConfirmRequest>(OpKind::Stop, s, c, b)),
+            POST,
         )
         .route(
             "/api/adopt",
             post(|s, c, b| ops::operation::<ConfirmRequest>(OpKind::Adopt, s, c, b)),
+            POST,
         )
-        .route("/api/restarts", get(ops::restarts))
-        .route("/api/restarts/{id}", get(ops::restart_detail))
-        .route("/api/audit", get(ops::audit))
-        .route("/api/bench", post(ledger::start))
-        .route("/api/bench/cancel", post(ledger::cancel))
-        .route("/api/bench/runs", get(ledger::runs))
-        .route("/api/bench/runs/{id}", get(ledger::run))
-        .route("/api/flagsets", get(ledger::flagsets))
-        .route("/api/flagsets/diff", get(ledger::diff))
-        .route("/api/flagsets/{id}", axum::routing::patch(ledger::edit))
-        .route("/api/export/bench.json", get(ledger::export_json))
-        .route("/api/export/bench.csv", get(ledger::export_csv))
+        .route("/api/restarts", get(ops::restarts), PAGED)
+        .route("/api/restarts/{id}", get(ops::restart_detail), GET)
+        .route(
+            "/api/audit",
+            get(ops::audit),
+            &[("GET", Only(&["limit", "kind"]))],
+        )
+        .route("/api/bench", post(ledger::start), POST)
+        .route("/api/bench/cancel", post(ledger::cancel), POST)
+        .route(
+            "/api/bench/runs",
+            get(ledger::runs),
+            &[("GET", Only(&["limit", "flagset"]))],
+        )
+        .route("/api/bench/runs/{id}", get(ledger::run), GET)
+        .route("/api/flagsets", get(ledger::flagsets), GET)
+        .route(
+            "/api/flagsets/diff",
+            get(ledger::diff),
+            &[("GET", Only(&["a", "b"]))],
+        )
+        .route(
+            "/api/flagsets/{id}",
+            axum::routing::patch(ledger::edit),
+            &[("PATCH", NONE)],
+        )
+        .route("/api/export/bench.json", get(ledger::export_json), GET)
+        .route("/api/export/bench.csv", get(ledger::export_csv), GET)
         .route(
             "/api/campaigns",
             get(campaigns::list).post(campaigns::start),
+            &[("GET", Only(&["limit"])), ("POST", Only(&["dry_run"]))],
         )
-        .route("/api/campaigns/{id}", get(campaigns::detail))
+        .route("/api/campaigns/{id}", get(campaigns::detail), GET)
         .route(
             "/api/campaigns/{id}/export.json",
             get(campaigns::export_json),
+            GET,
         )
-        .route("/api/campaigns/{id}/export.csv", get(campaigns::export_csv))
-        .route("/api/campaigns/{id}/{verb}", post(campaigns::act))
-        .route("/api/webhooks/test", post(campaigns::test_webhooks))
-        .route("/api/session", get(auth::session))
-        .route("/api/login", post(auth::login))
-        .route("/api/logout", post(auth::logout))
-        .route("/login", get(auth::login_page))
-        .route("/login.js", get(auth::login_script))
-        .route("/metrics", get(metrics::serve))
-        .route("/api/{*rest}", any(api_not_found))
-        .route("/ws", get(ws::upgrade))
+        .route(
+            "/api/campaigns/{id}/export.csv",
+            get(campaigns::export_csv),
+            GET,
+        )
+        .route("/api/campaigns/{id}/{verb}", post(campaigns::act), POST)
+        .route("/api/webhooks/test", post(campaigns::test_webhooks), POST)
+        .route("/api/session", get(auth::session), GET)
+        .route("/api/login", post(auth::login), POST)
+        .route("/api/logout", post(auth::logout), POST)
+        .route("/login", get(auth::login_page), GET)
+        .route("/login.js", get(auth::login_script), GET)
+        .route("/metrics", get(metrics::serve), GET)
+        .route("/api/{*rest}", any(api_not_found), &[("*", NONE)])
+        .route("/ws", get(ws::upgrade), GET)
+}
+
+/// Every route of the agent, as its router answers them.
+pub fn routes() -> Vec<Route> {
+    table().routes()
+}
+
+/// The whole HTTP surface; tests may drive it without a socket.
+pub fn router(state: AppState) -> Router {
+    let router = table()
+        .router()
         .fallback(assets::serve)
         .layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
@@ -104,7 +148,8 @@ pub fn router(state: AppState) -> Router {
             state.auth.clone(),
             auth::forwarded,
         ))
-        .layer(DefaultBodyLimit::max(MAX_BODY));
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(refusals::close_after_refused_body));
     browser_headers(router).with_state(state)
 }
 

@@ -26,7 +26,7 @@ use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Json, Redirect, Response};
 use axum::routing::{any, get, post};
-use axum::{Extension, Router};
+use axum::Extension;
 use serde::{Deserialize, Serialize};
 use shared::fleet::{
     AgentView, CoordRecord, CoordRequest, CoordTarget, Fleet, GpuBrief, ServerBrief,
@@ -35,7 +35,7 @@ use shared::protocol::ServerMsg;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api::ApiError;
+use crate::api::{ApiError, Route, Table};
 use crate::api::auth as gate;
 use crate::api::extract::Body;
 use crate::auth::{Auth, AuthConfig, Caller};
@@ -196,37 +196,8 @@ pub async fn serve(
             .timeout(Duration::from_secs(120))
             .build()?,
     };
-    let app = Router::new()
-        .route("/api/fleet", get(fleet))
-        .route("/api/groups", get(groups))
-        .route("/api/groups/{name}/restart", post(restart_group))
-        .route("/api/coordinated", get(coordinated))
-        .route("/api/coordinated/panel", get(coordinated_panel))
-        .route("/api/coordinated/{id}", get(coordinated_one))
-        .route("/api/session", get(gate::session))
-        .route("/api/login", post(gate::login))
-        .route("/api/logout", post(gate::logout))
-        .route("/login", get(gate::login_page))
-        .route("/login.js", get(gate::login_script))
-        .route("/metrics", get(metrics::serve))
-        .route("/api/{*rest}", any(not_found))
-        // Each host's own dashboard, through the hub.
-        .route("/agents/{name}", get(proxy::bare))
-        .route("/agents/{name}/", get(proxy::index))
-        .route("/agents/{name}/api/session", get(gate::session))
-        .route("/agents/{name}/api/logout", post(gate::logout))
-        .route("/agents/{name}/api/login", any(not_found))
-        .route("/agents/{name}/api/{*rest}", any(proxy::api))
-        .route("/agents/{name}/ws", get(proxy::ws))
-        .route("/agents/{name}/{*rest}", get(proxy::files))
-        .route("/ws", get(ws))
-        .route("/healthz", get(|| async { "ok" }))
-        // The UI's own page, in its fleet mode.
-        .route("/", get(|| async { Redirect::to("/fleet") }))
-        .route(
-            "/fleet",
-            get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
-        )
+    let app = table()
+        .router()
         .fallback(crate::api::assets::serve)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state.auth),
@@ -236,7 +207,11 @@ pub async fn serve(
             Arc::clone(&state.auth),
             gate::forwarded,
         ))
-        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024));
+        .layer(axum::middleware::from_fn(crate::api::refusals::json_errors))
+        .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+        .layer(axum::middleware::from_fn(
+            crate::api::refusals::close_after_refused_body,
+        ));
     let coord = Arc::clone(&state.coord);
     let app = crate::api::browser_headers(app).with_state(state);
     println!(
@@ -314,6 +289,65 @@ async fn restart_group(
     }
 }
 
+/// The hub's HTTP surface, route by route, with the query parameters each
+/// reads (what goes to an agent is the agent's to check): the router is
+/// built from it, and the hub's walk covers it.
+fn table() -> Table<HubState> {
+    use crate::api::routes::{NONE, Query as Q, Query::Forwarded, Query::Only};
+    const GET: &[(&str, Q)] = &[("GET", NONE)];
+    const POST: &[(&str, Q)] = &[("POST", NONE)];
+    Table::default()
+        .route("/api/fleet", get(fleet), GET)
+        .route("/api/groups", get(groups), GET)
+        .route("/api/groups/{name}/restart", post(restart_group), POST)
+        .route(
+            "/api/coordinated",
+            get(coordinated),
+            &[("GET", Only(&["limit"]))],
+        )
+        .route("/api/coordinated/panel", get(coordinated_panel), GET)
+        .route("/api/coordinated/{id}", get(coordinated_one), GET)
+        .route("/api/session", get(gate::session), GET)
+        .route("/api/login", post(gate::login), POST)
+        .route("/api/logout", post(gate::logout), POST)
+        .route("/login", get(gate::login_page), GET)
+        .route("/login.js", get(gate::login_script), GET)
+        .route("/metrics", get(metrics::serve), GET)
+        .route("/api/{*rest}", any(not_found), &[("*", NONE)])
+        // Each host's own dashboard, through the hub.
+        .route("/agents/{name}", get(proxy::bare), GET)
+        // The agent's page: its deep links are the page's to read.
+        .route("/agents/{name}/", get(proxy::index), &[("GET", Forwarded)])
+        .route("/agents/{name}/api/session", get(gate::session), GET)
+        .route("/agents/{name}/api/logout", post(gate::logout), POST)
+        .route("/agents/{name}/api/login", any(not_found), &[("*", NONE)])
+        .route(
+            "/agents/{name}/api/{*rest}",
+            any(proxy::api),
+            &[("*", Forwarded)],
+        )
+        .route("/agents/{name}/ws", get(proxy::ws), &[("GET", Forwarded)])
+        .route(
+            "/agents/{name}/{*rest}",
+            get(proxy::files),
+            &[("GET", Forwarded)],
+        )
+        .route("/ws", get(ws), &[("GET", Only(&["max_hz"]))])
+        .route("/healthz", get(|| async { "ok" }), GET)
+        // The UI's own page, in its fleet mode.
+        .route("/", get(|| async { Redirect::to("/fleet") }), GET)
+        .route(
+            "/fleet",
+            get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
+            &[("GET", Forwarded)],
+        )
+}
+
+/// Every route of the hub, as its router answers them.
+pub fn routes() -> Vec<Route> {
+    table().routes()
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Page {
@@ -325,7 +359,16 @@ async fn coordinated(
     State(s): State<HubState>,
     Query(p): Query<Page>,
 ) -> Result<Json<Vec<CoordRecord>>, ApiError> {
-    let n = p.limit.unwrap_or(50).clamp(1, records::MAX_LIST);
+    // Out of range is refused, as on the agent, not quietly clamped.
+    let n = match p.limit.unwrap_or(50) {
+        n @ 1.. if n <= records::MAX_LIST => n,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("limit must be from 1 to {}", records::MAX_LIST),
+            ));
+        }
+    };
     s.coord
         .records()
         .list(n)
