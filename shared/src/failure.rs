@@ -149,10 +149,7 @@ impl Failure {
                         )
                     })
                     .collect();
-                format!(
-                    "GPU memory held with no process alive: {}",
-                    each.join(", ")
-                )
+                format!("GPU memory held with no process alive: {}", each.join(", "))
             }
             Self::Unkillable { processes } => {
                 let each: Vec<String> = processes

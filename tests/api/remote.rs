@@ -237,11 +237,16 @@ async fn restart_follows_to_ready_or_exits_with_the_failure_class() -> anyhow::R
     let r = cli(&app, Some(&op), &["restart", "--yes", "--json"]).await?;
     assert_eq!(r.code, 17, "{r:?}");
     assert!(
-        r.err.contains("refuses GPU 1") && r.err.contains("XID 79") && r.err.contains("nothing was stopped"),
+        r.err.contains("refuses GPU 1")
+            && r.err.contains("XID 79")
+            && r.err.contains("nothing was stopped"),
         "{r:?}"
     );
     let now = app.server().await?;
-    assert_eq!((now.phase, now.root, now.generation), (Phase::Ready, serving.root, serving.generation));
+    assert_eq!(
+        (now.phase, now.root, now.generation),
+        (Phase::Ready, serving.root, serving.generation)
+    );
     let r = cli(
         &app,
         Some(&op),

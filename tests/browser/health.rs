@@ -4,7 +4,6 @@
 //! refused is overridden from the dialog by typing the GPU.
 
 use fantoccini::Locator;
-use serde_json::json;
 use tests::SimHost;
 use tests::browser::Browser;
 use tests::managed::{ServerSpec, spawn_managed};
@@ -107,32 +106,37 @@ async fn health_badges_mig_devices_and_an_override_in_the_page() -> anyhow::Resu
         ahead.contains("may refuse") && ahead.contains("GPU 2: XID error"),
         "{ahead}"
     );
-    b.click("[data-testid=cancel-action]").await?;
-
-    // The next restart is refused by the health check…
-    let id = app.restart(json!({})).await?;
-    let d = app
-        .finished_restart(id, std::time::Duration::from_secs(30))
+    // Asked without the override, the restart is refused before anything
+    // stops: the dialog says so, and the server serves on.
+    let before = app.server().await?;
+    b.fill("[data-testid=confirm-input]", "sim").await?;
+    let confirm = b
+        .client
+        .find(Locator::Css("[data-testid=confirm-action]"))
         .await?;
-    assert_eq!(d["summary"]["failure"]["kind"], "unhealthy", "{d}");
+    b.wait_enabled(&confirm, T).await?;
+    confirm.click().await?;
+    b.wait_count("[data-testid=dialog-error]", 1, T).await?;
+    let said = b.text("[data-testid=dialog-error]").await?;
+    assert!(
+        said.contains("refuses GPU 2") && said.contains("nothing was stopped"),
+        "{said}"
+    );
+    b.screenshot("health-refused-before-drain").await?;
+    let now = app.server().await?;
+    assert_eq!(
+        (now.phase, now.root, now.generation),
+        (
+            shared::restart::Phase::Ready,
+            before.root,
+            before.generation
+        )
+    );
 
-    // …and overridden from the dialog, once, by typing the GPU.
-    b.wait_enabled(
-        &b.client
-            .find(Locator::Css("[data-testid=open-start]"))
-            .await?,
-        T,
-    )
-    .await?;
-    b.click("[data-testid=open-start]").await?;
-    b.wait_attr("[data-testid=health-override]", "data-last", T, |l| {
-        l == "true"
-    })
-    .await?;
+    // …and overridden in the same dialog, once, by typing the GPU.
     let refused = b.text("[data-testid=health-override]").await?;
     assert!(refused.contains("GPU 2: XID error"), "{refused}");
     b.fill("[data-testid=override-input]", "GPU 2").await?;
-    b.fill("[data-testid=confirm-input]", "sim").await?;
     b.screenshot("health-override").await?;
     let confirm = b
         .client

@@ -77,7 +77,10 @@ async fn an_unknown_version_on_either_side_reuses_nothing() -> anyhow::Result<()
 
     // Unknown now and when measured: measured again.
     let earlier = app.bench(bench_json()).await?;
-    assert!(earlier["provenance"]["server_version"].is_null(), "{earlier}");
+    assert!(
+        earlier["provenance"]["server_version"].is_null(),
+        "{earlier}"
+    );
     let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
     assert_eq!(states(&c), ["done"], "an unknown version matched: {c:#}");
     assert_ne!(run_of(&c), earlier["id"].as_i64());
@@ -87,7 +90,11 @@ async fn an_unknown_version_on_either_side_reuses_nothing() -> anyhow::Result<()
     let id = app.restart(json!({})).await?;
     app.finished_restart(id, Duration::from_secs(30)).await?;
     let c = wait_over(&app, start(&app, &plan).await?, Duration::from_secs(60)).await?;
-    assert_eq!(states(&c), ["done"], "a run of unknown version was reused: {c:#}");
+    assert_eq!(
+        states(&c),
+        ["done"],
+        "a run of unknown version was reused: {c:#}"
+    );
     let measured = run_of(&c);
 
     // Known on both sides and equal: reused.
@@ -136,15 +143,23 @@ async fn a_campaign_cancelled_mid_drain_launches_nothing_and_says_cancelled() ->
     let c = wait_over(&app, id, Duration::from_secs(60)).await?;
     assert_eq!(c["info"]["state"], "cancelled", "{c:#}");
     assert_eq!(states(&c), ["skipped", "skipped"], "{c:#}");
-    assert!(c["steps"][0]["failure"].is_null(), "not a failed step: {c:#}");
+    assert!(
+        c["steps"][0]["failure"].is_null(),
+        "not a failed step: {c:#}"
+    );
     // Its restart stopped after the verification, before any launch.
     let op = c["steps"][0]["restart_id"].as_i64().expect("a restart");
     let d = app.get_json(&format!("/api/restarts/{op}")).await?;
     assert_eq!(d["summary"]["outcome"], "cancelled", "{d}");
     assert!(d["summary"]["failure"].is_null(), "{d}");
     let notes = tests::managed::notes(&d);
-    assert!(notes.contains("verified") && !notes.contains("launching"), "{notes}");
-    let s = app.wait_phase(Phase::Stopped, Duration::from_secs(10)).await?;
+    assert!(
+        notes.contains("verified") && !notes.contains("launching"),
+        "{notes}"
+    );
+    let s = app
+        .wait_phase(Phase::Stopped, Duration::from_secs(10))
+        .await?;
     assert!(s.root.is_none(), "nothing was launched: {s:?}");
     assert!(host.foreign_signals().is_empty());
     Ok(())
@@ -174,7 +189,8 @@ async fn a_gpu_that_needs_a_person_stops_the_campaign_whatever_its_policy() -> a
     assert_eq!(step["failure"]["kind"], "needs_person", "{step}");
     let reason = c["info"]["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("nvidia-smi --gpu-reset -i 0") && reason.contains("whatever its failure policy"),
+        reason.contains("nvidia-smi --gpu-reset -i 0")
+            && reason.contains("whatever its failure policy"),
         "{reason}"
     );
     assert!(host.foreign_signals().is_empty());

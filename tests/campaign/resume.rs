@@ -127,7 +127,10 @@ async fn kill_when(app: TestApp, id: i64, at: KillAt) -> anyhow::Result<()> {
             app.proc.kill_alone();
             if matches!(at, KillAt::RootGone | KillAt::RootGoneNoCgroup) {
                 let left = workers.iter().filter(|p| alive(**p)).count();
-                anyhow::ensure!(left > 0, "no worker outlived the root: the test proves nothing");
+                anyhow::ensure!(
+                    left > 0,
+                    "no worker outlived the root: the test proves nothing"
+                );
             }
             return Ok(());
         }
@@ -154,7 +157,10 @@ async fn server_pids(app: &TestApp) -> anyhow::Result<Vec<u32>> {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_owned()))
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().to_owned())
+        })
         .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
 }
 

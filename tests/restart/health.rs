@@ -62,13 +62,24 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
             .starts_with("XID 79 at ")
     );
     let error = body["error"].as_str().unwrap_or_default();
-    assert!(error.contains("GPU 2") && error.contains("nothing was stopped"), "{error}");
+    assert!(
+        error.contains("GPU 2") && error.contains("nothing was stopped"),
+        "{error}"
+    );
     let s = app.server().await?;
     assert_eq!(s.phase, Phase::Ready, "{s:?}");
     assert_eq!((s.root, s.generation), (before.root, before.generation));
-    assert!(host.signals_sent().is_empty(), "nothing was signalled: {:?}", host.signals_sent());
+    assert!(
+        host.signals_sent().is_empty(),
+        "nothing was signalled: {:?}",
+        host.signals_sent()
+    );
     let restarts = app.get_json("/api/restarts").await?;
-    assert_eq!(restarts.as_array().map(Vec::len), Some(1), "only the start: {restarts}");
+    assert_eq!(
+        restarts.as_array().map(Vec::len),
+        Some(1),
+        "only the start: {restarts}"
+    );
 
     // An override must name exactly the refused GPUs.
     let g = s.generation;
@@ -129,8 +140,14 @@ async fn refused_warned_or_ignored_as_configured_and_overridden_once() -> anyhow
         "{overridden}"
     );
     assert!(
-        audit.as_array().expect("audit").iter().any(|a| a["outcome"] == "refused"
-            && a["detail"].as_str().is_some_and(|d| d.contains("refuses GPU 2"))),
+        audit
+            .as_array()
+            .expect("audit")
+            .iter()
+            .any(|a| a["outcome"] == "refused"
+                && a["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("refuses GPU 2"))),
         "the refusal is audited: {audit}"
     );
 
@@ -161,17 +178,35 @@ async fn a_pending_row_remap_refuses_before_anything_stops() -> anyhow::Result<(
         )
         .await?;
     assert_eq!(code, 409, "{body}");
-    assert_eq!(body["unhealthy"][0]["detail"], "a row remap is pending a reset");
+    assert_eq!(
+        body["unhealthy"][0]["detail"],
+        "a row remap is pending a reset"
+    );
     // Nothing stopped: the same server, the same generation, no signal sent.
     let s = app.server().await?;
-    assert_eq!((s.phase, s.root, s.generation), (Phase::Ready, before.root, before.generation));
+    assert_eq!(
+        (s.phase, s.root, s.generation),
+        (Phase::Ready, before.root, before.generation)
+    );
     assert!(host.signals_sent().is_empty(), "{:?}", host.signals_sent());
     // The CLI says so with its own exit code.
     let out = std::process::Command::new(tests::bin("drainwatch"))
-        .args(["restart", "--url", &app.url(""), "--yes", "--flag", "--tp=2"])
+        .args([
+            "restart",
+            "--url",
+            &app.url(""),
+            "--yes",
+            "--flag",
+            "--tp=2",
+        ])
         .stdin(std::process::Stdio::null())
         .output()?;
-    assert_eq!(out.status.code(), Some(17), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(17),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("row remap"));
     // The GPU was reset: the remap is done, and the restart goes through.
     simhost::set_health(&host.path(), 0, |h| {
@@ -201,7 +236,9 @@ async fn an_xid_during_the_drain_refuses_the_launch_after_it() -> anyhow::Result
 
     let id = app.restart(json!({"SIMSERVER_MODE": null})).await?;
     app.wait_for_state("the drain", Duration::from_secs(10), |s| {
-        s.server.as_ref().is_some_and(|v| v.phase == Phase::Draining)
+        s.server
+            .as_ref()
+            .is_some_and(|v| v.phase == Phase::Draining)
     })
     .await?;
     simhost::raise_xid(&host.path(), 1, 79)?;
@@ -210,7 +247,9 @@ async fn an_xid_during_the_drain_refuses_the_launch_after_it() -> anyhow::Result
     assert_eq!(d["summary"]["failure"]["issues"][0]["gpu_index"], 1, "{d}");
     // Drained and verified, then refused: nothing launched.
     assert!(notes(&d).contains("verified"), "{}", notes(&d));
-    let s = app.wait_phase(Phase::Failed, Duration::from_secs(5)).await?;
+    let s = app
+        .wait_phase(Phase::Failed, Duration::from_secs(5))
+        .await?;
     assert!(s.root.is_none(), "nothing runs: {s:?}");
     assert!(host.foreign_signals().is_empty());
     Ok(())

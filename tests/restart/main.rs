@@ -9,6 +9,6 @@ mod guards;
 mod health;
 mod launch;
 mod modes;
-mod person;
 mod multinode;
+mod person;
 mod verify;

@@ -18,8 +18,8 @@ fn cli_restart(url: &str) -> anyhow::Result<(i32, String)> {
         .args(["restart", "--url", url, "--yes"])
         .stdin(Stdio::null())
         .output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     Ok((out.status.code().unwrap_or(-1), text))
 }
 
@@ -39,14 +39,25 @@ async fn memory_the_driver_leaked_is_named_and_sends_for_a_person() -> anyhow::R
 
     let (code, out) = cli_restart(&app.url(""))?;
     assert_eq!(code, 18, "{out}");
-    assert!(out.contains("NEEDS A PERSON") && out.contains("nvidia-smi --gpu-reset -i 0"), "{out}");
-    let s = app.wait_phase(Phase::Failed, Duration::from_secs(5)).await?;
+    assert!(
+        out.contains("NEEDS A PERSON") && out.contains("nvidia-smi --gpu-reset -i 0"),
+        "{out}"
+    );
+    let s = app
+        .wait_phase(Phase::Failed, Duration::from_secs(5))
+        .await?;
     let f = s.failure.clone().expect("the failure");
     let shared::restart::Failure::MemoryLeaked { gpus } = &f else {
         anyhow::bail!("not a leak: {f:?}");
     };
-    assert_eq!(gpus.iter().map(|g| g.gpu_index).collect::<Vec<_>>(), vec![0]);
-    assert!(gpus[0].used_bytes > gpus[0].baseline_bytes + (1 << 30), "{gpus:?}");
+    assert_eq!(
+        gpus.iter().map(|g| g.gpu_index).collect::<Vec<_>>(),
+        vec![0]
+    );
+    assert!(
+        gpus[0].used_bytes > gpus[0].baseline_bytes + (1 << 30),
+        "{gpus:?}"
+    );
     assert!(s.root.is_none(), "nothing launched: {s:?}");
 
     // A reset frees it; the next start goes through.
@@ -73,8 +84,13 @@ async fn a_process_sigkill_cannot_end_is_named_with_its_state_and_wchan() -> any
 
     let (code, out) = cli_restart(&app.url(""))?;
     assert_eq!(code, 18, "{out}");
-    assert!(out.contains("NEEDS A PERSON") && out.contains("reboot"), "{out}");
-    let s = app.wait_phase(Phase::Failed, Duration::from_secs(5)).await?;
+    assert!(
+        out.contains("NEEDS A PERSON") && out.contains("reboot"),
+        "{out}"
+    );
+    let s = app
+        .wait_phase(Phase::Failed, Duration::from_secs(5))
+        .await?;
     let f = s.failure.clone().expect("the failure");
     let shared::restart::Failure::Unkillable { processes } = &f else {
         anyhow::bail!("not a stuck process: {f:?}");
@@ -85,7 +101,8 @@ async fn a_process_sigkill_cannot_end_is_named_with_its_state_and_wchan() -> any
     assert!(p.wchan.as_deref().is_some_and(|w| !w.is_empty()), "{p:?}");
     assert_eq!(p.gpus, vec![0], "{p:?}");
     assert!(
-        f.summary().contains(&format!("pid {} (state D, in ", p.pid)),
+        f.summary()
+            .contains(&format!("pid {} (state D, in ", p.pid)),
         "{}",
         f.summary()
     );

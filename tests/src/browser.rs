@@ -110,32 +110,54 @@ impl Browser {
         }
     }
 
-    /// Clicks the first element matching `css`, scrolled to the middle of the
-    /// window first (WebDriver leaves an element that is "in view" where it is,
-    /// which can be under the sticky top bar).
-    ///
-    /// The page may move between the scroll and the click (a process table
-    /// that shrinks as a drain ends its processes): a click another element
-    /// would have received is tried again, for up to two seconds.
+    /// Clicks the first element matching `css` as a person would: scrolled to
+    /// the middle of the window (WebDriver leaves an element that is "in
+    /// view" where it is, which can be under the sticky top bar), then once
+    /// it is still (the same box for two animation frames) and it, not
+    /// something over it, is what the click lands on — the checks a browser
+    /// automation library makes before it acts. The check and the click run
+    /// in one task of the page, so nothing moves between them. An element
+    /// that never settles, or stays covered, fails after five seconds, naming
+    /// what covers it.
     pub async fn click(&self, css: &str) -> anyhow::Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            let el = self.client.find(Locator::Css(css)).await?;
-            self.client
-                .execute(
-                    "arguments[0].scrollIntoView({block: 'center'});",
-                    vec![serde_json::to_value(&el)?],
-                )
-                .await?;
-            match el.click().await {
-                Ok(()) => return Ok(()),
-                Err(e)
-                    if e.to_string().contains("click intercepted") && Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+        const SCRIPT: &str = r#"
+            const el = arguments[0], done = arguments[arguments.length - 1];
+            window.addEventListener('error', (e) => done('the page threw: ' + e.message), {once: true});
+            const deadline = performance.now() + 5000;
+            el.scrollIntoView({block: 'center'});
+            const box = () => { const r = el.getBoundingClientRect(); return [r.x, r.y, r.width, r.height].join(','); };
+            let last = box(), still = 0;
+            const tick = () => {
+                const now = box();
+                still = now === last ? still + 1 : 0;
+                last = now;
+                const r = el.getBoundingClientRect();
+                const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+                if (still >= 2 && hit && (hit === el || el.contains(hit))) {
+                    if (typeof el.click === 'function') {
+                        el.click();
+                    } else {
+                        // An SVG element has no click(): the event a person's click sends.
+                        el.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true,
+                            view: window, clientX: r.x + r.width / 2, clientY: r.y + r.height / 2}));
+                    }
+                    done(null);
+                } else if (performance.now() > deadline) {
+                    done(still < 2 ? 'it never stood still' : 'it is covered by ' + (hit ? hit.outerHTML.slice(0, 120) : 'nothing'));
+                } else {
+                    requestAnimationFrame(tick);
                 }
-                Err(e) => return Err(e.into()),
-            }
+            };
+            requestAnimationFrame(tick);
+        "#;
+        let el = self.client.find(Locator::Css(css)).await?;
+        let why = self
+            .client
+            .execute_async(SCRIPT, vec![serde_json::to_value(&el)?])
+            .await?;
+        match why.as_str() {
+            None => Ok(()),
+            Some(why) => bail!("cannot click `{css}`: {why}"),
         }
     }
 

@@ -103,7 +103,11 @@ pub(super) async fn start(
         Ok(r) => r,
         Err(e) => {
             if !q.dry_run {
-                let why = if unparsed { "the plan does not parse" } else { &e.0 };
+                let why = if unparsed {
+                    "the plan does not parse"
+                } else {
+                    &e.0
+                };
                 record(&state, &caller, action, String::new(), Err(why));
             }
             // The message may quote the plan's values: the audit keeps it,
@@ -185,8 +189,11 @@ pub(super) async fn act(
     };
     // One that never was is not found; one that is over, a conflict.
     if !matches!(verb.as_str(), "pause" | "resume" | "cancel") {
-        return ApiError::new(StatusCode::NOT_FOUND, "no such action: pause, resume or cancel")
-            .into_response();
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no such action: pause, resume or cancel",
+        )
+        .into_response();
     }
     match state.store().map(|s| s.campaign(id)) {
         Ok(found) => match found.await {

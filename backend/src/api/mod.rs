@@ -149,7 +149,9 @@ pub fn router(state: AppState) -> Router {
             auth::forwarded,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(axum::middleware::from_fn(refusals::close_after_refused_body));
+        .layer(axum::middleware::from_fn(
+            refusals::close_after_refused_body,
+        ));
     browser_headers(router).with_state(state)
 }
 

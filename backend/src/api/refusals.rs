@@ -93,7 +93,9 @@ pub(crate) async fn close_after_refused_body(req: Request, next: Next) -> Respon
         .headers()
         .get(CONTENT_LENGTH)
         .is_some_and(|v| v.as_bytes() != b"0")
-        || req.headers().contains_key(axum::http::header::TRANSFER_ENCODING);
+        || req
+            .headers()
+            .contains_key(axum::http::header::TRANSFER_ENCODING);
     let mut res = next.run(req).await;
     if has_body && res.status().as_u16() >= 400 {
         res.headers_mut().insert(

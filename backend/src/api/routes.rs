@@ -56,7 +56,9 @@ pub struct Table<S> {
 
 impl<S> std::fmt::Debug for Table<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Table").field("routes", &self.routes).finish()
+        f.debug_struct("Table")
+            .field("routes", &self.routes)
+            .finish()
     }
 }
 

@@ -21,12 +21,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRef, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Json, Redirect, Response};
 use axum::routing::{any, get, post};
-use axum::Extension;
 use serde::{Deserialize, Serialize};
 use shared::fleet::{
     AgentView, CoordRecord, CoordRequest, CoordTarget, Fleet, GpuBrief, ServerBrief,
@@ -35,9 +35,9 @@ use shared::protocol::ServerMsg;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api::{ApiError, Route, Table};
 use crate::api::auth as gate;
 use crate::api::extract::Body;
+use crate::api::{ApiError, Route, Table};
 use crate::auth::{Auth, AuthConfig, Caller};
 use crate::cli::Remote;
 use crate::cli::client::Client;

@@ -511,8 +511,7 @@ impl Machine {
             Phase::Killing if self.elapsed(now) >= ms(self.timeouts.kill_grace) => {
                 // Asleep in the kernel where SIGKILL cannot reach: a person's.
                 let failure = if obs.stuck.is_empty() {
-                    let reason =
-                        format!("{} process(es) of ours survived SIGKILL", obs.ours_alive);
+                    let reason = format!("{} process(es) of ours survived SIGKILL", obs.ours_alive);
                     Failure::VerifyFailed {
                         reason,
                         holders: obs.ours_on_gpu.clone(),

@@ -328,7 +328,9 @@ impl Store {
                 r.status == shared::bench::RunStatus::Succeeded
                     && same_settings(&r.settings, &settings)
                     && r.correctness.as_ref().is_none_or(|c| c.passed)
-                    && r.provenance.as_ref().and_then(|p| p.server_version.as_deref())
+                    && r.provenance
+                        .as_ref()
+                        .and_then(|p| p.server_version.as_deref())
                         == Some(version.as_str())
             }))
         })

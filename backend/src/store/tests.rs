@@ -133,7 +133,10 @@ async fn a_restart_left_running_is_interrupted_on_reopen_and_the_instance_is_fou
     drop(store);
     let (_, rec) = Store::open(dir.path(), 7_000).expect("reopen");
     assert!(rec.instance.is_none());
-    assert!(rec.members.is_empty(), "an ended instance's processes are no one's");
+    assert!(
+        rec.members.is_empty(),
+        "an ended instance's processes are no one's"
+    );
     assert!(rec.interrupted.is_empty());
 }
 

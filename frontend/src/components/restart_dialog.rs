@@ -387,8 +387,8 @@ fn health_override(
              failed warm-up; the health check runs again before this launch."
         }
         (false, OpKind::Restart) => {
-            "The health check may refuse to launch onto these GPUs. A restart stops the server \
-             first: if the check refuses, nothing runs afterwards."
+            "The health check may refuse to launch onto these GPUs. It runs before anything \
+             stops: if it refuses, the server goes on serving as it is."
         }
         (false, _) => "The health check may refuse to launch onto these GPUs.",
     };

@@ -329,15 +329,45 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("GET", "/api/campaigns?limit=0", read(400)),
         call("GET", "/api/campaigns?limit=abc", read(400)),
         call("DELETE", "/api/campaigns", change(405)),
-        plan(format!("name = \"{val}\"\n[[sets]]\nflags = {{ \"--tp\" = \"9\" }}\n"), 400),
-        plan(format!("name = \"{val}\"\n[[sets]]\nflags = {{ \"--{val}\" = \"1\" }}\n"), 400),
+        plan(
+            format!("name = \"{val}\"\n[[sets]]\nflags = {{ \"--tp\" = \"9\" }}\n"),
+            400,
+        ),
+        plan(
+            format!("name = \"{val}\"\n[[sets]]\nflags = {{ \"--{val}\" = \"1\" }}\n"),
+            400,
+        ),
         plan(format!("name = \"{val}\"\n"), 400),
         plan(format!("[[sets]\n{mark}"), 400),
         plan(format!("{mark} = 1\n[[sets]]\n"), 400),
         plan(format!("name = \"{mark}{}\"\n", "x".repeat(OVERSIZED)), 413),
-        raw("POST", "/api/campaigns", TOML, [b"name = \"".as_slice(), b"\xff\xfe", mark.as_bytes(), b"\"\n"].concat(), change(400)),
-        raw("POST", "/api/campaigns", JSON, format!("{{\"name\": {mark}"), change(400)),
-        raw("POST", "/api/campaigns", Some("application/x-www-form-urlencoded"), format!("name={mark}"), change(415)),
+        raw(
+            "POST",
+            "/api/campaigns",
+            TOML,
+            [
+                b"name = \"".as_slice(),
+                b"\xff\xfe",
+                mark.as_bytes(),
+                b"\"\n",
+            ]
+            .concat(),
+            change(400),
+        ),
+        raw(
+            "POST",
+            "/api/campaigns",
+            JSON,
+            format!("{{\"name\": {mark}"),
+            change(400),
+        ),
+        raw(
+            "POST",
+            "/api/campaigns",
+            Some("application/x-www-form-urlencoded"),
+            format!("name={mark}"),
+            change(415),
+        ),
         raw("POST", "/api/campaigns", None, Vec::new(), change(415)),
         // A dry run lays the plan out and starts nothing.
         raw(
@@ -347,14 +377,34 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
             "name = \"dry\"\n[[sets]]\n[[sets]]\nflags = { \"--tp\" = \"2\" }\n",
             change(200),
         ),
-        raw("POST", "/api/campaigns?dry_run=maybe", TOML, "name = \"dry\"\n[[sets]]\n", change(400)),
+        raw(
+            "POST",
+            "/api/campaigns?dry_run=maybe",
+            TOML,
+            "name = \"dry\"\n[[sets]]\n",
+            change(400),
+        ),
     ];
-    for (id, code) in [("999999", 404), ("0", 404), ("abc", 400), (big, 400), ("1.5", 400)] {
+    for (id, code) in [
+        ("999999", 404),
+        ("0", 404),
+        ("abc", 400),
+        (big, 400),
+        ("1.5", 400),
+    ] {
         for suffix in ["", "/export.json", "/export.csv"] {
-            cases.push(call("GET", format!("/api/campaigns/{id}{suffix}"), read(code)));
+            cases.push(call(
+                "GET",
+                format!("/api/campaigns/{id}{suffix}"),
+                read(code),
+            ));
         }
         for verb in ["pause", "resume", "cancel"] {
-            cases.push(call("POST", format!("/api/campaigns/{id}/{verb}"), change(code)));
+            cases.push(call(
+                "POST",
+                format!("/api/campaigns/{id}/{verb}"),
+                change(code),
+            ));
         }
     }
     cases.extend([
@@ -365,7 +415,13 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("POST", "/api/campaigns/1/export.csv", change(405)),
         // No webhooks in this config: nothing to test.
         call("POST", "/api/webhooks/test", change(409)),
-        raw("POST", "/api/webhooks/test", JSON, format!("{{{mark}"), change(409)),
+        raw(
+            "POST",
+            "/api/webhooks/test",
+            JSON,
+            format!("{{{mark}"),
+            change(409),
+        ),
         call("GET", "/api/webhooks/test", read(405)),
     ]);
     cases

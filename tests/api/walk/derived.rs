@@ -85,8 +85,14 @@ pub(super) fn cases(routes: &[Route], fill: &dyn Fn(&str) -> String, mark: &str)
         if matches!(method, "POST" | "PATCH" | "PUT") {
             for (ct, body) in [
                 (JSON, format!("{{\"{mark}\": ").into_bytes()),
-                (JSON, format!("\"{mark}{}\"", "x".repeat(OVERSIZED)).into_bytes()),
-                (Some("application/x-www-form-urlencoded"), format!("a={mark}").into_bytes()),
+                (
+                    JSON,
+                    format!("\"{mark}{}\"", "x".repeat(OVERSIZED)).into_bytes(),
+                ),
+                (
+                    Some("application/x-www-form-urlencoded"),
+                    format!("a={mark}").into_bytes(),
+                ),
             ] {
                 out.push(Case {
                     method,
@@ -119,10 +125,22 @@ mod tests {
             r("/api/campaigns/{id}/{verb}", "POST"),
             r("/api/{*rest}", "*"),
         ];
-        assert_eq!(picked(&routes, "/api/flagsets/diff?a=1"), Some("/api/flagsets/diff"));
-        assert_eq!(picked(&routes, "/api/flagsets/x"), Some("/api/flagsets/{id}"));
-        assert_eq!(picked(&routes, "/api/campaigns/1/pause"), Some("/api/campaigns/{id}/{verb}"));
-        assert_eq!(picked(&routes, "/api/campaigns/1"), Some("/api/campaigns/{id}"));
+        assert_eq!(
+            picked(&routes, "/api/flagsets/diff?a=1"),
+            Some("/api/flagsets/diff")
+        );
+        assert_eq!(
+            picked(&routes, "/api/flagsets/x"),
+            Some("/api/flagsets/{id}")
+        );
+        assert_eq!(
+            picked(&routes, "/api/campaigns/1/pause"),
+            Some("/api/campaigns/{id}/{verb}")
+        );
+        assert_eq!(
+            picked(&routes, "/api/campaigns/1"),
+            Some("/api/campaigns/{id}")
+        );
         assert_eq!(picked(&routes, "/api/nope/deeper"), Some("/api/{*rest}"));
         assert_eq!(picked(&routes, "/elsewhere"), None);
         let cases = [super::super::call("GET", "/api/flagsets/diff", [200; 3])];

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use shared::restart::Phase;
 
-use super::{Case, JSON, JsonRoute, call, change, malformed, open, quoting, raw, read, rss_kib, walk_all};
+use super::{
+    Case, JSON, JsonRoute, call, change, malformed, open, quoting, raw, read, rss_kib, walk_all,
+};
 use crate::auth::managed_with_auth;
 
 /// The hub's resident memory after the walk stays under this.
@@ -52,8 +54,18 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("POST", "/api/fleet", change(405)),
         call("GET", "/api/groups", read(200)),
         call("DELETE", "/api/groups", change(405)),
-        super::send_json("POST", "/api/groups/nosuch/restart", &json!({"confirm": "nosuch"}), change(404)),
-        super::send_json("POST", &format!("/api/groups/{big}/restart"), &json!({"confirm": "x"}), change(404)),
+        super::send_json(
+            "POST",
+            "/api/groups/nosuch/restart",
+            &json!({"confirm": "nosuch"}),
+            change(404),
+        ),
+        super::send_json(
+            "POST",
+            &format!("/api/groups/{big}/restart"),
+            &json!({"confirm": "x"}),
+            change(404),
+        ),
         call("GET", "/api/groups/nosuch/restart", read(405)),
         call("GET", "/api/coordinated", read(200)),
         call("GET", "/api/coordinated?limit=0", read(400)),
@@ -66,7 +78,13 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("GET", "/api/session", [401, 200, 200]),
         super::send_json("POST", "/api/login", &json!({"token": 5}), open(400)),
         call("GET", "/api/login", open(405)),
-        raw("POST", "/api/logout", JSON, format!("{{{mark}"), [401, 204, 204]),
+        raw(
+            "POST",
+            "/api/logout",
+            JSON,
+            format!("{{{mark}"),
+            [401, 204, 204],
+        ),
         call("GET", "/api/logout", read(405)),
         call("GET", "/login", open(200)),
         call("GET", "/login.js", open(200)),
@@ -84,11 +102,21 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("GET", "/agents/gpu-a", open(303)),
         call("GET", "/agents/gpu-a/", [303, 200, 200]),
         // A deep link is the page's to read.
-        call("GET", "/agents/gpu-a/?detail=3&dialog=restart", [303, 200, 200]),
+        call(
+            "GET",
+            "/agents/gpu-a/?detail=3&dialog=restart",
+            [303, 200, 200],
+        ),
         call("GET", "/fleet?detail=3", [303, 200, 200]),
         call("GET", "/agents/nosuch/", [303, 404, 404]),
         call("GET", "/agents/gpu-a/api/session", [401, 200, 200]),
-        raw("POST", "/agents/gpu-a/api/logout", JSON, format!("{{{mark}"), [401, 204, 204]),
+        raw(
+            "POST",
+            "/agents/gpu-a/api/logout",
+            JSON,
+            format!("{{{mark}"),
+            [401, 204, 204],
+        ),
         call("POST", "/agents/gpu-a/api/login", change(404)),
         call("GET", "/agents/gpu-a/api/state", read(200)),
         call("GET", "/agents/gpu-a/api/state?nope=1", read(400)),
@@ -128,11 +156,19 @@ async fn the_whole_hub_refuses_bad_input_and_changes_nothing() -> anyhow::Result
     // The agent is in the fleet before the walk begins.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let f: Value = clients[1].get(format!("{hub}/api/fleet")).send().await?.json().await?;
+        let f: Value = clients[1]
+            .get(format!("{hub}/api/fleet"))
+            .send()
+            .await?
+            .json()
+            .await?;
         if f.to_string().contains("\"sim\"") {
             break;
         }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "the agent never joined: {f}");
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the agent never joined: {f}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let seed = std::time::SystemTime::now()
@@ -148,7 +184,15 @@ async fn the_whole_hub_refuses_bad_input_and_changes_nothing() -> anyhow::Result
             .replace("{*rest}", "nosuch")
     };
     let routes = drainwatch::fleet::routes();
-    walk_all(&hub, &clients, &routes, &fill, cases(before.generation, &mark, &val, &big), &mark).await?;
+    walk_all(
+        &hub,
+        &clients,
+        &routes,
+        &fill,
+        cases(before.generation, &mark, &val, &big),
+        &mark,
+    )
+    .await?;
 
     // Nothing changed on the agent; the agent's audit keeps no refused body.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -159,7 +203,10 @@ async fn the_whole_hub_refuses_bad_input_and_changes_nothing() -> anyhow::Result
     );
     let audit = agent.get_json("/api/audit?limit=1000").await?;
     let leaked = quoting(&audit, &mark);
-    assert!(leaked.is_empty(), "refused bodies in the agent's audit log: {leaked:#?}");
+    assert!(
+        leaked.is_empty(),
+        "refused bodies in the agent's audit log: {leaked:#?}"
+    );
     let rss = rss_kib(hub_proc.pid())?;
     eprintln!("hub VmRSS after the walk: {rss} kB");
     assert!(rss < MAX_RSS_KIB, "the hub holds {rss} kB");

@@ -177,7 +177,15 @@ async fn walk(base: &str, clients: &[reqwest::Client; 3], case: &Case) -> Vec<St
             "{who} {} {shown} [{:?}] {body:?}",
             case.method, case.content_type
         );
-        let a = match send(base, client, case.method, &case.path, case.content_type, &case.body).await
+        let a = match send(
+            base,
+            client,
+            case.method,
+            &case.path,
+            case.content_type,
+            &case.body,
+        )
+        .await
         {
             Ok(a) => a,
             Err(e) => {

@@ -86,9 +86,15 @@ async fn serve_until_stopped(
     let app = serve::router(Arc::clone(&hog));
     let http = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let code = workers::supervise(&mut workers, "gpuhog", modes.ignore_sigterm, false, async || {
-        hog.draining.store(true, Ordering::SeqCst);
-    })
+    let code = workers::supervise(
+        &mut workers,
+        "gpuhog",
+        modes.ignore_sigterm,
+        false,
+        async || {
+            hog.draining.store(true, Ordering::SeqCst);
+        },
+    )
     .await?;
     http.abort();
     eprintln!(

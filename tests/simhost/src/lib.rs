@@ -127,7 +127,10 @@ pub fn reset_gpu(dir: &Path, gpu: u32) -> io::Result<usize> {
     let mut freed = 0;
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
         if !(name.starts_with("alloc-") && name.ends_with(".json")) {
             continue;
         }

@@ -364,6 +364,9 @@ mod tests {
         // A reset of another GPU frees nothing; of this one, the leak.
         assert_eq!(crate::reset_gpu(dir.path(), 0).expect("reset"), 0);
         assert_eq!(crate::reset_gpu(dir.path(), 1).expect("reset"), 1);
-        assert_eq!(observe(dir.path(), 61_000).expect("o").gpus[1].used_bytes, 4 * MIB);
+        assert_eq!(
+            observe(dir.path(), 61_000).expect("o").gpus[1].used_bytes,
+            4 * MIB
+        );
     }
 }

@@ -72,14 +72,13 @@ impl Runner {
         let flagset = s.flagset.clone();
         // An unknown version matches nothing: measured again.
         let Some(version) = self.server_version().await else {
-            tracing::info!(step = s.index, "the server's version is unknown: nothing is reused");
+            tracing::info!(
+                step = s.index,
+                "the server's version is unknown: nothing is reused"
+            );
             return false;
         };
-        let Ok(Some(run)) = self
-            .store
-            .reusable_run(flagset, settings, version)
-            .await
-        else {
+        let Ok(Some(run)) = self.store.reusable_run(flagset, settings, version).await else {
             return false;
         };
         let Some(result) = outcome::result(&run) else {

@@ -173,7 +173,8 @@ impl ManagerHandle {
     /// Cancels the restart or start in flight at its next safe point, before
     /// the launch (`campaign`: as that campaign); returns its id.
     pub async fn cancel_op(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::CancelOp { campaign, reply }).await
+        self.ask(|reply| Command::CancelOp { campaign, reply })
+            .await
     }
 
     /// Who holds the server from now on: a campaign, or nobody.

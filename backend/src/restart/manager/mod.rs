@@ -200,7 +200,11 @@ impl Manager {
         self.recorded = (inst.generation, members.iter().copied().collect());
         if !identity::alive(inst.root) {
             // Only a group drainwatch made says who is ours.
-            let pgid = if inst.origin == Origin::Launched { inst.pgid } else { 0 };
+            let pgid = if inst.origin == Origin::Launched {
+                inst.pgid
+            } else {
+                0
+            };
             let left = identity::leftovers(inst.root, pgid, members);
             if left.is_empty() && self.track_contained() == 0 {
                 tracing::info!(pid = inst.root.pid, "the recorded server is gone");
@@ -274,7 +278,10 @@ impl Manager {
     fn settle_leftover(&mut self) {
         let Some(g) = self.leftover else { return };
         if self.running.is_some() || (self.members.alive() == 0 && self.track_contained() == 0) {
-            tracing::info!(generation = g, "what was left of the recorded server is gone");
+            tracing::info!(
+                generation = g,
+                "what was left of the recorded server is gone"
+            );
             self.store.instance_ended(g, now_ms());
             self.leftover = None;
         }

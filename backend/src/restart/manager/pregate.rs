@@ -77,11 +77,13 @@ impl Manager {
         if verdict.refuse.is_empty() {
             return self.go(p.parked).await;
         }
-        let lines: Vec<String> = verdict.refuse.iter().map(|i| i.line()).collect();
-        let gpus: Vec<String> = verdict
-            .refused_gpus()
-            .iter()
-            .map(u32::to_string)
+        let gpus: Vec<String> = verdict.refused_gpus().iter().map(u32::to_string).collect();
+        // Each issue, named by its GPU where there are several.
+        let lines: Vec<String> = (verdict.refuse.iter())
+            .map(|i| match gpus.len() {
+                1 => format!("{} ({})", i.reason.label(), i.detail),
+                _ => i.line(),
+            })
             .collect();
         let message = format!(
             "the health check refuses GPU {}: {}; nothing was stopped. A GPU reset or a reboot clears it; to launch anyway, type `GPU {}` as the override",
@@ -94,7 +96,12 @@ impl Manager {
             message,
             issues: verdict.refuse,
         };
-        self.answer(&p.parked.req, Err(refusal), p.parked.override_note, p.parked.reply);
+        self.answer(
+            &p.parked.req,
+            Err(refusal),
+            p.parked.override_note,
+            p.parked.reply,
+        );
     }
 
     /// Refuses the parked launch once no fresh reading came in time.
@@ -115,6 +122,11 @@ impl Manager {
             ),
             operation: None,
         };
-        self.answer(&p.parked.req, Err(refusal), p.parked.override_note, p.parked.reply);
+        self.answer(
+            &p.parked.req,
+            Err(refusal),
+            p.parked.override_note,
+            p.parked.reply,
+        );
     }
 }
