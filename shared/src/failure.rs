@@ -381,3 +381,46 @@ mod engine_words {
         assert_eq!(Failure::Interrupted.server_said(), None);
     }
 }
+
+#[cfg(test)]
+mod needs_person {
+    use super::*;
+
+    #[test]
+    fn the_verdicts_that_send_for_a_person_read_back_and_say_what_to_do() {
+        let leak = Failure::MemoryLeaked {
+            gpus: vec![LeakedGpu {
+                gpu_index: 3,
+                used_bytes: 2 << 30,
+                baseline_bytes: 4 << 20,
+            }],
+        };
+        let stuck = Failure::Unkillable {
+            processes: vec![StuckProcess {
+                pid: 9,
+                state: "D".into(),
+                wchan: None,
+                gpus: vec![0, 1],
+            }],
+        };
+        for f in [&leak, &stuck] {
+            let text = serde_json::to_string(f).expect("write");
+            let back: Failure = serde_json::from_str(&text).expect("read");
+            assert_eq!(&back, f, "{text}");
+        }
+        assert!(
+            serde_json::to_string(&leak)
+                .expect("w")
+                .contains(r#""kind":"memory_leaked""#)
+        );
+        // A leak without its GPUs is not one.
+        assert!(serde_json::from_str::<Failure>(r#"{"kind":"memory_leaked"}"#).is_err());
+        assert!(leak.needs_person().is_some_and(|n| n.contains("-i 3")));
+        assert_eq!(
+            stuck.summary(),
+            "survived SIGKILL, stuck in the kernel: pid 9 (state D)"
+        );
+        let other = Failure::Interrupted;
+        assert!(other.needs_person().is_none());
+    }
+}

@@ -172,6 +172,9 @@ pub enum CoordStep {
     Unwind,
     /// What went wrong on this member.
     Failed,
+    /// The hub stopped during the operation: what its agent says it did,
+    /// and how the member was brought to a known state after.
+    Recover,
 }
 
 impl CoordStep {
@@ -184,6 +187,7 @@ impl CoordStep {
             Self::Ready => "ready",
             Self::Unwind => "unwind",
             Self::Failed => "failed",
+            Self::Recover => "recover",
         }
     }
 }

@@ -19,25 +19,25 @@ use tests::{GIB, SimHost, TestApp, auth_file, bearer_client, sha256_hex, spawn_f
 
 /// Two agents (a: rank 0, with `--auth` and a token for the hub; b: rank 1,
 /// open), a hub with its own `--auth` in front of them.
-struct Fleet {
-    hosts: [SimHost; 2],
-    agents: [TestApp; 2],
+pub(crate) struct Fleet {
+    pub(crate) hosts: [SimHost; 2],
+    pub(crate) agents: [TestApp; 2],
     /// The hub's URL, its process, and its scratch folder.
-    hub: String,
-    _hub: tests::Proc,
-    _dir: tempfile::TempDir,
+    pub(crate) hub: String,
+    pub(crate) _hub: tests::Proc,
+    pub(crate) _dir: tempfile::TempDir,
     /// The hub's operator (olga) and viewer (victor).
-    olga: reqwest::Client,
-    victor: reqwest::Client,
+    pub(crate) olga: reqwest::Client,
+    pub(crate) victor: reqwest::Client,
     /// Olga's secret, for the CLI.
-    olga_token: String,
+    pub(crate) olga_token: String,
     /// Node b's server port (to occupy it in a test).
-    port_b: u16,
+    pub(crate) port_b: u16,
 }
 
 const HUB_TOKEN: &str = "dw_test_the_hub_secret";
 
-fn spec(env: Vec<(&'static str, &'static str)>) -> ServerSpec {
+pub(crate) fn spec(env: Vec<(&'static str, &'static str)>) -> ServerSpec {
     ServerSpec {
         tp: 2,
         warmup_ms: 300,
@@ -51,7 +51,7 @@ fn spec(env: Vec<(&'static str, &'static str)>) -> ServerSpec {
     }
 }
 
-async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet> {
+pub(crate) async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet> {
     let hosts = [SimHost::new(150), SimHost::new(150)];
     let hub_token = format!(
         "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
@@ -100,7 +100,11 @@ async fn fleet(env_b: Vec<(&'static str, &'static str)>) -> anyhow::Result<Fleet
 }
 
 impl Fleet {
-    async fn ask(&self, who: &reqwest::Client, body: Value) -> anyhow::Result<(u16, Value)> {
+    pub(crate) async fn ask(
+        &self,
+        who: &reqwest::Client,
+        body: Value,
+    ) -> anyhow::Result<(u16, Value)> {
         let r = who
             .post(format!("{}/api/groups/dsv3/restart", self.hub))
             .json(&body)
@@ -110,7 +114,7 @@ impl Fleet {
         Ok((code, r.json().await.unwrap_or(Value::Null)))
     }
 
-    async fn record(&self, id: i64) -> anyhow::Result<CoordRecord> {
+    pub(crate) async fn record(&self, id: i64) -> anyhow::Result<CoordRecord> {
         Ok(self
             .olga
             .get(format!("{}/api/coordinated/{id}", self.hub))
@@ -122,7 +126,7 @@ impl Fleet {
     }
 
     /// Olga restarts the group with `flags`; the record once it ended.
-    async fn run(&self, flags: Value) -> anyhow::Result<CoordRecord> {
+    pub(crate) async fn run(&self, flags: Value) -> anyhow::Result<CoordRecord> {
         let (code, body) = self
             .ask(&self.olga, json!({"confirm": "dsv3", "flags": flags}))
             .await?;
@@ -143,7 +147,7 @@ impl Fleet {
     }
 
     /// Record `id` once it ended.
-    async fn wait(&self, id: i64) -> anyhow::Result<CoordRecord> {
+    pub(crate) async fn wait(&self, id: i64) -> anyhow::Result<CoordRecord> {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let r = self.record(id).await?;

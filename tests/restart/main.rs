@@ -7,6 +7,7 @@ mod crash;
 mod flow;
 mod guards;
 mod health;
+mod hub_crash;
 mod launch;
 mod modes;
 mod multinode;

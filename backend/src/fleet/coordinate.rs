@@ -149,6 +149,23 @@ impl Coordinator {
         &self.records
     }
 
+    /// The lock the operation in flight holds.
+    pub(super) fn busy_lock(&self) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(&self.busy)
+    }
+
+    /// Says which record acts on which agents (`None`: none).
+    pub(super) fn set_acting_on(&self, a: Option<ActingOn>) {
+        *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = a;
+    }
+
+    /// The agents record `rec`'s members run on.
+    pub(super) fn member_agents(&self, rec: &CoordRecord) -> Vec<String> {
+        members(&self.cfg, &rec.target)
+            .map(|(_, m)| m.into_iter().map(|m| m.agent).collect())
+            .unwrap_or_default()
+    }
+
     pub fn config(&self) -> &FleetConfig {
         &self.cfg
     }
@@ -227,10 +244,7 @@ impl Coordinator {
         *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, agents));
         let acting_on = Arc::clone(&self.acting_on);
         tracing::info!(id, %target, %person, "coordinated restart begun");
-        let log = Log {
-            rec: Arc::new(Mutex::new(rec)),
-            records: self.records.clone(),
-        };
+        let log = Log::new(rec, self.records.clone());
         let cfg = Arc::clone(&self.cfg);
         let target = target.to_owned();
         tokio::spawn(async move {
@@ -254,17 +268,17 @@ impl Coordinator {
 
 /// One member of a coordinated restart, as its record names it.
 #[derive(Debug, Clone)]
-struct Member {
+pub(super) struct Member {
     /// `gpu-01`, or `dsv3/gpu-01` for a group's node in a deployment.
-    label: String,
-    agent: String,
+    pub(super) label: String,
+    pub(super) agent: String,
     /// Its rank, for a node of a group.
     rank: Option<u32>,
 }
 
 /// What `target` restarts: a group's nodes in rank order, or a deployment's
 /// members in its order (a group's as its nodes); `None` for no such target.
-fn members(cfg: &FleetConfig, target: &str) -> Option<(CoordKind, Vec<Member>)> {
+pub(super) fn members(cfg: &FleetConfig, target: &str) -> Option<(CoordKind, Vec<Member>)> {
     let nodes = |g: &GroupConfig, prefix: &str| {
         (g.nodes.iter().enumerate())
             .map(|(rank, n)| Member {
@@ -294,12 +308,24 @@ fn members(cfg: &FleetConfig, target: &str) -> Option<(CoordKind, Vec<Member>)> 
 
 /// The record of the operation in flight, saved whole at every event.
 #[derive(Debug, Clone)]
-struct Log {
+pub(super) struct Log {
     rec: Arc<Mutex<CoordRecord>>,
     records: Records,
 }
 
 impl Log {
+    pub(super) fn new(rec: CoordRecord, records: Records) -> Self {
+        Self {
+            rec: Arc::new(Mutex::new(rec)),
+            records,
+        }
+    }
+
+    /// The record as it stands.
+    pub(super) fn snapshot(&self) -> CoordRecord {
+        self.rec.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     fn with(&self, f: impl FnOnce(&mut CoordRecord)) {
         let mut rec = self.rec.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut rec);
@@ -308,7 +334,7 @@ impl Log {
         }
     }
 
-    fn event(&self, m: usize, step: CoordStep, note: impl Into<String>) {
+    pub(super) fn event(&self, m: usize, step: CoordStep, note: impl Into<String>) {
         let note = note.into();
         self.with(|r| {
             if let Some(t) = r.members.get_mut(m) {
@@ -331,7 +357,7 @@ impl Log {
     }
 
     /// The agent operations this record caused on member `m`.
-    fn ops(&self, m: usize) -> Vec<i64> {
+    pub(super) fn ops(&self, m: usize) -> Vec<i64> {
         let rec = self.rec.lock().unwrap_or_else(|p| p.into_inner());
         rec.members
             .get(m)
@@ -357,14 +383,20 @@ impl Log {
     }
 
     fn finish(&self, failure: Option<CoordFailure>) {
+        let outcome = if failure.is_some() {
+            Outcome::Failed
+        } else {
+            Outcome::Succeeded
+        };
+        self.end(outcome, failure);
+    }
+
+    /// Ends the record with `outcome`, and counts it.
+    pub(super) fn end(&self, outcome: Outcome, failure: Option<CoordFailure>) {
         let mut counted = None;
         self.with(|r| {
             r.finished_at_ms = Some(now_ms());
-            r.outcome = if failure.is_some() {
-                Outcome::Failed
-            } else {
-                Outcome::Succeeded
-            };
+            r.outcome = outcome;
             tracing::info!(id = r.id, outcome = ?r.outcome, failure = ?failure, "coordinated restart ended");
             r.failure = failure;
             counted = Some((r.target.clone(), r.outcome));
@@ -378,7 +410,7 @@ impl Log {
 }
 
 /// A client of agent `name` that acts for `person`.
-fn client(cfg: &FleetConfig, name: &str, person: &str) -> Result<Client, String> {
+pub(super) fn client(cfg: &FleetConfig, name: &str, person: &str) -> Result<Client, String> {
     let a = cfg
         .agent(name)
         .ok_or_else(|| format!("`{name}` is not an agent"))?;
@@ -387,7 +419,7 @@ fn client(cfg: &FleetConfig, name: &str, person: &str) -> Result<Client, String>
         .map_err(|e| e.message)
 }
 
-async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), String> {
+pub(super) async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), String> {
     let s: Snapshot = c.get("api/state").await.map_err(|e| e.message)?;
     let sv = s
         .server
@@ -396,7 +428,7 @@ async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), String> {
     Ok((s, sv))
 }
 
-async fn summary(c: &Client, id: i64) -> Result<RestartSummary, String> {
+pub(super) async fn summary(c: &Client, id: i64) -> Result<RestartSummary, String> {
     let d: RestartDetail = c
         .get(&format!("api/restarts/{id}"))
         .await
@@ -422,6 +454,11 @@ async fn wait_op(c: &Client, id: i64, limit: Duration) -> Result<RestartSummary,
     }
 }
 
+/// An agent operation's kind, in a word.
+pub(super) fn op_word(kind: shared::restart::OpKind) -> &'static str {
+    crate::restart::machine::op_name(kind)
+}
+
 fn humanize(d: Duration) -> String {
     format!("{} s", d.as_secs().max(1))
 }
@@ -438,7 +475,7 @@ fn why_failed(s: &RestartSummary) -> String {
 /// operation of someone else's running there fails the drain, naming it
 /// (nothing of theirs is cut short); while unwinding, one of this record's
 /// own is stopped once it may be (a launch warming up) or waited for.
-async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), String> {
+pub(super) async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), String> {
     let began = Instant::now();
     let sv = loop {
         let (_, sv) = state(c).await?;
@@ -514,7 +551,7 @@ async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> Result<(), S
 
 /// Proves the node drained from a sample newer than this check: no process
 /// of its server, nothing on its GPUs, every GPU at its idle baseline.
-async fn verify(
+pub(super) async fn verify(
     log: &Log,
     m: usize,
     c: &Client,

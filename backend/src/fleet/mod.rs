@@ -14,6 +14,7 @@ pub mod coordinate;
 mod metrics;
 mod proxy;
 pub mod records;
+mod recover;
 mod view;
 
 use std::net::SocketAddr;
@@ -164,6 +165,8 @@ pub async fn serve(
         None => Auth::open(),
     };
     let records = records::Records::open(&args.data_dir).map_err(anyhow::Error::msg)?;
+    // What a hub that stopped left running is taken up before anything new.
+    let unfinished = records.unfinished().map_err(anyhow::Error::msg)?;
     let agents = cfg.agents.clone();
     let listener = TcpListener::bind(args.bind).await?;
     let shared = Shared {
@@ -196,6 +199,10 @@ pub async fn serve(
             .timeout(Duration::from_secs(120))
             .build()?,
     };
+    if let Some(guard) = state.coord.begin_recovery(&unfinished) {
+        let coord = Arc::clone(&state.coord);
+        tokio::spawn(async move { coord.recover(unfinished, guard).await });
+    }
     let app = table()
         .router()
         .fallback(crate::api::assets::serve)

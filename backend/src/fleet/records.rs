@@ -1,8 +1,9 @@
 //! The hub's coordinated operations, kept in SQLite (`<data>/hub.db`): each
 //! record is written whole at every step, so a crash of the hub loses at most
 //! the step in flight, and a record the hub was writing when it stopped is
-//! marked interrupted when it starts again. The hub keeps no other state:
-//! fleet history is Prometheus's (`deploy/prometheus/`).
+//! handed to the recovery when it starts again (`recover.rs`), which ends it
+//! interrupted. The hub keeps no other state: fleet history is Prometheus's
+//! (`deploy/prometheus/`).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ pub struct Records {
 }
 
 impl Records {
-    /// Opens (or creates) `dir/hub.db`; marks what was running interrupted.
+    /// Opens (or creates) `dir/hub.db`.
     pub fn open(dir: &Path) -> Result<Self, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -46,11 +47,20 @@ impl Records {
              );",
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
-        let records = Self {
+        Ok(Self {
             db: Arc::new(Mutex::new(db)),
-        };
-        records.interrupt_unfinished(crate::clock::now_ms())?;
-        Ok(records)
+        })
+    }
+
+    /// The records a hub that stopped left running, oldest first.
+    pub fn unfinished(&self) -> Result<Vec<CoordRecord>, String> {
+        let mut out: Vec<CoordRecord> = self
+            .list(MAX_LIST)?
+            .into_iter()
+            .filter(|r| r.outcome == Outcome::Running)
+            .collect();
+        out.reverse();
+        Ok(out)
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -154,18 +164,6 @@ impl Records {
         })
         .collect()
     }
-
-    fn interrupt_unfinished(&self, now: u64) -> Result<(), String> {
-        for mut rec in self.list(MAX_LIST)? {
-            if rec.outcome == Outcome::Running {
-                rec.outcome = Outcome::Interrupted;
-                rec.finished_at_ms = Some(now);
-                self.save(&rec)?;
-                self.count(&rec.target, rec.outcome)?;
-            }
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -174,7 +172,7 @@ mod tests {
     use shared::fleet::CoordKind;
 
     #[test]
-    fn records_survive_the_hub_and_an_unfinished_one_is_marked_interrupted() {
+    fn records_survive_the_hub_and_an_unfinished_one_is_handed_back() {
         let dir = tempfile::tempdir().expect("dir");
         let r = Records::open(dir.path()).expect("open");
         let mut rec = CoordRecord {
@@ -193,9 +191,15 @@ mod tests {
         assert_eq!(rec.id, 1);
         drop(r);
         let r = Records::open(dir.path()).expect("reopen");
-        let back = r.get(1).expect("get").expect("there");
-        assert_eq!(back.outcome, Outcome::Interrupted);
-        assert!(back.finished_at_ms.is_some());
+        let left = r.unfinished().expect("unfinished");
+        assert_eq!(left.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1]);
+        let mut back = r.get(1).expect("get").expect("there");
+        assert_eq!(back.outcome, Outcome::Running);
+        // Ended by the recovery: no longer handed back, and counted.
+        back.outcome = Outcome::Interrupted;
+        r.save(&back).expect("save");
+        r.count(&back.target, back.outcome).expect("count");
+        assert!(r.unfinished().expect("unfinished").is_empty());
         assert_eq!(r.list(10).expect("list").len(), 1);
         assert_eq!(
             r.outcomes().expect("counted"),

@@ -211,18 +211,71 @@ fn memory_still_held_after_exit_delays_the_launch() {
 
 #[test]
 fn memory_that_never_returns_fails_verification_naming_the_gpu() {
+    // Held by a process of ours that is gone but still listed: not verified.
     let mut m = restarting();
     m.step(clean(), S);
-    let stuck = Observation {
+    let listed = Observation {
+        ours_on_gpu: vec![holder(77, 5, true)],
         over_baseline: vec![(5, 2 << 30, 4 << 20)],
         ..Observation::default()
     };
-    m.step(Input::Observe(stuck.clone()), 20 * S);
+    m.step(Input::Observe(listed.clone()), 20 * S);
     assert_eq!(m.phase(), Phase::Verifying);
-    let fx = m.step(Input::Observe(stuck), 21 * S);
+    let fx = m.step(Input::Observe(listed), 21 * S);
     match finished(&fx) {
         Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, .. }))) => {
-            assert!(reason.contains("GPU 5 at 2.0 GiB"), "{reason}");
+            assert!(reason.contains("pid 77 of ours"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Held with no process at all, ours or anyone's: the driver leaked it.
+    let mut m = restarting();
+    m.step(clean(), S);
+    let leaked = Observation {
+        over_baseline: vec![(5, 2 << 30, 4 << 20)],
+        ..Observation::default()
+    };
+    m.step(Input::Observe(leaked.clone()), 20 * S);
+    let fx = m.step(Input::Observe(leaked), 21 * S);
+    match finished(&fx) {
+        Some((Outcome::Failed, Some(ref f @ Failure::MemoryLeaked { ref gpus }))) => {
+            assert_eq!(gpus.len(), 1);
+            assert_eq!((gpus[0].gpu_index, gpus[0].used_bytes), (5, 2 << 30));
+            assert!(f.summary().contains("GPU 5 at 2.0 GiB"), "{}", f.summary());
+            let next = f.needs_person().unwrap_or_default();
+            assert!(next.contains("nvidia-smi --gpu-reset -i 5"), "{next}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!fx.iter().any(|f| matches!(f, Effect::Launch(_))));
+}
+
+#[test]
+fn a_process_sigkill_cannot_end_is_named_as_stuck() {
+    let mut m = restarting();
+    m.step(alive(2), 31 * S);
+    assert_eq!(m.phase(), Phase::Killing);
+    let stuck = Observation {
+        ours_alive: 1,
+        stuck: vec![shared::restart::StuckProcess {
+            pid: 88,
+            state: "D".into(),
+            wchan: Some("uvm_va_space_destroy".into()),
+            gpus: vec![3],
+        }],
+        ..Observation::default()
+    };
+    let fx = m.step(Input::Observe(stuck), 37 * S);
+    match finished(&fx) {
+        Some((Outcome::Failed, Some(f @ Failure::Unkillable { .. }))) => {
+            assert!(
+                f.summary()
+                    .contains("pid 88 (state D, in uvm_va_space_destroy)"),
+                "{}",
+                f.summary()
+            );
+            assert!(f.needs_person().is_some_and(|n| n.contains("reboot")));
         }
         other => panic!("{other:?}"),
     }
