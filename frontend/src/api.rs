@@ -208,12 +208,14 @@ pub(crate) async fn submit(
             confirm,
             override_health,
             node: None,
+            coordinated: None,
         })
     } else {
         req.json(&ConfirmRequest {
             generation,
             confirm,
             contain,
+            coordinated: None,
         })
     }
     .map_err(|e| format!("could not write the request: {e}"))?;

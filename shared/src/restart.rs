@@ -456,6 +456,11 @@ pub struct RestartRequest {
     /// this host is. Sent by the hub's coordinated restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeRole>,
+    /// Sent by a hub (its token only): the coordinated restart this is a
+    /// step of. Until the hub releases it, the node refuses every change
+    /// that is not that restart's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinated: Option<i64>,
 }
 
 /// One node's place in a server that spans nodes: what the `{node_rank}`,
@@ -543,6 +548,9 @@ pub struct ConfirmRequest {
     /// cgroup containment is in force; never without being asked.
     #[serde(default)]
     pub contain: bool,
+    /// As [`RestartRequest::coordinated`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinated: Option<i64>,
 }
 
 /// An accepted operation.

@@ -2,7 +2,8 @@
 //! on the same records: it takes the operation up before anything new, asks
 //! each node's agent what it did, writes that on the node's timeline, stops
 //! and verifies every node (its stated policy), and ends the record
-//! interrupted. Mid-drain, and mid-launch of rank 1.
+//! interrupted. Mid-drain, and mid-launch of rank 1. Meanwhile, a change
+//! asked of a node directly is refused, naming the coordinated restart.
 
 use std::time::{Duration, Instant};
 
@@ -158,4 +159,47 @@ async fn a_hub_killed_mid_launch_of_rank_1_stops_and_verifies_every_node_when_it
     .await?;
     let (f, r) = killed_and_back(f, id).await?;
     recovered(&f, &r).await
+}
+
+#[tokio::test]
+async fn a_direct_stop_at_a_node_during_a_coordinated_restart_is_refused_naming_it()
+-> anyhow::Result<()> {
+    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
+    let up = f.run(json!({})).await?;
+    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().unwrap_or_default();
+    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    // Straight at each agent, past the hub: refused, naming the operation.
+    for a in &f.agents {
+        let s = a.server().await?;
+        let (code, body) = a
+            .post(
+                "/api/stop",
+                &json!({"generation": s.generation, "confirm": s.name}),
+            )
+            .await?;
+        assert_eq!(code, 409, "{body}");
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("coordinated restart #{id}")),
+            "{error}"
+        );
+    }
+    let r = f.wait(id).await?;
+    assert_eq!(r.outcome, Outcome::Succeeded, "{r:#?}");
+    // Released at its end: the node is anyone's again.
+    let s = f.agents[1].server().await?;
+    let (code, body) = f.agents[1]
+        .post(
+            "/api/stop",
+            &json!({"generation": s.generation, "confirm": s.name}),
+        )
+        .await?;
+    assert_eq!(code, 202, "{body}");
+    for h in &f.hosts {
+        assert!(h.foreign_signals().is_empty());
+    }
+    Ok(())
 }

@@ -70,6 +70,7 @@ fn table() -> Table<AppState> {
             post(|s, c, b| ops::operation::<ConfirmRequest>(OpKind::Adopt, s, c, b)),
             POST,
         )
+        .route("/api/coordinated/{id}/release", post(ops::release), POST)
         .route("/api/restarts", get(ops::restarts), PAGED)
         .route("/api/restarts/{id}", get(ops::restart_detail), GET)
         .route(

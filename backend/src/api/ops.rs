@@ -31,6 +31,7 @@ pub(super) struct Ask {
     contain: bool,
     override_health: Option<String>,
     node: Option<shared::restart::NodeRole>,
+    coordinated: Option<i64>,
 }
 
 /// `/api/restart` and `/api/start`: flags to change, never a containment.
@@ -42,6 +43,7 @@ impl From<RestartRequest> for Ask {
             confirm,
             override_health,
             node,
+            coordinated,
         } = r;
         Self {
             generation,
@@ -50,6 +52,7 @@ impl From<RestartRequest> for Ask {
             contain: false,
             override_health,
             node,
+            coordinated,
         }
     }
 }
@@ -62,6 +65,7 @@ impl From<ConfirmRequest> for Ask {
             generation,
             confirm,
             contain,
+            coordinated,
         } = r;
         Self {
             generation,
@@ -70,6 +74,7 @@ impl From<ConfirmRequest> for Ask {
             contain,
             override_health: None,
             node: None,
+            coordinated,
         }
     }
 }
@@ -87,6 +92,15 @@ pub(super) async fn operation<T: Into<Ask>>(
         Err(e) => return e.into_response(),
     };
     let ask: Ask = body.into();
+    if ask.coordinated.is_some() && !caller.may_act_for {
+        return audited(
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "only a hub's token (`hub = true`) may act for a coordinated restart",
+            )
+            .into_response(),
+        );
+    }
     let req = OpRequest {
         kind,
         generation: ask.generation,
@@ -97,11 +111,25 @@ pub(super) async fn operation<T: Into<Ask>>(
         campaign: None,
         override_health: ask.override_health,
         node: ask.node,
+        coordinated: ask.coordinated,
     };
     audited(match m.submit(req).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json::<Accepted>(accepted)).into_response(),
         Err(r) => refused(r),
     })
+}
+
+/// `POST /api/coordinated/{id}/release`: the hub's coordinated restart
+/// `id` is done with this node (204); refused (409) while another holds it.
+pub(super) async fn release(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let (m, id) = match (state.manager(), path_id(&id, "coordinated restart")) {
+        (Ok(m), Ok(id)) => (m, id),
+        (Err(e), _) | (_, Err(e)) => return e.into_response(),
+    };
+    match m.release(id).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(r) => refused(r),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -116,6 +116,13 @@ impl Client {
         parse(path, &text)
     }
 
+    /// POSTs nothing; any success will do.
+    pub(crate) async fn post_empty(&self, path: &str) -> Result<(), CliError> {
+        self.send(self.request(reqwest::Method::POST, path))
+            .await
+            .map(drop)
+    }
+
     /// POSTs `body` as `content_type` (a plan's TOML or JSON).
     pub(super) async fn post_text<T: DeserializeOwned>(
         &self,

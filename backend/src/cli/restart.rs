@@ -47,6 +47,7 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
         confirm: server.name.clone(),
         override_health: args.override_health.clone(),
         node: None,
+        coordinated: None,
     };
     let accepted: Accepted = client.post("api/restart", &req).await?;
     let id = accepted.id;

@@ -159,6 +159,20 @@ impl Coordinator {
         *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = a;
     }
 
+    /// Ends `log`'s record and, at once for every reader, the hold on its
+    /// agents (`next`: the record the hub acts on after it, if any).
+    pub(super) fn end_acting(
+        &self,
+        log: &Log,
+        outcome: Outcome,
+        failure: Option<CoordFailure>,
+        next: Option<ActingOn>,
+    ) {
+        let mut a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());
+        log.end(outcome, failure);
+        *a = next;
+    }
+
     /// The agents record `rec`'s members run on.
     pub(super) fn member_agents(&self, rec: &CoordRecord) -> Vec<String> {
         members(&self.cfg, &rec.target)
@@ -208,6 +222,9 @@ impl Coordinator {
         }
         let guard = match Arc::clone(&self.busy).try_lock_owned() {
             Ok(g) => g,
+            // Over (its record ended, its nodes let go) and letting go of
+            // the slot this instant: it is this one's.
+            Err(_) if self.running().is_none() => Arc::clone(&self.busy).lock_owned().await,
             Err(_) => {
                 return Err(Refused::Busy(
                     "a coordinated restart is already running; wait for it".to_owned(),
@@ -241,6 +258,7 @@ impl Coordinator {
         })?;
         let id = rec.id;
         let agents: Vec<String> = members.into_iter().map(|m| m.agent).collect();
+        let agents_done = agents.clone();
         *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, agents));
         let acting_on = Arc::clone(&self.acting_on);
         tracing::info!(id, %target, %person, "coordinated restart begun");
@@ -258,8 +276,15 @@ impl Coordinator {
                 },
                 CoordKind::Deployment => run_deployment(&log, &cfg, &target, &person).await,
             };
-            log.finish(result.err());
-            *acting_on.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            // Let go of the nodes, then end the record and the hold at once:
+            // whoever reads it ended finds the nodes free and the hub ready
+            // for the next.
+            log.release(&cfg, &agents_done, &person).await;
+            {
+                let mut a = acting_on.lock().unwrap_or_else(|p| p.into_inner());
+                log.finish(result.err());
+                *a = None;
+            }
             drop(guard);
         });
         Ok(id)
@@ -318,6 +343,29 @@ impl Log {
         Self {
             rec: Arc::new(Mutex::new(rec)),
             records,
+        }
+    }
+
+    /// The record's id.
+    pub(super) fn id(&self) -> i64 {
+        self.rec.lock().unwrap_or_else(|p| p.into_inner()).id
+    }
+
+    /// Tells every member's agent that this record is done with it (best
+    /// effort: a hold an agent keeps lapses on its own).
+    pub(super) async fn release(&self, cfg: &FleetConfig, agents: &[String], person: &str) {
+        let id = self.id();
+        for name in agents {
+            let res = match client(cfg, name, person) {
+                Ok(c) => c
+                    .post_empty(&format!("api/coordinated/{id}/release"))
+                    .await
+                    .map_err(|e| e.message),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = res {
+                tracing::warn!(id, agent = %name, error = %e, "cannot release the agent");
+            }
         }
     }
 
@@ -519,6 +567,7 @@ pub(super) async fn drain(log: &Log, m: usize, c: &Client, step: CoordStep) -> R
                 generation: sv.generation,
                 confirm: sv.name.clone(),
                 contain: false,
+                coordinated: Some(log.id()),
             },
         )
         .await
@@ -691,6 +740,7 @@ async fn launch(
                 confirm: sv.name.clone(),
                 override_health: None,
                 node: Some(role.clone()),
+                coordinated: Some(log.id()),
             },
         )
         .await
@@ -977,6 +1027,7 @@ async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), String> {
                 confirm: sv.name.clone(),
                 override_health: None,
                 node: None,
+                coordinated: Some(log.id()),
             },
         )
         .await

@@ -38,22 +38,24 @@ impl Coordinator {
         unfinished: Vec<CoordRecord>,
         guard: tokio::sync::OwnedMutexGuard<()>,
     ) {
-        for rec in unfinished {
+        let n = unfinished.len();
+        for (i, rec) in unfinished.iter().enumerate() {
             let id = rec.id;
-            let agents = self.member_agents(&rec);
-            self.set_acting_on(Some((id, agents)));
+            self.set_acting_on(Some((id, self.member_agents(rec))));
             tracing::warn!(id, target = %rec.target, "taking up a coordinated restart the hub stopped during");
-            let log = Log::new(rec, self.records().clone());
-            recover_one(self, &log).await;
-            self.set_acting_on(None);
+            let log = Log::new(rec.clone(), self.records().clone());
+            let failure = recover_one(self, &log).await;
+            let next =
+                (i + 1 < n).then(|| (unfinished[i + 1].id, self.member_agents(&unfinished[i + 1])));
+            self.end_acting(&log, Outcome::Interrupted, Some(failure), next);
         }
         drop(guard);
     }
 }
 
-/// Asks, records, stops and verifies each member of `log`'s record, then
-/// ends it interrupted.
-async fn recover_one(coord: &Coordinator, log: &Log) {
+/// Asks, records, stops and verifies each member of `log`'s record; what
+/// the record ends with.
+async fn recover_one(coord: &Coordinator, log: &Log) -> CoordFailure {
     let rec = log.snapshot();
     let cfg = coord.config();
     let person = format!("{} (hub recovery)", rec.requested_by);
@@ -125,6 +127,9 @@ async fn recover_one(coord: &Coordinator, log: &Log) {
             troubles.push(format!("`{}`: {e}", member.label));
         }
     }
+    // Let go of the nodes, then end the record.
+    let agents = coord.member_agents(&rec);
+    log.release(cfg, &agents, &person).await;
     let reason = if troubles.is_empty() {
         format!(
             "the hub stopped during the operation; on its restart every node was stopped and verified ({POLICY})"
@@ -135,13 +140,10 @@ async fn recover_one(coord: &Coordinator, log: &Log) {
             troubles.join("; ")
         )
     };
-    log.end(
-        Outcome::Interrupted,
-        Some(CoordFailure {
-            member: String::new(),
-            reason,
-        }),
-    );
+    CoordFailure {
+        member: String::new(),
+        reason,
+    }
 }
 
 /// The group member `m` of `rec` belongs to, if it is a group's node.

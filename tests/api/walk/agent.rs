@@ -103,6 +103,19 @@ fn operations(g: u64, mark: &str, val: &str) -> Vec<Case> {
                 .map(|(b, code)| send_json("POST", path, &b, change(code))),
         );
     }
+    // The hub's coordinated restarts: none holds this node, and only a
+    // hub's token may name one.
+    cases.extend([
+        call("POST", "/api/coordinated/7/release", change(204)),
+        call("POST", "/api/coordinated/abc/release", change(400)),
+        call("GET", "/api/coordinated/7/release", read(405)),
+        send_json(
+            "POST",
+            "/api/stop",
+            &json!({"generation": g, "confirm": "sim", "coordinated": 7}),
+            change(403),
+        ),
+    ]);
     cases.extend(
         bad_flags(val)
             .into_iter()

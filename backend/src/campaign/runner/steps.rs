@@ -147,6 +147,7 @@ impl Runner {
             campaign: Some(a.c.info.id),
             override_health: None,
             node: None,
+            coordinated: None,
         };
         match self.manager.submit(req).await {
             Ok(accepted) => {

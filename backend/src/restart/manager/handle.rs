@@ -56,6 +56,8 @@ pub struct Request {
     pub override_health: Option<String>,
     /// For a server that spans nodes: this node's place in it.
     pub node: Option<shared::restart::NodeRole>,
+    /// The hub's coordinated restart this is a step of, if it is one.
+    pub coordinated: Option<i64>,
 }
 
 /// What happened in the manager, for whoever follows it (the campaign runner).
@@ -100,6 +102,11 @@ pub enum Command {
         /// The campaign asking, if one is.
         campaign: Option<i64>,
         reply: oneshot::Sender<Result<i64, Refusal>>,
+    },
+    /// The hub's coordinated restart `id` is done with this node.
+    Release {
+        id: i64,
+        reply: oneshot::Sender<Result<(), Refusal>>,
     },
     /// A campaign takes the server (`Some`) or gives it back (`None`).
     Lease {
@@ -175,6 +182,11 @@ impl ManagerHandle {
     pub async fn cancel_op(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
         self.ask(|reply| Command::CancelOp { campaign, reply })
             .await
+    }
+
+    /// Ends the hold of the hub's coordinated restart `id` on this node.
+    pub async fn release(&self, id: i64) -> Result<(), Refusal> {
+        self.ask(|reply| Command::Release { id, reply }).await
     }
 
     /// Who holds the server from now on: a campaign, or nobody.

@@ -37,6 +37,11 @@ mod status;
 
 pub use handle::{Command, Event, Lease, ManagerHandle, Refusal, Request};
 
+/// How long a coordinated restart's hold on this node lasts without a word
+/// from its hub (each of its requests renews it): a hub that died and never
+/// came back does not hold the node for ever.
+pub const COORDINATED_HOLD: Duration = Duration::from_secs(3600);
+
 /// A server instance drainwatch is responsible for.
 #[derive(Debug)]
 struct Running {
@@ -104,6 +109,10 @@ pub struct Manager {
     /// The members recorded in the store for the running instance (so that a
     /// drainwatch killed now knows them), and that instance's generation.
     recorded: (u64, std::collections::HashSet<ProcId>),
+    /// The hub's coordinated restart acting on this node, and until when
+    /// its hold lasts without a word from the hub: every change that is not
+    /// its own is refused meanwhile.
+    coordinated: Option<(i64, std::time::Instant)>,
     /// The generation whose root was gone when this drainwatch started but
     /// whose processes still lived: ours, drained by the next operation; its
     /// instance ends once they are gone.
@@ -183,6 +192,7 @@ impl Manager {
             },
             node: None,
             recorded: (0, std::collections::HashSet::new()),
+            coordinated: None,
             leftover: None,
         };
         if let Some(inst) = p.recovered.instance {
@@ -320,7 +330,10 @@ impl Manager {
                 peer,
                 reply,
             } => {
-                let r = match (self.held(None), self.bench_settings(overrides)) {
+                let r = match (
+                    self.coordinated(None).and_then(|()| self.held(None)),
+                    self.bench_settings(overrides),
+                ) {
                     (Err(e), _) | (_, Err(e)) => Err(e),
                     (Ok(()), Ok(settings)) => self.start_bench(settings, peer, None, None).await,
                 };
@@ -345,6 +358,24 @@ impl Manager {
                 };
                 let _ = reply.send(r);
             }
+            Command::Release { id, reply } => {
+                let r = match self.coordinated {
+                    Some((held, _)) if held != id => Err(Refusal::Conflict {
+                        message: format!(
+                            "coordinated restart #{held}, not #{id}, acts on this node"
+                        ),
+                        operation: None,
+                    }),
+                    Some(_) => {
+                        tracing::info!(id, "the hub's coordinated restart let go of this node");
+                        self.coordinated = None;
+                        self.publish_status(true);
+                        Ok(())
+                    }
+                    None => Ok(()),
+                };
+                let _ = reply.send(r);
+            }
             Command::CancelOp { campaign, reply } => {
                 let r = self.held(campaign).and_then(|()| self.cancel_op());
                 let _ = reply.send(r);
@@ -358,6 +389,28 @@ impl Manager {
             }
         }
         self.after_events().await;
+    }
+
+    /// Refuses what is not the coordinated restart's that holds this node
+    /// (`by`: the one asking, if one is); a hold the hub left for longer
+    /// than [`COORDINATED_HOLD`] without a word has lapsed.
+    fn coordinated(&mut self, by: Option<i64>) -> Result<(), Refusal> {
+        match self.coordinated {
+            Some((_, until)) if std::time::Instant::now() > until => {
+                tracing::warn!(
+                    "the hub's coordinated restart held this node too long without a word: its hold lapsed"
+                );
+                self.coordinated = None;
+                Ok(())
+            }
+            Some((id, _)) if by != Some(id) => Err(Refusal::Conflict {
+                message: format!(
+                    "coordinated restart #{id} at the hub is acting on this node: wait for it to end, or stop it at the hub"
+                ),
+                operation: self.op.as_ref().map(|o| o.op.clone()),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Refuses a request that is not the holding campaign's (`by`: the

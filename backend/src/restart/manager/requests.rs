@@ -19,6 +19,9 @@ impl Manager {
     /// time. A launch waits for the health gate's fresh reading first
     /// ([`Manager::pregate`]); every answer is audited before it is sent.
     pub(super) async fn request(&mut self, req: Request, reply: Reply) {
+        if let Err(refusal) = self.coordinated(req.coordinated) {
+            return self.answer(&req, Err(refusal), String::new(), reply);
+        }
         let checked = self
             .check(&req)
             .and_then(|flags| Ok((flags, self.check_override(&req)?)));
@@ -233,6 +236,11 @@ impl Manager {
 
     async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
         let now = now_ms();
+        if let Some(id) = req.coordinated {
+            // Held for the hub's restart from now on (renewed by each step).
+            let until = std::time::Instant::now() + super::COORDINATED_HOLD;
+            self.coordinated = Some((id, until));
+        }
         // The record and every view of the operation show the flags redacted;
         // the machine gets them raw, to launch with.
         let redactor = crate::redact::global();
