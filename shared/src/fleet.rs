@@ -175,6 +175,8 @@ pub enum CoordStep {
     /// The hub stopped during the operation: what its agent says it did,
     /// and how the member was brought to a known state after.
     Recover,
+    /// A person cancelled the operation: it stopped here, before a launch.
+    Cancel,
 }
 
 impl CoordStep {
@@ -188,6 +190,7 @@ impl CoordStep {
             Self::Unwind => "unwind",
             Self::Failed => "failed",
             Self::Recover => "recover",
+            Self::Cancel => "cancel",
         }
     }
 }

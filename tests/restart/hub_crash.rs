@@ -3,7 +3,8 @@
 //! each node's agent what it did, writes that on the node's timeline, stops
 //! and verifies every node (its stated policy), and ends the record
 //! interrupted. Mid-drain, and mid-launch of rank 1. Meanwhile, a change
-//! asked of a node directly is refused, naming the coordinated restart.
+//! asked of a node directly is refused, naming the coordinated restart. A
+//! coordinated restart cancelled at the hub stops before the launch.
 
 use std::time::{Duration, Instant};
 
@@ -198,6 +199,50 @@ async fn a_direct_stop_at_a_node_during_a_coordinated_restart_is_refused_naming_
         )
         .await?;
     assert_eq!(code, 202, "{body}");
+    for h in &f.hosts {
+        assert!(h.foreign_signals().is_empty());
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_coordinated_restart_cancelled_mid_drain_launches_nothing_and_says_cancelled()
+-> anyhow::Result<()> {
+    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
+    let up = f.run(json!({})).await?;
+    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().unwrap_or_default();
+    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    // A viewer may not; an operator may.
+    let url = format!("{}/api/coordinated/{id}/cancel", f.hub);
+    assert_eq!(f.victor.post(&url).send().await?.status(), 403);
+    let r = f.olga.post(&url).send().await?;
+    assert_eq!(r.status(), 202);
+    let r = f.wait(id).await?;
+    assert_eq!(r.outcome, Outcome::Cancelled, "{r:#?}");
+    for m in &r.members {
+        assert!(
+            !m.events.iter().any(|e| e.step == CoordStep::Launch),
+            "{}: launched after the cancel: {:#?}",
+            m.name,
+            m.events
+        );
+        assert!(
+            m.events.iter().any(|e| e.step == CoordStep::Cancel
+                && e.note.contains("every node stopped and verified")),
+            "{}: {:#?}",
+            m.name,
+            m.events
+        );
+    }
+    for a in &f.agents {
+        let s = a.server().await?;
+        assert_eq!(s.phase, Phase::Stopped, "{s:#?}");
+    }
+    // Over: nothing left to cancel.
+    assert_eq!(f.olga.post(&url).send().await?.status(), 409);
     for h in &f.hosts {
         assert!(h.foreign_signals().is_empty());
     }

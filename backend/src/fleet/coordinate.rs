@@ -70,6 +70,8 @@ pub struct Coordinator {
     /// The operation in flight and the agents it acts on: what others may
     /// not change through the hub meanwhile.
     acting_on: Arc<Mutex<Option<ActingOn>>>,
+    /// Set to cancel the operation in flight at its next safe point.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A coordinated restart's record id and the agents it acts on.
@@ -82,6 +84,28 @@ impl Coordinator {
             records,
             busy: Arc::new(tokio::sync::Mutex::new(())),
             acting_on: Arc::new(Mutex::new(None)),
+            cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    /// Cancels coordinated restart `id`, which must be the one running: it
+    /// stops at its next safe point, before a launch, with every node
+    /// stopped and verified, and ends cancelled.
+    pub fn cancel(&self, id: i64, person: &str) -> Result<(), Refused> {
+        let a = self.acting_on.lock().unwrap_or_else(|p| p.into_inner());
+        match a.as_ref() {
+            Some((running, _)) if *running == id => {
+                tracing::info!(id, %person, "coordinated restart cancelled");
+                self.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }
+            _ => match self.records.get(id) {
+                Ok(Some(_)) => Err(Refused::Busy(format!(
+                    "coordinated restart #{id} is not running"
+                ))),
+                Ok(None) => Err(Refused::NotFound(format!("no coordinated restart #{id}"))),
+                Err(e) => Err(Refused::Internal(e)),
+            },
         }
     }
 
@@ -262,7 +286,9 @@ impl Coordinator {
         *self.acting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, agents));
         let acting_on = Arc::clone(&self.acting_on);
         tracing::info!(id, %target, %person, "coordinated restart begun");
-        let log = Log::new(rec, self.records.clone());
+        self.cancel
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let log = Log::new(rec, self.records.clone()).cancelled_by(Arc::clone(&self.cancel));
         let cfg = Arc::clone(&self.cfg);
         let target = target.to_owned();
         tokio::spawn(async move {
@@ -336,6 +362,8 @@ pub(super) fn members(cfg: &FleetConfig, target: &str) -> Option<(CoordKind, Vec
 pub(super) struct Log {
     rec: Arc<Mutex<CoordRecord>>,
     records: Records,
+    /// Set when a person cancels it.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Log {
@@ -343,7 +371,33 @@ impl Log {
         Self {
             rec: Arc::new(Mutex::new(rec)),
             records,
+            cancel: Arc::default(),
         }
+    }
+
+    /// The same, cancelled when `flag` is set.
+    fn cancelled_by(mut self, flag: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.cancel = flag;
+        self
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// At a safe point: a cancel stops the operation here, as every
+    /// member's timeline says.
+    fn stop_if_cancelled(&self, members: &[usize], what: &str) -> Result<(), CoordFailure> {
+        if !self.cancelled() {
+            return Ok(());
+        }
+        for &m in members {
+            self.event(m, CoordStep::Cancel, format!("cancelled: {what}"));
+        }
+        Err(CoordFailure {
+            member: String::new(),
+            reason: format!("cancelled by a person: {what}"),
+        })
     }
 
     /// The record's id.
@@ -431,10 +485,10 @@ impl Log {
     }
 
     fn finish(&self, failure: Option<CoordFailure>) {
-        let outcome = if failure.is_some() {
-            Outcome::Failed
-        } else {
-            Outcome::Succeeded
+        let outcome = match &failure {
+            Some(_) if self.cancelled() => Outcome::Cancelled,
+            Some(_) => Outcome::Failed,
+            None => Outcome::Succeeded,
         };
         self.end(outcome, failure);
     }
@@ -856,6 +910,8 @@ async fn run_group(
         }
         return Err(failure);
     }
+    // A cancel asked meanwhile stops here: every node stopped and verified.
+    log.stop_if_cancelled(idx, "every node stopped and verified, nothing launched")?;
     // 3. Rank 0, then 4. the others, then 5. a completion through rank 0.
     let launched = async {
         let id0 = launch(log, idx[0], &clients[0], g.role(0), flags)
@@ -869,6 +925,9 @@ async fn run_group(
             CoordStep::Launch,
             "spawned; waiting for the other ranks to join",
         );
+        if log.cancelled() {
+            return Err((0, "cancelled during the launch".to_owned()));
+        }
         let others = join_all((1..clients.len()).map(|r| {
             let clients = &clients;
             async move {
@@ -889,6 +948,14 @@ async fn run_group(
     .await;
     match launched {
         Ok(()) => Ok(()),
+        // Cancelled once rank 0 was launched: every node is stopped again.
+        Err(_) if log.cancelled() => {
+            unwind(log, g, idx, &clients).await;
+            log.stop_if_cancelled(
+                idx,
+                "the launch was stopped, every node stopped and verified",
+            )
+        }
         Err((r, why)) => {
             let failure = log.failed(idx[r], why);
             unwind(log, g, idx, &clients).await;
@@ -908,6 +975,9 @@ async fn wait_ready(
 ) -> Result<(), (usize, String)> {
     let began = Instant::now();
     loop {
+        if log.cancelled() {
+            return Err((0, "cancelled during the warm-up".to_owned()));
+        }
         let s0 = summary(&clients[0], id0).await.map_err(|e| (0, e))?;
         match s0.outcome {
             Outcome::Succeeded => {
@@ -994,6 +1064,9 @@ async fn run_deployment(
     };
     let mut at = 0;
     for member in &d.order {
+        // Between members: a cancel leaves the rest as they are.
+        let rest: Vec<usize> = (at..log.snapshot().members.len()).collect();
+        log.stop_if_cancelled(&rest, "before this member; the ones before it are done")?;
         if let Some(g) = cfg.group(member) {
             let idx: Vec<usize> = (at..at + g.nodes.len()).collect();
             at += g.nodes.len();

@@ -296,6 +296,30 @@ async fn restart_group(
     }
 }
 
+/// `POST /api/coordinated/{id}/cancel`: the running coordinated restart
+/// stops at its next safe point, before a launch, and ends cancelled (202).
+async fn cancel_coordinated(
+    State(s): State<HubState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let Ok(id) = id.parse::<i64>() else {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "a coordinated restart's id is a number",
+        )
+        .into_response();
+    };
+    match s.coord.cancel(id, &person(&caller)) {
+        Ok(()) => (StatusCode::ACCEPTED, Json(Begun { id })).into_response(),
+        Err(Refused::NotFound(m)) => ApiError::new(StatusCode::NOT_FOUND, m).into_response(),
+        Err(Refused::Busy(m)) => ApiError::new(StatusCode::CONFLICT, m).into_response(),
+        Err(Refused::BadRequest(m) | Refused::Unreachable(m) | Refused::Internal(m)) => {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, m).into_response()
+        }
+    }
+}
+
 /// The hub's HTTP surface, route by route, with the query parameters each
 /// reads (what goes to an agent is the agent's to check): the router is
 /// built from it, and the hub's walk covers it.
@@ -314,6 +338,11 @@ fn table() -> Table<HubState> {
         )
         .route("/api/coordinated/panel", get(coordinated_panel), GET)
         .route("/api/coordinated/{id}", get(coordinated_one), GET)
+        .route(
+            "/api/coordinated/{id}/cancel",
+            post(cancel_coordinated),
+            POST,
+        )
         .route("/api/session", get(gate::session), GET)
         .route("/api/login", post(gate::login), POST)
         .route("/api/logout", post(gate::logout), POST)

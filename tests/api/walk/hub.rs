@@ -75,6 +75,10 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("GET", "/api/coordinated/abc", read(400)),
         call("GET", format!("/api/coordinated/{big}"), read(400)),
         call("POST", "/api/coordinated/1", change(405)),
+        // Nothing runs: nothing to cancel.
+        call("POST", "/api/coordinated/999999/cancel", change(404)),
+        call("POST", "/api/coordinated/abc/cancel", change(400)),
+        call("GET", "/api/coordinated/1/cancel", read(405)),
         call("GET", "/api/session", [401, 200, 200]),
         super::send_json("POST", "/api/login", &json!({"token": 5}), open(400)),
         call("GET", "/api/login", open(405)),
