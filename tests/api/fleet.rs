@@ -15,6 +15,54 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::auth::managed_with_auth;
 
+/// One agent (with `--auth` and a token for the hub) behind a hub with its
+/// own `--auth`.
+pub(crate) struct HubWithAgent {
+    pub(crate) _host: SimHost,
+    pub(crate) agent: TestApp,
+    /// The agent's own operator token.
+    pub(crate) agent_op: String,
+    pub(crate) hub_proc: tests::Proc,
+    pub(crate) hub: String,
+    /// The hub's operator (olga) and viewer (victor) tokens.
+    pub(crate) op: String,
+    pub(crate) view: String,
+    pub(crate) _scratch: tempfile::TempDir,
+}
+
+/// Starts [`HubWithAgent`]: the agent, named `gpu-a` at the hub.
+pub(crate) async fn hub_with_agent() -> anyhow::Result<HubWithAgent> {
+    const HUB_TOKEN: &str = "dw_test_fleet_hub_token";
+    let hub_token = format!(
+        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
+        tests::sha256_hex(HUB_TOKEN)
+    );
+    let (host, agent, agent_op, _view) = managed_with_auth(&hub_token).await?;
+    let scratch = tempfile::tempdir()?;
+    std::fs::write(scratch.path().join("a.token"), HUB_TOKEN)?;
+    let config = scratch.path().join("fleet.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[agent]]\nname = \"gpu-a\"\nurl = \"{}\"\ntoken_file = \"a.token\"\n",
+            agent.url("")
+        ),
+    )?;
+    let (hub_auth, op, view) = tests::auth_file(scratch.path(), "");
+    let (hub_proc, hub) =
+        tests::spawn_hub_with(&config, &["--auth", hub_auth.to_str().expect("utf-8")])?;
+    Ok(HubWithAgent {
+        _host: host,
+        agent,
+        agent_op,
+        hub_proc,
+        hub,
+        op,
+        view,
+        _scratch: scratch,
+    })
+}
+
 async fn fleet(hub: &str) -> anyhow::Result<Fleet> {
     Ok(reqwest::get(format!("{hub}/api/fleet"))
         .await?
@@ -187,25 +235,9 @@ async fn a_bad_fleet_config_is_refused_naming_what() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_host_s_dashboard_and_operations_go_through_the_hub_under_the_person_s_name()
 -> anyhow::Result<()> {
-    const HUB_TOKEN: &str = "dw_test_fleet_hub_token";
-    let hub_token = format!(
-        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
-        tests::sha256_hex(HUB_TOKEN)
-    );
-    let (_host, agent, agent_op, _view) = managed_with_auth(&hub_token).await?;
-    let scratch = tempfile::tempdir()?;
-    std::fs::write(scratch.path().join("a.token"), HUB_TOKEN)?;
-    let config = scratch.path().join("fleet.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[agent]]\nname = \"gpu-a\"\nurl = \"{}\"\ntoken_file = \"a.token\"\n",
-            agent.url("")
-        ),
-    )?;
-    let (hub_auth, op, view) = tests::auth_file(scratch.path(), "");
-    let (_hub, hub) =
-        tests::spawn_hub_with(&config, &["--auth", hub_auth.to_str().expect("utf-8")])?;
+    let h = hub_with_agent().await?;
+    let (agent, agent_op, hub) = (&h.agent, h.agent_op.clone(), h.hub.clone());
+    let (op, view) = (h.op.clone(), h.view.clone());
     let (olga, victor) = (tests::bearer_client(&op), tests::bearer_client(&view));
     let stranger = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())

@@ -208,17 +208,8 @@ async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyho
 #[tokio::test]
 async fn a_set_measured_on_another_server_version_is_measured_again() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = tests::SimHost::new(100);
     // The server reports the version this file says when it launches.
-    let version = host.scratch().join("version");
-    std::fs::write(&version, "0.5.0\n")?;
-    let path: &'static str = Box::leak(version.display().to_string().into_boxed_str());
-    let spec = tests::managed::ServerSpec {
-        env: vec![("SIMSERVER_VERSION_FILE", path)],
-        ..spec("")
-    };
-    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
-    app.start_server().await?;
+    let (_host, app, version) = crate::versioned("0.5.0\n").await?;
     let before = app.bench(bench_json()).await?;
     assert_eq!(before["provenance"]["server_version"], "0.5.0", "{before}");
 

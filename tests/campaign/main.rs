@@ -58,6 +58,24 @@ pub(crate) fn spec(extra: &str) -> ServerSpec {
     }
 }
 
+/// drainwatch managing a server that reports the version the file it
+/// returns holds when it launches (`first`; empty: it says none), started.
+pub(crate) async fn versioned(
+    first: &str,
+) -> anyhow::Result<(SimHost, TestApp, std::path::PathBuf)> {
+    let host = SimHost::new(100);
+    let version = host.scratch().join("version");
+    std::fs::write(&version, first)?;
+    let path: &'static str = Box::leak(version.display().to_string().into_boxed_str());
+    let spec = ServerSpec {
+        env: vec![("SIMSERVER_VERSION_FILE", path)],
+        ..spec("")
+    };
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    Ok((host, app, version))
+}
+
 /// drainwatch managing the campaigns' server (`extra`: more TOML for its
 /// config), the server started and ready.
 pub(crate) async fn ready(extra: &str) -> anyhow::Result<(SimHost, TestApp)> {

@@ -61,17 +61,8 @@ async fn an_unhealthy_gpu_pauses_the_campaign_with_the_server_still_serving() ->
 #[tokio::test]
 async fn an_unknown_version_on_either_side_reuses_nothing() -> anyhow::Result<()> {
     let _load = MEASURING.read().await;
-    let host = tests::SimHost::new(100);
     // An empty file: the server does not say its version.
-    let version = host.scratch().join("version");
-    std::fs::write(&version, "")?;
-    let path: &'static str = Box::leak(version.display().to_string().into_boxed_str());
-    let spec = tests::managed::ServerSpec {
-        env: vec![("SIMSERVER_VERSION_FILE", path)],
-        ..spec("")
-    };
-    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
-    app.start_server().await?;
+    let (host, app, version) = crate::versioned("").await?;
     let plan = format!("name = \"again\"\n{BENCH}\n[[sets]]\n");
     let run_of = |c: &serde_json::Value| c["steps"][0]["result"]["run_id"].as_i64();
 

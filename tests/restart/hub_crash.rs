@@ -42,6 +42,19 @@ async fn until(
     }
 }
 
+/// The group up, then restarted again, with node b draining: b ignores
+/// SIGTERM, so its drain runs its whole timeout. The fleet and the record.
+async fn draining() -> anyhow::Result<(Fleet, i64)> {
+    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
+    let up = f.run(json!({})).await?;
+    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
+    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().unwrap_or_default();
+    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    Ok((f, id))
+}
+
 /// SIGKILLs the hub, starts it again on the same records, and returns the
 /// record `id` once the recovery ended it.
 async fn killed_and_back(f: Fleet, id: i64) -> anyhow::Result<(Fleet, CoordRecord)> {
@@ -123,14 +136,7 @@ async fn recovered(f: &Fleet, r: &CoordRecord) -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_hub_killed_mid_drain_stops_and_verifies_every_node_when_it_is_back() -> anyhow::Result<()>
 {
-    // Node b ignores SIGTERM: its drain runs its whole timeout.
-    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
-    let up = f.run(json!({})).await?;
-    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
-    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
-    assert_eq!(code, 202, "{body}");
-    let id = body["id"].as_i64().unwrap_or_default();
-    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    let (f, id) = draining().await?;
     let (f, r) = killed_and_back(f, id).await?;
     recovered(&f, &r).await
 }
@@ -165,13 +171,7 @@ async fn a_hub_killed_mid_launch_of_rank_1_stops_and_verifies_every_node_when_it
 #[tokio::test]
 async fn a_direct_stop_at_a_node_during_a_coordinated_restart_is_refused_naming_it()
 -> anyhow::Result<()> {
-    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
-    let up = f.run(json!({})).await?;
-    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
-    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
-    assert_eq!(code, 202, "{body}");
-    let id = body["id"].as_i64().unwrap_or_default();
-    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    let (f, id) = draining().await?;
     // Straight at each agent, past the hub: refused, naming the operation.
     for a in &f.agents {
         let s = a.server().await?;
@@ -208,13 +208,7 @@ async fn a_direct_stop_at_a_node_during_a_coordinated_restart_is_refused_naming_
 #[tokio::test]
 async fn a_coordinated_restart_cancelled_mid_drain_launches_nothing_and_says_cancelled()
 -> anyhow::Result<()> {
-    let f = fleet(vec![("SIMSERVER_MODE", "ignore-sigterm")]).await?;
-    let up = f.run(json!({})).await?;
-    assert_eq!(up.outcome, Outcome::Succeeded, "{up:#?}");
-    let (code, body) = f.ask(&f.olga, json!({"confirm": "dsv3"})).await?;
-    assert_eq!(code, 202, "{body}");
-    let id = body["id"].as_i64().unwrap_or_default();
-    until(&f, id, "b draining", |_, p| p[1] == Phase::Draining).await?;
+    let (f, id) = draining().await?;
     // A viewer may not; an operator may.
     let url = format!("{}/api/coordinated/{id}/cancel", f.hub);
     assert_eq!(f.victor.post(&url).send().await?.status(), 403);

@@ -186,6 +186,23 @@ fn session_info(auth: &Auth, c: &Caller) -> SessionInfo {
 }
 
 /// `GET /api/session`: the caller, or 401 for nobody.
+/// Logging in and out, the same at an agent and at the hub: the session,
+/// the login and logout, the login page and its script.
+pub(crate) fn session_routes<S>(t: super::Table<S>) -> super::Table<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Auth>: axum::extract::FromRef<S>,
+{
+    use axum::routing::{get, post};
+    const GET: &[(&str, super::Query)] = &[("GET", super::routes::NONE)];
+    const POST: &[(&str, super::Query)] = &[("POST", super::routes::NONE)];
+    t.route("/api/session", get(session), GET)
+        .route("/api/login", post(login), POST)
+        .route("/api/logout", post(logout), POST)
+        .route("/login", get(login_page), GET)
+        .route("/login.js", get(login_script), GET)
+}
+
 pub(crate) async fn session(
     State(auth): State<Arc<Auth>>,
     caller: Option<axum::Extension<Caller>>,

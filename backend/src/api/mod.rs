@@ -47,7 +47,7 @@ fn table() -> Table<AppState> {
     const GET: &[(&str, Query)] = &[("GET", NONE)];
     const POST: &[(&str, Query)] = &[("POST", NONE)];
     const PAGED: &[(&str, Query)] = &[("GET", Only(&["limit"]))];
-    Table::default()
+    auth::session_routes(Table::default())
         .route("/healthz", get(healthz), GET)
         .route("/api/state", get(api_state), GET)
         .route(
@@ -117,11 +117,6 @@ fn table() -> Table<AppState> {
         )
         .route("/api/campaigns/{id}/{verb}", post(campaigns::act), POST)
         .route("/api/webhooks/test", post(campaigns::test_webhooks), POST)
-        .route("/api/session", get(auth::session), GET)
-        .route("/api/login", post(auth::login), POST)
-        .route("/api/logout", post(auth::logout), POST)
-        .route("/login", get(auth::login_page), GET)
-        .route("/login.js", get(auth::login_script), GET)
         .route("/metrics", get(metrics::serve), GET)
         .route("/api/{*rest}", any(api_not_found), &[("*", NONE)])
         .route("/ws", get(ws::upgrade), GET)

@@ -327,7 +327,7 @@ fn table() -> Table<HubState> {
     use crate::api::routes::{NONE, Query as Q, Query::Forwarded, Query::Only};
     const GET: &[(&str, Q)] = &[("GET", NONE)];
     const POST: &[(&str, Q)] = &[("POST", NONE)];
-    Table::default()
+    gate::session_routes(Table::default())
         .route("/api/fleet", get(fleet), GET)
         .route("/api/groups", get(groups), GET)
         .route("/api/groups/{name}/restart", post(restart_group), POST)
@@ -343,11 +343,6 @@ fn table() -> Table<HubState> {
             post(cancel_coordinated),
             POST,
         )
-        .route("/api/session", get(gate::session), GET)
-        .route("/api/login", post(gate::login), POST)
-        .route("/api/logout", post(gate::logout), POST)
-        .route("/login", get(gate::login_page), GET)
-        .route("/login.js", get(gate::login_script), GET)
         .route("/metrics", get(metrics::serve), GET)
         .route("/api/{*rest}", any(not_found), &[("*", NONE)])
         // Each host's own dashboard, through the hub.

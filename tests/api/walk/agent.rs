@@ -442,41 +442,12 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
 
 /// Session, login, and what lies outside `/api/*`.
 fn the_rest(mark: &str, val: &str, big: &str) -> Vec<Case> {
-    let login = JsonRoute {
-        method: "POST",
-        path: "/api/login",
-        expect: open,
-        base: json!({"token": mark}),
-        wrong: json!({"token": [mark]}),
-    };
-    let mut cases = malformed(&login, mark);
+    let mut cases = super::session_cases(mark);
     cases.extend([
-        send_json("POST", "/api/login", &json!({"token": 5}), open(400)),
-        call("GET", "/api/login", open(405)),
-        call("PUT", "/api/login", open(405)),
-        call("GET", "/api/session", [401, 200, 200]),
-        call("POST", "/api/session", open(405)),
-        call("DELETE", "/api/session", open(405)),
-        call("GET", "/api/logout", read(405)),
-        // A bearer caller has no session to end; the body is not read.
-        raw(
-            "POST",
-            "/api/logout",
-            JSON,
-            format!("{{{mark}"),
-            [401, 204, 204],
-        ),
-        call("PUT", "/api/logout", read(405)),
         call("GET", "/healthz", open(200)),
         call("GET", "/healthz?nope=1", open(400)),
         call("POST", "/healthz", open(405)),
         call("DELETE", "/healthz", open(405)),
-        call("GET", "/login", open(200)),
-        call("POST", "/login", open(405)),
-        call("DELETE", "/login", open(405)),
-        call("GET", "/login.js", open(200)),
-        call("POST", "/login.js", open(405)),
-        call("GET", "/login?next=/", open(400)),
         call("GET", "/metrics", read(200)),
         call("POST", "/metrics", read(405)),
         call("DELETE", "/metrics", read(405)),
@@ -538,15 +509,7 @@ async fn the_whole_api_refuses_bad_input_and_changes_nothing() -> anyhow::Result
     let audited = |a: &Value| a.as_array().map_or(0, Vec::len);
     let audit_before = audited(&app.get_json("/api/audit?limit=1000").await?);
     let root = before.root.expect("the server runs");
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .subsec_nanos()
-        ^ std::process::id();
-    // In bodies that are not the request expected: never audited.
-    let mark = format!("WALKMARKER-{seed:08x}");
-    // In well-formed requests and paths: reported where they are quoted.
-    let val = format!("WALKVALUE-{seed:08x}");
-    let big = format!("{val}{}", "y".repeat(10 * 1024));
+    let (mark, val, big) = super::markers("WALK");
 
     let mut cases = operations(before.generation, &mark, &val);
     cases.extend(history(&big));

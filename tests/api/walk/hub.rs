@@ -10,7 +10,6 @@ use shared::restart::Phase;
 use super::{
     Case, JSON, JsonRoute, call, change, malformed, open, quoting, raw, read, rss_kib, walk_all,
 };
-use crate::auth::managed_with_auth;
 
 /// The hub's resident memory after the walk stays under this.
 const MAX_RSS_KIB: u64 = 150 * 1024;
@@ -32,14 +31,7 @@ fn client(token: Option<&str>) -> reqwest::Client {
 }
 
 fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
-    let login = JsonRoute {
-        method: "POST",
-        path: "/api/login",
-        expect: open,
-        base: json!({"token": mark}),
-        wrong: json!({"token": [mark]}),
-    };
-    let mut cases = malformed(&login, mark);
+    let mut cases = super::session_cases(mark);
     let group = JsonRoute {
         method: "POST",
         path: "/api/groups/nosuch/restart",
@@ -79,20 +71,6 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("POST", "/api/coordinated/999999/cancel", change(404)),
         call("POST", "/api/coordinated/abc/cancel", change(400)),
         call("GET", "/api/coordinated/1/cancel", read(405)),
-        call("GET", "/api/session", [401, 200, 200]),
-        super::send_json("POST", "/api/login", &json!({"token": 5}), open(400)),
-        call("GET", "/api/login", open(405)),
-        raw(
-            "POST",
-            "/api/logout",
-            JSON,
-            format!("{{{mark}"),
-            [401, 204, 204],
-        ),
-        call("GET", "/api/logout", read(405)),
-        call("GET", "/login", open(200)),
-        call("GET", "/login.js", open(200)),
-        call("POST", "/login", open(405)),
         call("GET", "/metrics", read(200)),
         call("POST", "/metrics", read(405)),
         call("GET", format!("/api/{val}"), read(404)),
@@ -136,26 +114,10 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
 
 #[tokio::test]
 async fn the_whole_hub_refuses_bad_input_and_changes_nothing() -> anyhow::Result<()> {
-    const HUB_TOKEN: &str = "dw_test_walk_hub_token";
-    let hub_token = format!(
-        "[[token]]\nname = \"fleet-hub\"\nrole = \"operator\"\nsha256 = \"{}\"\nhub = true\n",
-        tests::sha256_hex(HUB_TOKEN)
-    );
-    let (_host, agent, _agent_op, _view) = managed_with_auth(&hub_token).await?;
+    let h = crate::fleet::hub_with_agent().await?;
+    let (agent, hub, hub_proc) = (&h.agent, h.hub.clone(), &h.hub_proc);
     let before = agent.server().await?;
-    let scratch = tempfile::tempdir()?;
-    std::fs::write(scratch.path().join("a.token"), HUB_TOKEN)?;
-    let config = scratch.path().join("fleet.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[agent]]\nname = \"gpu-a\"\nurl = \"{}\"\ntoken_file = \"a.token\"\n",
-            agent.url("")
-        ),
-    )?;
-    let (hub_auth, op, view) = tests::auth_file(scratch.path(), "");
-    let (hub_proc, hub) =
-        tests::spawn_hub_with(&config, &["--auth", hub_auth.to_str().expect("utf-8")])?;
+    let (op, view) = (h.op.clone(), h.view.clone());
     let clients = [client(None), client(Some(&view)), client(Some(&op))];
     // The agent is in the fleet before the walk begins.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -175,13 +137,7 @@ async fn the_whole_hub_refuses_bad_input_and_changes_nothing() -> anyhow::Result
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .subsec_nanos()
-        ^ std::process::id();
-    let mark = format!("HUBWALKMARKER-{seed:08x}");
-    let val = format!("HUBWALKVALUE-{seed:08x}");
-    let big = format!("{val}{}", "y".repeat(10 * 1024));
+    let (mark, val, big) = super::markers("HUBWALK");
     let fill = |p: &str| {
         p.replace("{name}", "gpu-a")
             .replace("{id}", "1")

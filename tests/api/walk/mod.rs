@@ -126,6 +126,57 @@ fn malformed(r: &JsonRoute, mark: &str) -> Vec<Case> {
     ]
 }
 
+/// Logging in and out, the same routes at an agent and at the hub.
+fn session_cases(mark: &str) -> Vec<Case> {
+    let login = JsonRoute {
+        method: "POST",
+        path: "/api/login",
+        expect: open,
+        base: json!({"token": mark}),
+        wrong: json!({"token": [mark]}),
+    };
+    let mut cases = malformed(&login, mark);
+    cases.extend([
+        send_json("POST", "/api/login", &json!({"token": 5}), open(400)),
+        call("GET", "/api/login", open(405)),
+        call("PUT", "/api/login", open(405)),
+        call("GET", "/api/session", [401, 200, 200]),
+        call("POST", "/api/session", open(405)),
+        call("DELETE", "/api/session", open(405)),
+        call("GET", "/api/logout", read(405)),
+        // A bearer caller has no session to end; the body is not read.
+        raw(
+            "POST",
+            "/api/logout",
+            JSON,
+            format!("{{{mark}"),
+            [401, 204, 204],
+        ),
+        call("PUT", "/api/logout", read(405)),
+        call("GET", "/login", open(200)),
+        call("POST", "/login", open(405)),
+        call("DELETE", "/login", open(405)),
+        call("GET", "/login.js", open(200)),
+        call("POST", "/login.js", open(405)),
+        call("GET", "/login?next=/", open(400)),
+    ]);
+    cases
+}
+
+/// The markers a walk carries: `mark` in bodies that are not the request
+/// expected (never audited), `val` in well-formed requests and paths
+/// (reported where quoted), and `big`, `val` made 10 KiB long.
+fn markers(prefix: &str) -> (String, String, String) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id();
+    let mark = format!("{prefix}MARKER-{seed:08x}");
+    let val = format!("{prefix}VALUE-{seed:08x}");
+    let big = format!("{val}{}", "y".repeat(10 * 1024));
+    (mark, val, big)
+}
+
 /// What one request got.
 struct Answer {
     code: u16,

@@ -15,20 +15,23 @@ use crate::store::Instance;
 use crate::supervisor::{self, GroupSignal, LogTail};
 
 impl Manager {
-    /// Steps the machine and carries out what it asks.
+    /// Steps the machine and carries out what it asks. The record's times
+    /// are the machine's own: one clock reading decides a transition and
+    /// dates it, so a phase that lasted its timeout is never recorded a
+    /// little shorter (the effects run a moment after the decision).
     pub(super) fn feed(&mut self, input: Input) {
-        let effects = self.machine.step(input, now_ms());
+        let now = now_ms();
+        let effects = self.machine.step(input, now);
         let changed = !effects.is_empty();
         for fx in effects {
-            self.effect(fx);
+            self.effect(fx, now);
         }
         if changed {
             self.publish_status(true);
         }
     }
 
-    fn effect(&mut self, fx: Effect) {
-        let now = now_ms();
+    fn effect(&mut self, fx: Effect, now: u64) {
         match fx {
             Effect::Entered {
                 phase,
@@ -37,6 +40,11 @@ impl Manager {
             } => {
                 if phase == Phase::Draining {
                     note = self.drain_note();
+                    // The timeline begins at the SIGTERM (the next effect),
+                    // with what the server was serving just before it.
+                    if let Some(latest) = self.hub.latest() {
+                        self.timeline_point(&latest.sample, now, phase);
+                    }
                 }
                 if phase == Phase::Verifying {
                     // Stopping ends with cgroup.kill: whatever is still in the
@@ -72,11 +80,14 @@ impl Manager {
                         "{}: no endpoint of its own; ready once started (the group is ready when rank 0 answers)",
                         n.describe()
                     );
-                    self.effect(Effect::Entered {
-                        phase: Phase::WarmingUp,
-                        note,
-                        marker: None,
-                    });
+                    self.effect(
+                        Effect::Entered {
+                            phase: Phase::WarmingUp,
+                            note,
+                            marker: None,
+                        },
+                        now,
+                    );
                     self.feed(Input::Ready);
                 }
                 _ => self.probes.start(self.generation, &self.cfg),

@@ -592,19 +592,23 @@ impl Manager {
             );
         }
         self.feed(Input::Observe(obs));
-        if let Some(op) = &self.op
-            && self.machine.phase().is_busy()
-        {
-            let running = self.scrape.read().passive.running;
-            let point = TimelinePoint {
-                at_ms: sample.at_ms,
-                phase: self.machine.phase(),
-                mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
-                running_requests: running,
-            };
-            self.unsent.push(point.clone());
-            self.store.point(op.op.id, point);
+        if self.machine.phase().is_busy() {
+            self.timeline_point(sample, sample.at_ms, self.machine.phase());
         }
+    }
+
+    /// A point of the operation's drain timeline: `sample`'s memory and the
+    /// requests the server's own metrics last said were running.
+    pub(super) fn timeline_point(&mut self, sample: &shared::Sample, at_ms: u64, phase: Phase) {
+        let Some(op) = &self.op else { return };
+        let point = TimelinePoint {
+            at_ms,
+            phase,
+            mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
+            running_requests: self.scrape.read().passive.running,
+        };
+        self.unsent.push(point.clone());
+        self.store.point(op.op.id, point);
     }
 }
 
