@@ -144,6 +144,16 @@ async fn health_badges_mig_devices_and_an_override_in_the_page() -> anyhow::Resu
         .await?;
     b.wait_enabled(&confirm, T).await?;
     confirm.click().await?;
+    // The overridden restart ends ready, a generation on (the page was
+    // ready before it began, while the check ran).
+    app.wait_for_state("the overridden restart", 2 * T, |st| {
+        st.server.as_ref().is_some_and(|v| {
+            v.generation > before.generation
+                && v.phase == shared::restart::Phase::Ready
+                && v.operation.is_none()
+        })
+    })
+    .await?;
     b.wait_attr("[data-testid=server-phase]", "data-phase", 2 * T, |p| {
         p == "ready"
     })
