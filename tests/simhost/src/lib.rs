@@ -125,21 +125,7 @@ impl Registration {
 /// process uses the GPU). Returns how many leaked allocations were freed.
 pub fn reset_gpu(dir: &Path, gpu: u32) -> io::Result<usize> {
     let mut freed = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if !(name.starts_with("alloc-") && name.ends_with(".json")) {
-            continue;
-        }
-        let Some(a) = std::fs::read(&path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Allocation>(&b).ok())
-        else {
-            continue;
-        };
+    for (path, a) in allocations(dir)? {
         let gone = read_proc_stat(a.pid)?
             .is_none_or(|st| st.start_ticks != a.start_ticks || st.has_exited());
         if a.leaks && gone && a.gpus.iter().any(|u| u.gpu == gpu) {
@@ -149,6 +135,29 @@ pub fn reset_gpu(dir: &Path, gpu: u32) -> io::Result<usize> {
         }
     }
     Ok(freed)
+}
+
+/// Every allocation file in `dir`, read. Written atomically, so an
+/// unparsable file is not ours; an unreadable one (another user's, say) or
+/// one released meanwhile is skipped too.
+pub(crate) fn allocations(dir: &Path) -> io::Result<Vec<(PathBuf, Allocation)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !(name.starts_with("alloc-") && name.ends_with(".json")) {
+            continue;
+        }
+        if let Some(a) = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Allocation>(&b).ok())
+        {
+            out.push((path, a));
+        }
+    }
+    Ok(out)
 }
 
 fn alloc_stem(pid: u32, start_ticks: u64) -> String {

@@ -63,22 +63,7 @@ pub fn observe(dir: &Path, now_ms: u64) -> io::Result<HostView> {
 /// As [`observe`], with an inventory already read (a driver reads it once, at init).
 pub fn observe_with(dir: &Path, inventory: Inventory, now_ms: u64) -> io::Result<HostView> {
     let mut load: Vec<(u64, u32, Vec<ProcessUse>)> = vec![(0, 0, Vec::new()); inventory.gpus.len()];
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if !(name.starts_with("alloc-") && name.ends_with(".json")) {
-            continue;
-        }
-        // Written atomically, so an unparsable file is not ours; an unreadable one
-        // (another user's, say) or one released meanwhile is skipped too.
-        let Some(alloc) = fs::read(&path)
-            .ok()
-            .and_then(|body| serde_json::from_slice::<Allocation>(&body).ok())
-        else {
-            continue;
-        };
+    for (path, alloc) in crate::allocations(dir)? {
         let live = match owner_state(&path, &alloc, inventory.release_delay_ms, now_ms)? {
             Owner::Released => continue,
             Owner::Alive => true,
