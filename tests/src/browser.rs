@@ -2,7 +2,6 @@
 //! Paths come from `DRAINWATCH_CHROMIUM` / `DRAINWATCH_CHROMEDRIVER` (set by
 //! `cargo xtask test`), else Debian's locations.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,7 +38,7 @@ fn path_from_env(var: &str, default: &str) -> PathBuf {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    crate::ports::claim()
 }
 
 impl Browser {

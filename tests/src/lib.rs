@@ -11,6 +11,7 @@ pub mod browser;
 pub mod cgroup;
 pub mod engine;
 pub mod managed;
+pub mod ports;
 pub mod sigtrace;
 pub mod ws;
 

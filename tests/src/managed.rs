@@ -10,12 +10,11 @@ use shared::restart::{Phase, ServerStatus};
 
 use crate::{SimHost, TestApp, bin, spawn_app};
 
-/// A free TCP port on loopback (released before use; fine for tests).
+/// A loopback port for a test server, reserved to this test process (see
+/// [`crate::ports`]): no other test, client socket or `bind(0)` takes it
+/// between the server's launches.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    crate::ports::claim().expect("a port for a test server")
 }
 
 /// Options of the generated server config.
