@@ -27,6 +27,11 @@ const RATE_WINDOW: Duration = Duration::from_millis(900);
 /// long answers, whose first tokens come in waves, always has some.
 const LATENCY_WINDOW: Duration = Duration::from_secs(10);
 
+/// How long after a server said nothing of itself it is asked again: doubling
+/// from the first to the last.
+const FIRST_ASK_GAP: Duration = Duration::from_secs(1);
+const LAST_ASK_GAP: Duration = Duration::from_secs(10);
+
 /// What the server's own metrics said last.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Scraped {
@@ -59,8 +64,12 @@ pub(crate) async fn run(
     identity: Arc<Mutex<Option<EngineIdentity>>>,
 ) {
     let mut readings = Readings::default();
-    // A server that says nothing of itself is asked again every 10 s, not at every scrape.
+    // A server that says nothing of itself is asked again after 1 s, then 2,
+    // 4, 8 and every 10 s, not at every scrape: one still loading its model
+    // (llama.cpp answers 503 until then), or whose answer was lost to a
+    // connection it closed, is known within a second or two of being ready.
     let mut next_ask = Instant::now();
+    let mut ask_gap = FIRST_ASK_GAP;
     loop {
         let (answered, text) = match client
             .get(&urls.metrics)
@@ -75,11 +84,15 @@ pub(crate) async fn run(
         let known = identity.lock().unwrap_or_else(|p| p.into_inner()).is_some();
         if answered && !known && Instant::now() >= next_ask {
             let found = ask_identity(&client, &urls).await;
-            next_ask = Instant::now() + Duration::from_secs(10);
+            next_ask = Instant::now() + ask_gap;
+            ask_gap = (ask_gap * 2).min(LAST_ASK_GAP);
             *identity.lock().unwrap_or_else(|p| p.into_inner()) = found;
-        } else if !answered && known {
-            *identity.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        } else if !answered {
+            if known {
+                *identity.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
             next_ask = Instant::now();
+            ask_gap = FIRST_ASK_GAP;
         }
         let now = Instant::now();
         {
