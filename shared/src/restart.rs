@@ -127,6 +127,10 @@ pub struct Containment {
     /// Why pidfds are not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pidfd_reason: Option<String>,
+    /// What this kernel lacks that drainwatch would use, and what it does
+    /// instead, one sentence each ("no cgroup.kill (Linux < 5.14): …").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
 }
 
 impl Containment {
@@ -145,7 +149,17 @@ impl Containment {
         if !self.pidfd {
             s.push_str("; no pidfds: PIDs re-checked before each signal");
         }
+        for f in &self.fallbacks {
+            s.push_str("; ");
+            s.push_str(f);
+        }
         s
+    }
+
+    /// Whether containment is weaker than the newest kernels give: no cgroup
+    /// leaves, no pidfds, or a fallback for something the kernel lacks.
+    pub fn degraded(&self) -> bool {
+        self.kind != ContainmentKind::Cgroup || !self.pidfd || !self.fallbacks.is_empty()
     }
 }
 

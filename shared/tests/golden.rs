@@ -205,6 +205,7 @@ fn server_status() -> restart::ServerStatus {
             cgroup: Some("/system.slice/drainwatch.service".into()),
             pidfd: true,
             pidfd_reason: None,
+            fallbacks: Vec::new(),
         }),
         origin: Some(Origin::Launched),
         server_cgroup: Some("/system.slice/drainwatch.service/server-7".into()),

@@ -10,6 +10,7 @@
 pub mod browser;
 pub mod cgroup;
 pub mod engine;
+pub mod kernels;
 pub mod managed;
 pub mod ports;
 pub mod sigtrace;
@@ -72,6 +73,8 @@ pub struct SimHost {
     cgroup: std::sync::OnceLock<Option<cgroup::TestCgroup>>,
     /// Whether drainwatch may create cgroups in the test's cgroup.
     cgroup_room: bool,
+    /// The older kernel every drainwatch of this host runs as (`kernelsim`).
+    kernel: Option<kernels::Kernel>,
     trace: Result<sigtrace::SignalTrace, String>,
     /// drainwatch processes whose signals are checked.
     watched: std::sync::Mutex<std::collections::HashSet<u32>>,
@@ -103,6 +106,7 @@ impl SimHost {
             inventory,
             cgroup: std::sync::OnceLock::new(),
             cgroup_room: true,
+            kernel: None,
             trace: sigtrace::SignalTrace::start().map_err(|e| format!("{e:#}")),
             watched: Default::default(),
             allowed: Default::default(),
@@ -113,6 +117,13 @@ impl SimHost {
     /// (`cgroup.max.descendants` = 0): drainwatch must fall back.
     pub fn without_cgroup_room(mut self) -> Self {
         self.cgroup_room = false;
+        self
+    }
+
+    /// The same host, where every drainwatch runs as `kernel` would answer
+    /// it (see [`kernels`]).
+    pub fn on_kernel(mut self, kernel: kernels::Kernel) -> Self {
+        self.kernel = Some(kernel);
         self
     }
 
@@ -450,7 +461,14 @@ pub fn spawn_app_with(
     extra: &[&str],
     adjust: impl FnOnce(&mut Command),
 ) -> anyhow::Result<TestApp> {
-    let mut cmd = Command::new(bin("drainwatch"));
+    let mut cmd = match host.kernel {
+        Some(k) => {
+            let mut c = Command::new(bin("kernelsim"));
+            c.args(k.args()).arg("--").arg(bin("drainwatch"));
+            c
+        }
+        None => Command::new(bin("drainwatch")),
+    };
     if !extra.contains(&"--bind") {
         cmd.args(["--bind", "127.0.0.1:0"]);
     }

@@ -7,6 +7,7 @@ use crate::{build, cargo, run_cmd, tools};
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_chromium()?;
     tools::ensure_prometheus()?;
+    tools::ensure_libseccomp()?;
     tools::ensure_lint_tools()?;
     let pynvml = tools::ensure_pynvml()?;
     let pytools = tools::ensure_pytools()?;

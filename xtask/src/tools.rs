@@ -88,6 +88,17 @@ pub(crate) fn ensure_prometheus() -> anyhow::Result<()> {
         .context("installing prometheus (Debian/Ubuntu with apt is required for its tests)")
 }
 
+/// Debian's libseccomp-dev: `kernelsim`, the tests' older-kernel emulation,
+/// links the C library.
+pub(crate) fn ensure_libseccomp() -> anyhow::Result<()> {
+    if Path::new("/usr/include/seccomp.h").exists() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing Debian's libseccomp-dev for the kernel emulation of the tests");
+    apt_install(&["libseccomp-dev", "pkg-config"])
+        .context("installing libseccomp-dev (Debian/Ubuntu with apt is required for the tests)")
+}
+
 pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 

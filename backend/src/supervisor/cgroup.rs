@@ -1,7 +1,9 @@
 //! cgroup v2 containment: each launch of the server runs in a leaf cgroup of its
 //! own under drainwatch's subtree, placed there before it execs, so nothing it
 //! forks can escape, whatever its parentage or session; stopping it ends with
-//! `cgroup.kill`, and "nothing of ours is left" includes an empty `cgroup.procs`.
+//! `cgroup.kill` (before Linux 5.14, which lacks it: the leaf frozen and each
+//! process in it killed, see [`Leaf::sweep`]), and "nothing of ours is left"
+//! includes an empty `cgroup.procs`.
 //!
 //! The layout follows the delegation rules: in the subtree drainwatch was given
 //! (its own cgroup, a `Delegate=yes` unit under systemd) it moves itself into the
@@ -53,6 +55,9 @@ pub struct Cgroups {
     subtree: PathBuf,
     /// `server-<port>-`: the names of this drainwatch's server leaves.
     prefix: String,
+    /// The kernel has `cgroup.kill` (Linux ≥ 5.14) and `cgroup.freeze` (≥ 5.2).
+    kill_file: bool,
+    freeze_file: bool,
 }
 
 /// One leaf cgroup holding one server.
@@ -189,15 +194,16 @@ pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
         ));
     }
     mkdir(&subtree)?;
-    let cg = Cgroups {
+    let mut cg = Cgroups {
         mount,
         subtree,
         prefix: format!("server-{server_port}-"),
+        kill_file: false,
+        freeze_file: false,
     };
     let me = cg.leaf_at(SUPERVISOR)?;
-    if !me.dir.join("cgroup.kill").exists() {
-        return Err("cgroup.kill is missing (it needs Linux 5.14 or later)".to_owned());
-    }
+    cg.kill_file = me.dir.join(KILL).exists();
+    cg.freeze_file = me.dir.join(FREEZE).exists();
     me.add(std::process::id())
         .map_err(|e| format!("cannot move drainwatch into {}: {e}", me.name))?;
     cg.remove_empty_leaves();
@@ -208,6 +214,12 @@ impl Cgroups {
     /// The subtree as the kernel names it.
     pub fn name(&self) -> String {
         self.display(&self.subtree)
+    }
+
+    /// Whether the kernel has `cgroup.kill` (Linux ≥ 5.14); without it a
+    /// leaf is emptied by [`Leaf::sweep`].
+    pub fn has_kill_file(&self) -> bool {
+        self.kill_file
     }
 
     fn display(&self, dir: &Path) -> String {
@@ -332,6 +344,12 @@ fn below(dir: &Path) -> Vec<PathBuf> {
 }
 
 impl Leaf {
+    /// The cgroup v2 directory `dir` as a leaf, named `name` for people (a
+    /// leaf drainwatch did not make itself: a test's).
+    pub fn at(dir: PathBuf, name: String) -> Self {
+        Self { dir, name }
+    }
+
     /// `cgroup.procs` opened for writing, close-on-exec: a child writes `0` to it
     /// before it execs and so runs in this leaf from its first instruction.
     pub fn procs_writer(&self) -> std::io::Result<OwnedFd> {
@@ -371,8 +389,117 @@ impl Leaf {
     }
 
     /// SIGKILLs every process in the leaf, atomically with respect to forks.
+    /// SIGKILL to every process in the leaf: `cgroup.kill`, where the kernel
+    /// has it (Linux ≥ 5.14), else [`Leaf::sweep`].
     pub fn kill(&self) -> std::io::Result<()> {
-        std::fs::write(self.dir.join("cgroup.kill"), b"1")
+        let file = self.dir.join(KILL);
+        if file.exists() {
+            write_existing(&file, b"1")
+        } else {
+            self.sweep()
+        }
+    }
+
+    /// Empties the leaf without `cgroup.kill`, as systemd does on such
+    /// kernels: the leaf frozen where `cgroup.freeze` can be had (Linux ≥ 5.2:
+    /// no member forks or exits on its own meanwhile, and a frozen process
+    /// still dies of SIGKILL), each process in it killed in turn, and the
+    /// leaf read again until it is empty, [`SWEEPS`] times at most. Each one
+    /// is signalled through a pidfd opened on it and found in this leaf still
+    /// (the pidfd pins it: not a stranger that took the PID of one that
+    /// left); without pidfds, to its PID once its start time and cgroup were
+    /// read again just before (a small race with PID reuse remains).
+    pub fn sweep(&self) -> std::io::Result<()> {
+        let freeze = self.dir.join(FREEZE);
+        let frozen = write_existing(&freeze, b"1").is_ok();
+        for round in 0..SWEEPS {
+            let pids = self.procs();
+            if pids.is_empty() {
+                break;
+            }
+            if round > 0 {
+                // Time for the killed to leave `cgroup.procs`.
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            for pid in pids {
+                self.kill_member(pid);
+            }
+        }
+        if frozen {
+            let _ = write_existing(&freeze, b"0");
+        }
+        match self.procs().len() {
+            0 => Ok(()),
+            n => Err(std::io::Error::other(format!(
+                "{n} process(es) still in {} after {SWEEPS} sweeps",
+                self.name
+            ))),
+        }
+    }
+
+    /// Whether a process in cgroup `path` (as `/proc/<pid>/cgroup` names it)
+    /// is in this leaf or below it.
+    fn holds(&self, path: &str) -> bool {
+        path.strip_prefix(self.name.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    #[allow(unsafe_code)]
+    fn kill_member(&self, pid: u32) {
+        use super::pidfd::{OpenError, Pidfd};
+        let Some(id) = crate::identity::of(pid)
+            .filter(|i| !i.exited())
+            .map(|i| i.id)
+        else {
+            return;
+        };
+        let here = || of_process(pid).is_some_and(|p| self.holds(&p));
+        match Pidfd::open(id) {
+            Ok(fd) => {
+                if here() {
+                    fd.signal(libc::SIGKILL);
+                }
+            }
+            Err(OpenError::Gone) => {}
+            Err(OpenError::NoFds | OpenError::Unsupported(_)) => {
+                if pid > 1 && here() && crate::identity::alive(id) {
+                    // SAFETY: kill(2) on a PID whose start time and cgroup
+                    // were just read again.
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+}
+
+/// The cgroup v2 file that kills a cgroup whole (Linux ≥ 5.14).
+const KILL: &str = "cgroup.kill";
+/// The cgroup v2 freezer (Linux ≥ 5.2).
+const FREEZE: &str = "cgroup.freeze";
+/// Rounds of [`Leaf::sweep`] before it gives up (a member that forks faster
+/// than it is killed, without a freezer).
+const SWEEPS: usize = 20;
+
+/// Writes an interface file that must exist (cgroupfs creates none: opening
+/// one that a kernel lacks with `O_CREAT` would say "permission denied").
+fn write_existing(path: &Path, value: &[u8]) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value)
+}
+
+/// What this kernel's cgroup v2 lacks that drainwatch would use, and what it
+/// does instead, in words (empty where nothing is missing).
+pub fn fallbacks(cg: &Cgroups) -> Vec<String> {
+    match (cg.kill_file, cg.freeze_file) {
+        (true, _) => Vec::new(),
+        (false, true) => vec![
+            "no cgroup.kill (Linux < 5.14): a leaf is emptied by freezing it and killing each of its processes".to_owned(),
+        ],
+        (false, false) => vec![
+            "no cgroup.kill nor cgroup.freeze (Linux < 5.2): a leaf is emptied by killing each of its processes until none is left".to_owned(),
+        ],
     }
 }
 

@@ -125,6 +125,15 @@ pub fn contain(
             "no cgroup containment: process group, subreaper and tracked processes only"
         ),
     }
+    let mut fallbacks = cgroups.as_ref().map(cgroup::fallbacks).unwrap_or_default();
+    if let Err(why) = pidfd::probe_group() {
+        fallbacks.push(format!(
+            "{why}: the server's process group is signalled by number, and only while its leader is drainwatch's unreaped child"
+        ));
+    }
+    for f in &fallbacks {
+        tracing::warn!(fallback = %f, "this kernel lacks part of what containment uses");
+    }
     let containment = Containment {
         kind: match cgroups {
             Ok(_) => ContainmentKind::Cgroup,
@@ -134,6 +143,7 @@ pub fn contain(
         cgroup: cgroups.as_ref().ok().map(cgroup::Cgroups::name),
         pidfd: pidfd.is_ok(),
         pidfd_reason: pidfd.err(),
+        fallbacks,
     };
     (cgroups.ok(), containment)
 }

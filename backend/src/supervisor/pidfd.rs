@@ -142,6 +142,23 @@ pub fn probe() -> Result<(), String> {
     }
 }
 
+/// Whether this kernel signals process groups through a pidfd (Linux ≥ 6.9),
+/// and why not if it does not: signal 0 (nothing is delivered, only the
+/// permission is checked) through drainwatch's own pidfd to the group it leads.
+pub fn probe_group() -> Result<(), String> {
+    let me = identity::of(std::process::id())
+        .map(|i| i.id)
+        .ok_or("cannot read this process's own /proc entry")?;
+    const NO: &str = "no group signals through a pidfd (Linux < 6.9)";
+    let fd = Pidfd::open(me).map_err(|_| NO.to_owned())?;
+    // The group is the one this process leads: none (ESRCH) where it leads
+    // none, which still says the kernel knows the flag.
+    match fd.send(0, PIDFD_SIGNAL_PROCESS_GROUP) {
+        Sent::Delivered | Sent::Gone => Ok(()),
+        Sent::Unsupported => Err(NO.to_owned()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

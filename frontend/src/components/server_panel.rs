@@ -6,7 +6,7 @@
 //! disclosure.
 
 use leptos::prelude::*;
-use shared::restart::{ContainmentKind, OpKind, Phase, ServerStatus};
+use shared::restart::{Containment, OpKind, Phase, ServerStatus};
 use shared::units::fmt_age_ms;
 
 use crate::components::bench_bar::BenchBar;
@@ -58,16 +58,14 @@ fn is_up(phase: Phase) -> bool {
 }
 
 /// How the server is kept apart from everything else, as HTML text; the
-/// line is "degraded" when a stop cannot end with cgroup.kill (fallback, or
-/// an adopted server left outside drainwatch's cgroup).
+/// line is "degraded" when containment is weaker than the newest kernels give
+/// (no cgroup leaves, no pidfds, a fallback for what the kernel lacks) or an
+/// adopted server is left outside drainwatch's cgroup.
 fn containment_markup(s: Option<&ServerStatus>) -> String {
     let Some((s, line)) = s.and_then(|s| Some((s, s.containment_line()?))) else {
         return String::new();
     };
-    let fallback = s
-        .containment
-        .as_ref()
-        .is_some_and(|c| c.kind != ContainmentKind::Cgroup);
+    let fallback = s.containment.as_ref().is_some_and(Containment::degraded);
     let degraded = fallback || (s.origin.is_some() && !s.server_contained);
     let line = escape(&line);
     format!(
@@ -205,6 +203,7 @@ pub(crate) fn ServerPanel() -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use shared::ServerMsg;
+    use shared::restart::ContainmentKind;
 
     use super::*;
 

@@ -143,7 +143,11 @@ impl Manager {
                 let head = format!(
                     "SIGTERM to the adopted server's {n} tracked process(es), never its process group"
                 );
+                let sweeps = self.cgroups.as_ref().is_some_and(|c| !c.has_kill_file());
                 match (&r.cgroup, r.contained) {
+                    (Some(cg), true) if sweeps => {
+                        format!("{head}; killing each process left in {cg} ends the stop")
+                    }
                     (Some(cg), true) => format!("{head}; cgroup.kill of {cg} ends the stop"),
                     (Some(cg), false) => format!(
                         "{head}; it runs in cgroup {cg}, which is not drainwatch's, so anything it started outside drainwatch's view stays"
@@ -153,7 +157,12 @@ impl Manager {
             }
             Some(r) => match (&r.cgroup, r.contained) {
                 (Some(cg), true) => format!(
-                    "SIGTERM to the server's process group and its {n} process(es) in cgroup {cg}; cgroup.kill ends the stop"
+                    "SIGTERM to the server's process group and its {n} process(es) in cgroup {cg}; {} ends the stop",
+                    if self.cgroups.as_ref().is_some_and(|c| !c.has_kill_file()) {
+                        "killing each process left in it"
+                    } else {
+                        "cgroup.kill"
+                    }
                 ),
                 _ => format!(
                     "SIGTERM to the server's process group and its {n} tracked process(es) ({})",
