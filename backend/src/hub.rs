@@ -310,6 +310,7 @@ pub(crate) mod fixtures {
             sample_interval_ms: 100,
             history_ms,
             server_port: None,
+            own_pid_namespace: false,
         }
     }
 

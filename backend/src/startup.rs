@@ -130,6 +130,7 @@ impl Application {
             sample_interval_ms: config.sample_interval_ms,
             history_ms: config.history.as_millis() as u64,
             server_port,
+            own_pid_namespace: crate::identity::in_own_pid_namespace(),
         };
         let hub = Arc::new(Hub::new(host, config.client_buffer as usize));
         let fast = Arc::new(AtomicBool::new(false));

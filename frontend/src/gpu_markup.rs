@@ -175,23 +175,35 @@ pub(crate) fn mem_text(gpu: Option<&GpuSample>) -> String {
     out
 }
 
-/// The foreign holders' line: empty when no foreign process holds memory here.
+/// The foreign holders' line, then the line of PIDs from outside
+/// drainwatch's PID namespace: empty when neither holds memory here.
 pub(crate) fn holder_line(h: &MemHolders) -> String {
-    if !h.has_foreign() {
-        return String::new();
+    let joined = |pids: &[u32]| {
+        pids.iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut out = String::new();
+    if h.has_foreign() {
+        out.push_str(&format!(
+            r#"<span class="num foreign-holder" data-testid="gpu-foreign" data-bytes="{}" data-pids="{}" title="{}">{}</span>"#,
+            h.foreign_bytes,
+            joined(&h.foreign_pids),
+            escape(&foreign_title(h)),
+            escape(&h.foreign_line().unwrap_or_default())
+        ));
     }
-    let pids = h
-        .foreign_pids
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    format!(
-        r#"<span class="num foreign-holder" data-testid="gpu-foreign" data-bytes="{}" data-pids="{pids}" title="{}">{}</span>"#,
-        h.foreign_bytes,
-        escape(&foreign_title(h)),
-        escape(&h.foreign_line().unwrap_or_default())
-    )
+    if h.has_outside() {
+        out.push_str(&format!(
+            r#"<span class="num outside-holder" data-testid="gpu-outside" data-bytes="{}" data-pids="{}" title="{}">{}</span>"#,
+            h.outside_bytes,
+            joined(&h.outside_pids),
+            escape(shared::process::OUTSIDE_NOTE),
+            escape(&h.outside_line().unwrap_or_default())
+        ));
+    }
+    out
 }
 
 /// Utilisation, power (with its limit) and temperature.
@@ -344,5 +356,25 @@ GPU-1">H100 &lt;sim&gt;</span>"#
             r#"<span class="num foreign-holder" data-testid="gpu-foreign" data-bytes="3221225472" data-pids="7,8" title="GPU memory held by processes outside the managed server: 3.0 GiB (pid 7, 8)
 NVML does not report some processes&#39; amounts">foreign 3.0 GiB · pids 7, 8</span>"#
         );
+    }
+
+    #[test]
+    fn host_pids_from_outside_the_namespace_have_a_line_of_their_own() {
+        let h = MemHolders {
+            outside_bytes: 2 << 30,
+            outside_pids: vec![4242],
+            ..MemHolders::default()
+        };
+        let line = holder_line(&h);
+        assert!(!line.contains("gpu-foreign"), "{line}");
+        assert!(
+            line.contains(r#"data-testid="gpu-outside" data-bytes="2147483648" data-pids="4242""#),
+            "{line}"
+        );
+        assert!(
+            line.contains(">outside this PID namespace 2.0 GiB · pid 4242</span>"),
+            "{line}"
+        );
+        assert!(line.contains("run with hostPID"), "{line}");
     }
 }

@@ -21,6 +21,11 @@ pub struct MemHolders {
     /// Foreign processes with an entry on this GPU, in list order, each once;
     /// also those NVML lists without an amount.
     pub foreign_pids: Vec<u32>,
+    /// What NVML attributes on this GPU to PIDs outside drainwatch's PID
+    /// namespace ([`ProcessRole::Outside`]): whose, no one here can tell.
+    pub outside_bytes: u64,
+    /// Those PIDs (host PIDs), in list order, each once.
+    pub outside_pids: Vec<u32>,
     /// True when some process on this GPU (either role) holds an amount NVML
     /// does not report: the split above then undercounts it, and `other_bytes`
     /// includes it.
@@ -60,12 +65,39 @@ impl MemHolders {
                         holders.foreign_pids.push(p.pid);
                     }
                 }
+                ProcessRole::Outside => {
+                    holders.outside_bytes = holders.outside_bytes.saturating_add(bytes);
+                    if !holders.outside_pids.contains(&p.pid) {
+                        holders.outside_pids.push(p.pid);
+                    }
+                }
             }
         }
         holders.other_bytes = gpu.mem_used_bytes.map(|used| {
-            used.saturating_sub(holders.server_bytes.saturating_add(holders.foreign_bytes))
+            used.saturating_sub(
+                (holders.server_bytes)
+                    .saturating_add(holders.foreign_bytes)
+                    .saturating_add(holders.outside_bytes),
+            )
         });
         holders
+    }
+
+    /// True when NVML lists a PID from outside drainwatch's PID namespace on
+    /// this GPU.
+    pub fn has_outside(&self) -> bool {
+        !self.outside_pids.is_empty()
+    }
+
+    /// The card's line for memory held by PIDs outside drainwatch's PID
+    /// namespace, e.g. "outside this PID namespace 2.0 GiB · pid 4242";
+    /// `None` without any.
+    pub fn outside_line(&self) -> Option<String> {
+        let who = pids_phrase(&self.outside_pids)?;
+        Some(format!(
+            "outside this PID namespace {} · {who}",
+            fmt_bytes(self.outside_bytes)
+        ))
     }
 
     /// True when a foreign process holds memory on this GPU (also when NVML does
@@ -104,14 +136,19 @@ impl MemHolders {
         } else {
             fmt_bytes(self.foreign_bytes)
         };
-        let who = match self.foreign_pids.as_slice() {
-            [] => return None,
-            [pid] => format!("pid {pid}"),
-            [a, b] => format!("pids {a}, {b}"),
-            many => format!("{} pids", many.len()),
-        };
+        let who = pids_phrase(&self.foreign_pids)?;
         Some(format!("foreign {amount} · {who}"))
     }
+}
+
+/// "pid 4242", "pids 4242, 4243", "3 pids"; `None` for none.
+fn pids_phrase(pids: &[u32]) -> Option<String> {
+    Some(match pids {
+        [] => return None,
+        [pid] => format!("pid {pid}"),
+        [a, b] => format!("pids {a}, {b}"),
+        many => format!("{} pids", many.len()),
+    })
 }
 
 #[cfg(test)]
@@ -182,6 +219,30 @@ mod tests {
             Some("foreign 1.5 GiB · pid 4242")
         );
         assert!(!g3.unattributed);
+    }
+
+    #[test]
+    fn pids_from_outside_the_namespace_are_neither_server_nor_foreign() {
+        let procs = [
+            proc(7, ProcessRole::Server, &[]),
+            proc(4242, ProcessRole::Outside, &[(7, Some(2 * GIB))]),
+            proc(4243, ProcessRole::Outside, &[(7, Some(GIB))]),
+        ];
+        let h = MemHolders::of(&gpu(7, Some(3 * GIB + 4 * 1024 * 1024)), &procs);
+        assert_eq!(h.server_bytes, 0);
+        assert!(!h.has_foreign());
+        assert_eq!(h.foreign_line(), None);
+        assert!(h.has_outside());
+        assert_eq!(h.outside_bytes, 3 * GIB);
+        assert_eq!(h.other_bytes, Some(4 * 1024 * 1024));
+        assert_eq!(
+            h.outside_line().as_deref(),
+            Some("outside this PID namespace 3.0 GiB · pids 4242, 4243")
+        );
+        assert_eq!(
+            MemHolders::of(&gpu(6, Some(GIB)), &procs).outside_line(),
+            None
+        );
     }
 
     #[test]

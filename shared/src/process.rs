@@ -19,7 +19,23 @@ pub enum ProcessRole {
     Server,
     /// Anything else: whatever its command line says, it is not ours to kill.
     Foreign,
+    /// A PID NVML reports from outside drainwatch's PID namespace (drainwatch
+    /// in a container without the host's PIDs): the driver gives host PIDs,
+    /// which name no process here, so whose it is cannot be told. Never
+    /// matched to `/proc` here, never signalled, never called foreign.
+    Outside,
 }
+
+/// Why a process NVML reports from outside drainwatch's PID namespace has no
+/// `/proc` details.
+pub const OUTSIDE_REASON: &str =
+    "a PID of the host's, outside drainwatch's PID namespace: no /proc of it here";
+
+/// What drainwatch says wherever its containment is shown when it runs in a
+/// PID namespace of its own.
+pub const OUTSIDE_NOTE: &str = "NVML reports PIDs outside this PID namespace; run with hostPID \
+     (whose GPU memory is whose cannot be told from here: a drain is verified by \
+     every GPU the server needs being idle, with no process listed on it)";
 
 /// GPU memory one process holds on one GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -127,7 +127,8 @@ pub struct Containment {
     /// Why pidfds are not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pidfd_reason: Option<String>,
-    /// What this kernel lacks that drainwatch would use, and what it does
+    /// What this kernel lacks that drainwatch would use, or what this host
+    /// hides from it (the host's PIDs, in a container), and what it does
     /// instead, one sentence each ("no cgroup.kill (Linux < 5.14): …").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,

@@ -54,6 +54,11 @@ pub struct HostInfo {
     pub history_ms: u64,
     /// The port the managed server listens on; its listener identifies the server.
     pub server_port: Option<u16>,
+    /// drainwatch runs in a PID namespace of its own (a container without
+    /// the host's PIDs): NVML's PIDs are the host's and name no process here
+    /// (see [`crate::process::OUTSIDE_NOTE`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_pid_namespace: bool,
 }
 
 /// The managed server's root process, when one is found.

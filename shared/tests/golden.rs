@@ -126,6 +126,7 @@ fn snapshot() -> Snapshot {
             sample_interval_ms: 100,
             history_ms: 600_000,
             server_port: Some(30000),
+            own_pid_namespace: false,
         },
         latest: Some(sample()),
         history: vec![HistoryPoint {

@@ -448,3 +448,98 @@ async fn an_adopted_server_moves_into_drainwatchs_cgroup_only_when_asked() -> an
     }
     Ok(())
 }
+
+/// The owner of `pid` (its real uid).
+fn uid_of(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
+/// drainwatch as a service user that owns a delegated cgroup (systemd's
+/// `Delegate=yes`), not root: it launches its server as itself, in a leaf of
+/// its own, and a restart through an orphaning server drains, verifies and
+/// relaunches with nothing of the old server left and no stranger touched.
+#[tokio::test]
+async fn a_service_user_with_a_delegated_cgroup_launches_drains_and_restarts() -> anyhow::Result<()>
+{
+    let host = SimHost::new(200).as_service_user()?;
+    let user = host.user().context("a service user")?;
+    assert_ne!(user, 0);
+    let cg = host.require_cgroup();
+    let decoy = spawn_foreign(&host, 6, 1.0)?;
+    let app = spawn_managed(&host, &ServerSpec::default(), &[])?;
+    assert_eq!(uid_of(app.proc.pid()), Some(user));
+    let s = app.start_server().await?;
+
+    let c = s.containment.clone().context("containment")?;
+    assert_eq!(c.kind, ContainmentKind::Cgroup, "{c:?}");
+    assert_eq!(c.cgroup.as_deref(), Some(cg.name().as_str()));
+    assert_eq!(
+        cgroup_of(app.proc.pid()),
+        Some(format!("{}/supervisor", cg.name()))
+    );
+    let leaf = s.server_cgroup.clone().context("the server's cgroup")?;
+    let old = tree(s.root.context("root")?.pid);
+    for pid in &old {
+        assert_eq!(uid_of(*pid), Some(user), "pid {pid} is not the user's");
+        assert_eq!(cgroup_of(*pid).as_deref(), Some(leaf.as_str()), "pid {pid}");
+    }
+
+    restart_into(&app, "orphan").await?;
+    restart_into(&app, "normal").await?;
+    for pid in &old {
+        assert!(!alive(*pid), "process {pid} of the first server survived");
+    }
+    assert!(alive(decoy.pid()), "the look-alike was touched");
+
+    // Nothing it would need root for is missing from what it says.
+    let out = Command::new(bin("drainwatch"))
+        .args(["status", "--url", &app.url("")])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("cgroup {}", cg.name())), "{text}");
+    Ok(())
+}
+
+/// A service user without CAP_KILL cannot signal a server root started, nor
+/// see its sockets: it says so where containment is shown, and refuses to
+/// adopt it (409, saying why) rather than take on a server it could never
+/// stop.
+#[tokio::test]
+async fn a_service_user_refuses_to_adopt_a_server_of_another_user() -> anyhow::Result<()> {
+    let host = SimHost::new(200).as_service_user()?;
+    let user = host.user().context("a service user")?;
+    let spec = ServerSpec::default();
+    let by_hand = tests::SimServer::launch_on(&host, spec.port, 2, 300)?;
+    let app = spawn_managed(&host, &spec, &[])?;
+    let s = app.server().await?;
+    let c = s.containment.clone().context("containment")?;
+    assert!(
+        (c.fallbacks.iter()).any(|f| f.contains(&format!("runs as uid {user} without CAP_KILL"))),
+        "{c:?}"
+    );
+    let (code, body) = app
+        .post(
+            "/api/adopt",
+            &json!({"generation": s.generation, "confirm": "sim"}),
+        )
+        .await?;
+    assert_eq!(code, 409, "{body}");
+    let text = body.to_string();
+    assert!(
+        text.contains(&format!(
+            "a process drainwatch cannot see listens on port {}",
+            spec.port
+        )),
+        "{text}"
+    );
+    assert!(
+        alive(by_hand.proc.pid()),
+        "the hand-started server was touched"
+    );
+    assert_eq!(app.server().await?.origin, None);
+    Ok(())
+}

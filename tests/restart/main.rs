@@ -1,6 +1,7 @@
 //! Guarded restarts end to end: the real drainwatch managing the simulated server
 //! (real processes, signals and SQLite) on a simulated host, driven over HTTP.
 
+mod containers;
 mod containment;
 mod coordinated;
 mod crash;

@@ -66,6 +66,17 @@ impl TestCgroup {
         Ok(Self { dir, mount })
     }
 
+    /// Hands this cgroup to `uid`, as systemd's `Delegate=yes` does: the
+    /// directory and the files that let its owner make cgroups, move
+    /// processes and enable controllers below it.
+    pub fn delegate(&self, uid: u32, gid: u32) -> anyhow::Result<()> {
+        std::os::unix::fs::chown(&self.dir, Some(uid), Some(gid))?;
+        for f in ["cgroup.procs", "cgroup.threads", "cgroup.subtree_control"] {
+            std::os::unix::fs::chown(self.dir.join(f), Some(uid), Some(gid))?;
+        }
+        Ok(())
+    }
+
     /// The path as the kernel names it (`/drainwatch-tests/…`).
     pub fn name(&self) -> String {
         format!(

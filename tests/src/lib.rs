@@ -75,6 +75,14 @@ pub struct SimHost {
     cgroup_room: bool,
     /// The older kernel every drainwatch of this host runs as (`kernelsim`).
     kernel: Option<kernels::Kernel>,
+    /// Every drainwatch of this host runs in a PID namespace of its own.
+    pid_namespace: bool,
+    /// Every drainwatch of this host runs as this service user (uid, gid),
+    /// owning the host's cgroup as systemd's `Delegate=yes` gives it.
+    user: Option<(u32, u32)>,
+    /// Tells a process of the host its PID in the test's PID namespace (the
+    /// host's), as a driver knows it (see `simhost::driver`).
+    _driver: simhost::driver::Driver,
     trace: Result<sigtrace::SignalTrace, String>,
     /// drainwatch processes whose signals are checked.
     watched: std::sync::Mutex<std::collections::HashSet<u32>>,
@@ -101,12 +109,16 @@ impl SimHost {
             dir.path().join("lib/libnvidia-ml.so.1"),
         )
         .expect("link libnvidia-ml.so.1");
+        let driver = simhost::driver::Driver::serve(&dir.path().join("host")).expect("driver");
         Self {
             dir,
             inventory,
             cgroup: std::sync::OnceLock::new(),
             cgroup_room: true,
             kernel: None,
+            pid_namespace: false,
+            user: None,
+            _driver: driver,
             trace: sigtrace::SignalTrace::start().map_err(|e| format!("{e:#}")),
             watched: Default::default(),
             allowed: Default::default(),
@@ -127,10 +139,39 @@ impl SimHost {
         self
     }
 
+    /// The same host, where every drainwatch runs in a PID namespace of its
+    /// own with its own `/proc` (`unshare --pid --fork --mount-proc`), as in a
+    /// container without `hostPID`: NVML's PIDs are the test's, not its own.
+    pub fn in_pid_namespace(mut self) -> Self {
+        self.pid_namespace = true;
+        self
+    }
+
+    /// The same host, where every drainwatch runs as the unprivileged user
+    /// [`SERVICE_USER`] (made if missing), which owns the host's directory and
+    /// its cgroup, delegated to it as systemd's `Delegate=yes` does.
+    pub fn as_service_user(mut self) -> anyhow::Result<Self> {
+        let (uid, gid) = service_user()?;
+        chown_tree(self.dir.path(), uid, gid)?;
+        self.user = Some((uid, gid));
+        Ok(self)
+    }
+
+    /// The service user's uid, if drainwatch runs as one.
+    pub fn user(&self) -> Option<u32> {
+        self.user.map(|(uid, _)| uid)
+    }
+
     /// The test's cgroup, made on first use; `None` without a writable cgroup v2.
     pub fn cgroup(&self) -> Option<&cgroup::TestCgroup> {
         self.cgroup
-            .get_or_init(|| cgroup::TestCgroup::new(self.cgroup_room).ok())
+            .get_or_init(|| {
+                let cg = cgroup::TestCgroup::new(self.cgroup_room).ok()?;
+                if let Some((uid, gid)) = self.user {
+                    cg.delegate(uid, gid).ok()?;
+                }
+                Some(cg)
+            })
             .as_ref()
     }
 
@@ -218,6 +259,53 @@ impl Drop for SimHost {
             );
         }
     }
+}
+
+/// The unprivileged user a service-user drainwatch runs as.
+pub const SERVICE_USER: &str = "drainwatch-test";
+
+/// [`SERVICE_USER`]'s uid and gid, the user made first if missing (a system
+/// user without a home or a shell, as a package would make it).
+pub fn service_user() -> anyhow::Result<(u32, u32)> {
+    let lookup = || -> Option<(u32, u32)> {
+        let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+        passwd.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.first() == Some(&SERVICE_USER))
+                .then(|| Some((f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?)))?
+        })
+    };
+    if let Some(ids) = lookup() {
+        return Ok(ids);
+    }
+    let out = Command::new("useradd")
+        .args([
+            "--system",
+            "--no-create-home",
+            "--shell",
+            "/usr/sbin/nologin",
+        ])
+        .arg(SERVICE_USER)
+        .output()
+        .context("useradd")?;
+    // Another test process may have made it meanwhile (exit 9: exists).
+    anyhow::ensure!(
+        out.status.success() || out.status.code() == Some(9),
+        "useradd {SERVICE_USER}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lookup().context("the service user is not in /etc/passwd")
+}
+
+/// `chown -R uid:gid dir` (symbolic links themselves, not what they name).
+fn chown_tree(dir: &Path, uid: u32, gid: u32) -> anyhow::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
+    if std::fs::symlink_metadata(dir)?.is_dir() {
+        for e in std::fs::read_dir(dir)? {
+            chown_tree(&e?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// A child process in its own process group; dropping it kills the whole group.
@@ -415,6 +503,8 @@ pub struct TestApp {
     pub proc: Proc,
     pub addr: String,
     pub http: reqwest::Client,
+    /// drainwatch itself where `proc` is a wrapper that forked it (`unshare`).
+    inner: Option<u32>,
 }
 
 /// Starts `drainwatch hub --config <config>` on `127.0.0.1:0`: the process
@@ -461,13 +551,20 @@ pub fn spawn_app_with(
     extra: &[&str],
     adjust: impl FnOnce(&mut Command),
 ) -> anyhow::Result<TestApp> {
-    let mut cmd = match host.kernel {
-        Some(k) => {
+    let mut cmd = match (host.kernel, host.pid_namespace) {
+        (Some(k), false) => {
             let mut c = Command::new(bin("kernelsim"));
             c.args(k.args()).arg("--").arg(bin("drainwatch"));
             c
         }
-        None => Command::new(bin("drainwatch")),
+        (None, true) => {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child", "--"])
+                .arg(bin("drainwatch"));
+            c
+        }
+        (None, false) => Command::new(bin("drainwatch")),
+        (Some(_), true) => anyhow::bail!("an older kernel and a PID namespace, both: not emulated"),
     };
     if !extra.contains(&"--bind") {
         cmd.args(["--bind", "127.0.0.1:0"]);
@@ -487,17 +584,38 @@ pub fn spawn_app_with(
     if let Some(cg) = host.cgroup() {
         cg.place(&mut cmd)?;
     }
+    if let Some((uid, gid)) = host.user {
+        use std::os::unix::process::CommandExt;
+        // As root, std drops the supplementary groups too.
+        cmd.uid(uid).gid(gid);
+    }
     let mut proc = Proc::spawn(&mut cmd)?;
     let url = proc.read_line_with("drainwatch listening on ")?;
     let addr = url.trim_start_matches("http://").to_owned();
+    // unshare forks drainwatch: its only child, by the time drainwatch talks.
+    let inner = if host.pid_namespace {
+        let pid = proc.pid();
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))?;
+        let first = kids.split_whitespace().next().and_then(|p| p.parse().ok());
+        Some(first.context("unshare has no child")?)
+    } else {
+        None
+    };
     Ok(TestApp {
         proc,
         addr,
         http: reqwest::Client::new(),
+        inner,
     })
 }
 
 impl TestApp {
+    /// drainwatch's PID (in the test's PID namespace): `proc`'s, or that of
+    /// the drainwatch a wrapper forked.
+    pub fn drainwatch_pid(&self) -> u32 {
+        self.inner.unwrap_or_else(|| self.proc.pid())
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

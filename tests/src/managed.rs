@@ -210,6 +210,7 @@ pub fn spawn_with_config(
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let app = spawn_app(host, &refs)?;
     host.watch_signals_of(app.proc.pid());
+    host.watch_signals_of(app.drainwatch_pid());
     Ok(app)
 }
 

@@ -63,7 +63,12 @@ pub fn not_drained(s: &Snapshot, gpus: Option<&[u32]>, tolerance_bytes: u64) -> 
                 let held = m
                     .used_bytes
                     .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes);
-                why.push(format!("GPU {i}: pid {} holds {held}", p.pid));
+                let whose = if p.role == ProcessRole::Outside {
+                    " (a host PID, outside this drainwatch's PID namespace)"
+                } else {
+                    ""
+                };
+                why.push(format!("GPU {i}: pid {}{whose} holds {held}", p.pid));
             }
         }
         match (g.mem_used_bytes, g.mem_baseline_bytes) {

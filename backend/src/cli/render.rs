@@ -89,6 +89,9 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
         }
     }
     out.push('\n');
+    if host.own_pid_namespace {
+        let _ = writeln!(out, "  WARNING: {}", shared::process::OUTSIDE_NOTE);
+    }
     if let Some(server) = &s.server {
         out.push_str(&server_lines(server, now_ms));
     }
@@ -146,6 +149,7 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
                 match p.role {
                     ProcessRole::Server => "server".to_owned(),
                     ProcessRole::Foreign => "foreign".to_owned(),
+                    ProcessRole::Outside => "host pid (outside)".to_owned(),
                 },
                 p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
                 if gpus.is_empty() {

@@ -22,6 +22,27 @@ pub fn stat(pid: u32) -> procfs::ProcResult<Stat> {
     Stat::from_file(format!("/proc/{pid}/stat"))
 }
 
+/// The inode of the host's (the initial) PID namespace, fixed by the kernel
+/// (`PROC_PID_INIT_INO`, Linux ≥ 3.8).
+const HOST_PID_NAMESPACE_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether this process runs in a PID namespace of its own (a container
+/// without the host's PIDs): then a PID the GPU driver reports, always the
+/// host's, names no process of this `/proc` (or another one). Unknown (no
+/// `/proc/self/ns/pid`) counts as the host's.
+pub fn in_own_pid_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != HOST_PID_NAMESPACE_INO)
+}
+
+/// Who owns process `pid` (the uid of its `/proc` entry); `None` once it is gone.
+pub fn owner(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
 /// Whether a process in `state` (from its stat) has exited: `Z` (zombie) or
 /// `X`/`x` (dead), even before it is reaped.
 pub fn exited(state: char) -> bool {

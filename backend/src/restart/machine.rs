@@ -25,6 +25,10 @@ pub struct Observation {
     pub ours_on_gpu: Vec<Holder>,
     /// Foreign processes with memory on a GPU the server needs.
     pub foreign_on_gpu: Vec<Holder>,
+    /// PIDs from outside drainwatch's PID namespace with memory on a GPU the
+    /// server needs: ours or not, no one here can tell, so never refused as
+    /// foreign; only their going decides.
+    pub outside_on_gpu: Vec<Holder>,
     /// GPUs the server needs that are above baseline + tolerance: (gpu, used, baseline).
     pub over_baseline: Vec<(u32, u64, u64)>,
     /// GPUs the server needs whose memory could not be read: not known to be idle.
@@ -44,6 +48,7 @@ impl Observation {
     fn clean(&self) -> bool {
         self.ours_on_gpu.is_empty()
             && self.foreign_on_gpu.is_empty()
+            && self.outside_on_gpu.is_empty()
             && self.over_baseline.is_empty()
             && self.unreadable.is_empty()
             && self.processes_unknown.is_none()
@@ -53,6 +58,7 @@ impl Observation {
     fn only_foreign_left(&self) -> bool {
         self.ours_alive == 0
             && self.ours_on_gpu.is_empty()
+            && self.outside_on_gpu.is_empty()
             && self.unreadable.is_empty()
             && self.processes_unknown.is_none()
             && !self.foreign_on_gpu.is_empty()
@@ -65,6 +71,7 @@ impl Observation {
         let nobody = self.ours_alive == 0
             && self.ours_on_gpu.is_empty()
             && self.foreign_on_gpu.is_empty()
+            && self.outside_on_gpu.is_empty()
             && self.unreadable.is_empty()
             && self.processes_unknown.is_none();
         if !nobody {
@@ -87,6 +94,16 @@ impl Observation {
                 h.used_bytes
                     .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
                 h.gpu_index
+            );
+        }
+        if let Some(h) = self.outside_on_gpu.first() {
+            return format!(
+                "host pid {} holds {} on GPU {} ({})",
+                h.pid,
+                h.used_bytes
+                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
+                h.gpu_index,
+                shared::process::OUTSIDE_NOTE
             );
         }
         if let Some((gpu, used, base)) = self.over_baseline.first() {
@@ -128,7 +145,7 @@ pub enum Input {
     /// cancelled with the server stopped and verified.
     Cancel,
     /// A new sample was turned into an observation.
-    Observe(Observation),
+    Observe(Box<Observation>),
     /// The server process was started.
     Spawned,
     /// The server could not be started.
@@ -589,6 +606,7 @@ impl Machine {
                 return;
             }
             let mut holders = obs.ours_on_gpu.clone();
+            holders.extend(obs.outside_on_gpu.iter().cloned());
             holders.extend(obs.foreign_on_gpu.iter().cloned());
             let failure = Failure::VerifyFailed {
                 reason: format!(

@@ -23,10 +23,10 @@ fn flags(tp: &str) -> Flags {
 }
 
 fn alive(n: usize) -> Input {
-    Input::Observe(Observation {
+    Input::Observe(Box::new(Observation {
         ours_alive: n,
         ..Observation::default()
-    })
+    }))
 }
 
 fn clean() -> Input {
@@ -172,7 +172,7 @@ fn survivors_of_sigkill_fail_the_restart_without_launching() {
         ours_on_gpu: vec![holder(77, 0, true)],
         ..Observation::default()
     };
-    let fx = m.step(Input::Observe(obs), 35 * S);
+    let fx = m.step(Input::Observe(Box::new(obs)), 35 * S);
     assert_eq!(m.phase(), Phase::Failed);
     let (outcome, failure) = finished(&fx).expect("finished");
     assert_eq!(outcome, Outcome::Failed);
@@ -196,12 +196,12 @@ fn memory_still_held_after_exit_delays_the_launch() {
         ..Observation::default()
     };
     for t in 2..10 {
-        m.step(Input::Observe(tearing_down.clone()), t * S);
+        m.step(Input::Observe(Box::new(tearing_down.clone())), t * S);
         assert_eq!(m.phase(), Phase::Verifying);
     }
     // A clean sample between dirty ones does not count towards the streak.
     m.step(clean(), 10 * S);
-    m.step(Input::Observe(tearing_down.clone()), 10 * S + 100);
+    m.step(Input::Observe(Box::new(tearing_down.clone())), 10 * S + 100);
     m.step(clean(), 11 * S);
     m.step(clean(), 11 * S + 100);
     assert_eq!(m.phase(), Phase::Verifying);
@@ -219,9 +219,9 @@ fn memory_that_never_returns_fails_verification_naming_the_gpu() {
         over_baseline: vec![(5, 2 << 30, 4 << 20)],
         ..Observation::default()
     };
-    m.step(Input::Observe(listed.clone()), 20 * S);
+    m.step(Input::Observe(Box::new(listed.clone())), 20 * S);
     assert_eq!(m.phase(), Phase::Verifying);
-    let fx = m.step(Input::Observe(listed), 21 * S);
+    let fx = m.step(Input::Observe(Box::new(listed)), 21 * S);
     match finished(&fx) {
         Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, .. }))) => {
             assert!(reason.contains("pid 77 of ours"), "{reason}");
@@ -236,8 +236,8 @@ fn memory_that_never_returns_fails_verification_naming_the_gpu() {
         over_baseline: vec![(5, 2 << 30, 4 << 20)],
         ..Observation::default()
     };
-    m.step(Input::Observe(leaked.clone()), 20 * S);
-    let fx = m.step(Input::Observe(leaked), 21 * S);
+    m.step(Input::Observe(Box::new(leaked.clone())), 20 * S);
+    let fx = m.step(Input::Observe(Box::new(leaked)), 21 * S);
     match finished(&fx) {
         Some((Outcome::Failed, Some(ref f @ Failure::MemoryLeaked { ref gpus }))) => {
             assert_eq!(gpus.len(), 1);
@@ -266,7 +266,7 @@ fn a_process_sigkill_cannot_end_is_named_as_stuck() {
         }],
         ..Observation::default()
     };
-    let fx = m.step(Input::Observe(stuck), 37 * S);
+    let fx = m.step(Input::Observe(Box::new(stuck)), 37 * S);
     match finished(&fx) {
         Some((Outcome::Failed, Some(f @ Failure::Unkillable { .. }))) => {
             assert!(
@@ -290,14 +290,57 @@ fn a_foreign_holder_refuses_the_launch_and_is_named() {
         over_baseline: vec![(3, 1536 << 20, 4 << 20)],
         ..Observation::default()
     };
-    m.step(Input::Observe(foreign.clone()), 2 * S);
-    m.step(Input::Observe(foreign.clone()), 2 * S + 100);
-    let fx = m.step(Input::Observe(foreign), 2 * S + 200);
+    m.step(Input::Observe(Box::new(foreign.clone())), 2 * S);
+    m.step(Input::Observe(Box::new(foreign.clone())), 2 * S + 100);
+    let fx = m.step(Input::Observe(Box::new(foreign)), 2 * S + 200);
     assert_eq!(m.phase(), Phase::Failed);
     match finished(&fx) {
         Some((Outcome::Failed, Some(Failure::ForeignHolders { holders }))) => {
             assert_eq!(holders[0].pid, 999);
             assert!(!holders[0].ours);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// drainwatch in a PID namespace of its own: a host PID on a GPU the server
+/// needs may be the old server being torn down or someone else; it is never
+/// refused as foreign, and only the GPUs going idle let the launch go.
+#[test]
+fn a_holder_outside_the_pid_namespace_is_waited_for_then_named_never_called_foreign() {
+    let outside = Input::Observe(Box::new(Observation {
+        outside_on_gpu: vec![holder(4242, 3, false)],
+        over_baseline: vec![(3, 2 << 30, 4 << 20)],
+        ..Observation::default()
+    }));
+    // It goes (the old server's memory, released): the launch goes on.
+    let mut m = restarting();
+    m.step(clean(), S);
+    for t in 0..10 {
+        m.step(outside.clone(), 2 * S + t * 100);
+    }
+    assert_eq!(m.phase(), Phase::Verifying);
+    for t in 0..3 {
+        m.step(clean(), 4 * S + t * 100);
+    }
+    assert_eq!(m.phase(), Phase::Launching);
+
+    // It stays: at the verify timeout the failure names it and says why.
+    let mut m = restarting();
+    m.step(clean(), S);
+    let mut fx = Vec::new();
+    for t in 0..=20 {
+        fx = m.step(outside.clone(), S + t * S);
+    }
+    assert_eq!(m.phase(), Phase::Failed);
+    match finished(&fx) {
+        Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, holders }))) => {
+            assert!(
+                reason.contains("host pid 4242 holds 90.0 GiB on GPU 3"),
+                "{reason}"
+            );
+            assert!(reason.contains("run with hostPID"), "{reason}");
+            assert_eq!(holders[0].pid, 4242);
         }
         other => panic!("{other:?}"),
     }
@@ -314,17 +357,17 @@ fn a_foreign_holder_under_the_tolerance_still_refuses_the_launch() {
         ..Observation::default()
     };
     for t in 0..3 {
-        m.step(Input::Observe(foreign.clone()), 2 * S + t * 100);
+        m.step(Input::Observe(Box::new(foreign.clone())), 2 * S + t * 100);
     }
     assert_eq!(m.phase(), Phase::Failed);
 }
 
 #[test]
 fn a_streak_counts_one_verdict() {
-    let foreign = Input::Observe(Observation {
+    let foreign = Input::Observe(Box::new(Observation {
         foreign_on_gpu: vec![holder(999, 3, false)],
         ..Observation::default()
-    });
+    }));
     // Two foreign samples, then clean ones: three clean ones are still needed.
     let mut m = restarting();
     m.step(clean(), S);
@@ -364,10 +407,10 @@ fn what_cannot_be_read_is_not_verified() {
         let mut m = restarting();
         m.step(clean(), S);
         for t in 2..20 {
-            m.step(Input::Observe(unknown.clone()), t * S);
+            m.step(Input::Observe(Box::new(unknown.clone())), t * S);
             assert_eq!(m.phase(), Phase::Verifying);
         }
-        let fx = m.step(Input::Observe(unknown), 21 * S);
+        let fx = m.step(Input::Observe(Box::new(unknown)), 21 * S);
         match finished(&fx) {
             Some((Outcome::Failed, Some(Failure::VerifyFailed { reason, .. }))) => {
                 assert!(reason.contains(want), "{reason}");

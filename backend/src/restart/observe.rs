@@ -44,10 +44,16 @@ pub(crate) fn observe(
     let member_pids: HashSet<u32> = members.iter().map(|m| m.pid).collect();
     let mut ours_on_gpu = Vec::new();
     let mut foreign_on_gpu = Vec::new();
+    let mut outside_on_gpu = Vec::new();
     // The sample's server tree is ours only if its root is one of ours: with no
     // server running, it is whoever listens on the port.
     let tree_is_ours = sample.server.is_some_and(|s| members.contains(&s.root));
     for p in &sample.processes {
+        if p.role == ProcessRole::Outside {
+            // A host PID: ours or not, no one here can tell.
+            outside_on_gpu.extend(holders(p, Some(&cfg.gpus), false));
+            continue;
+        }
         let ours = (tree_is_ours && p.role == ProcessRole::Server)
             || p.id().is_some_and(|id| members.contains(&id))
             || (p.start_ticks.is_none() && member_pids.contains(&p.pid));
@@ -83,6 +89,7 @@ pub(crate) fn observe(
         ours_alive,
         ours_on_gpu,
         foreign_on_gpu,
+        outside_on_gpu,
         over_baseline,
         unreadable,
         processes_unknown: sample.processes_error.clone(),

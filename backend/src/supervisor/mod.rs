@@ -134,6 +134,17 @@ pub fn contain(
     for f in &fallbacks {
         tracing::warn!(fallback = %f, "this kernel lacks part of what containment uses");
     }
+    if let Some(why) = signal_limit() {
+        tracing::warn!("{why}");
+        fallbacks.push(why);
+    }
+    if crate::identity::in_own_pid_namespace() {
+        tracing::warn!(
+            "drainwatch runs in a PID namespace of its own: {}",
+            shared::process::OUTSIDE_NOTE
+        );
+        fallbacks.push(shared::process::OUTSIDE_NOTE.to_owned());
+    }
     let containment = Containment {
         kind: match cgroups {
             Ok(_) => ContainmentKind::Cgroup,
@@ -146,6 +157,51 @@ pub fn contain(
         fallbacks,
     };
     (cgroups.ok(), containment)
+}
+
+/// `CAP_KILL`'s bit in a capability set.
+const CAP_KILL: u32 = 5;
+
+/// What drainwatch may not signal, run as a user other than root without
+/// `CAP_KILL`: any process of another user. `None` when it may signal all.
+fn signal_limit() -> Option<String> {
+    let me = effective_uid();
+    (me != 0 && !has_effective_cap(CAP_KILL)).then(|| {
+        format!(
+            "runs as uid {me} without CAP_KILL: a server of another user is watched, never adopted (it could not be signalled)"
+        )
+    })
+}
+
+/// Whether drainwatch may signal a process owned by `uid` (it runs as that
+/// user, as root, or with `CAP_KILL`); otherwise why not, in a sentence.
+pub fn may_signal(uid: u32) -> Result<(), String> {
+    let me = effective_uid();
+    if me == 0 || me == uid || has_effective_cap(CAP_KILL) {
+        return Ok(());
+    }
+    Err(format!(
+        "it runs as uid {uid} and drainwatch as uid {me}, without CAP_KILL: drainwatch could not signal it (run drainwatch as that user, or give it CAP_KILL)"
+    ))
+}
+
+#[allow(unsafe_code)]
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether capability `cap` is in this process's effective set
+/// (`CapEff` of `/proc/self/status`).
+fn has_effective_cap(cap: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|set| set & (1 << cap) != 0)
 }
 
 /// Makes orphaned descendants re-parent to this process (Linux ≥ 3.4).

@@ -30,6 +30,9 @@ pub struct Telemetry {
     /// Per GPU: the least memory seen used while NVML listed no process on it (a
     /// leak can only raise what an idle GPU shows, so the minimum is the baseline).
     baselines: Vec<Option<u64>>,
+    /// drainwatch runs in a PID namespace of its own: NVML's PIDs (the
+    /// host's) are never looked up in this `/proc`.
+    nvml_pids_outside: bool,
     seq: u64,
 }
 
@@ -47,6 +50,7 @@ impl Telemetry {
             procs: ProcReader::new(),
             finder: server::Finder::new(server_port, hint),
             baselines: Vec::new(),
+            nvml_pids_outside: crate::identity::in_own_pid_namespace(),
             seq: 0,
         }
     }
@@ -111,6 +115,19 @@ impl Telemetry {
         }
 
         let (server, tree) = self.finder.find(&mut self.procs);
+        // The driver's PIDs are the host's: from a namespace of our own, one
+        // names no process here, or another one.
+        let outside: Vec<ProcessInfo> = if self.nvml_pids_outside {
+            std::mem::take(&mut gpu_mem)
+                .into_iter()
+                .map(|(pid, mem)| {
+                    let why = shared::process::OUTSIDE_REASON.to_owned();
+                    ProcessInfo::without_proc(pid, mem, ProcessRole::Outside, why)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut pids: Vec<u32> = gpu_mem.keys().copied().collect();
         pids.extend(tree.iter().map(|d| d.id.pid));
         pids.sort_unstable();
@@ -126,6 +143,7 @@ impl Telemetry {
                     None => process_info(self.procs.read(pid), pid, mem, ProcessRole::Foreign),
                 }
             })
+            .chain(outside)
             .collect();
         let seen: Vec<ProcId> = processes.iter().filter_map(ProcessInfo::id).collect();
         self.procs.retain(&seen);

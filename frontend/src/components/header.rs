@@ -124,19 +124,31 @@ fn facts_markup(host: Option<&HostInfo>) -> String {
     } else {
         ""
     };
+    // In a container without the host's PIDs, NVML's PIDs name no process
+    // here: said where every page shows it.
+    let pidns = if host.is_some_and(|h| h.own_pid_namespace) {
+        format!(
+            r#"<span class="pidns-warning" data-testid="pid-namespace" title="{}">no host PIDs</span>"#,
+            escape(shared::process::OUTSIDE_NOTE)
+        )
+    } else {
+        String::new()
+    };
     format!(
         concat!(
             r#"<span class="brand">drainwatch</span>"#,
             r#"<span class="host" data-testid="hostname" title="host">{}</span>"#,
             r#"<span class="version" data-testid="version" title="drainwatch version">{}</span>"#,
             r#"<span class="nvml{}" data-testid="nvml-status" data-state="{}" title="{}">{}</span>"#,
+            "{}",
         ),
         escape(hostname),
         escape(&version),
         error,
         state,
         escape(&tip),
-        escape(&text)
+        escape(&text),
+        pidns
     )
 }
 
@@ -328,6 +340,7 @@ mod tests {
             sample_interval_ms: 1000,
             history_ms: 0,
             server_port,
+            own_pid_namespace: false,
         }
     }
 

@@ -31,6 +31,12 @@ fn bar_title(holders: &MemHolders, used: Option<u64>, total: Option<u64>) -> Str
     if holders.has_foreign() {
         lines.push(format!("foreign: {}", fmt_bytes(holders.foreign_bytes)));
     }
+    if holders.has_outside() {
+        lines.push(format!(
+            "host PIDs outside this PID namespace (whose, unknown): {}",
+            fmt_bytes(holders.outside_bytes)
+        ));
+    }
     if let Some(other) = holders.other_bytes {
         lines.push(format!(
             "other (idle baseline, driver, unattributed): {}",

@@ -28,6 +28,7 @@ fn role_name(role: ProcessRole) -> &'static str {
     match role {
         ProcessRole::Server => "server",
         ProcessRole::Foreign => "foreign",
+        ProcessRole::Outside => "outside",
     }
 }
 

@@ -13,6 +13,11 @@
 //! - `alloc-<pid>-<start_ticks>.gone`: written by the first reader that saw that
 //!   process dead; the memory is released `release_delay_ms` later, like a driver
 //!   tearing down a context.
+//! - `alloc-<pid>-<start_ticks>.life`: locked by a process that registered
+//!   itself, for as long as it lives; `<pid>` is its PID in the host's PID
+//!   namespace (see [`driver`]), whatever namespace it runs in.
+//! - `driver.sock`: a test host's [`driver::Driver`], which tells a process its
+//!   host PID.
 //!
 //! - `roster/<pid>-<start_ticks>.json`: one line per simulated-server process, written
 //!   as it starts (see [`roster`]): who existed, and who launched them.
@@ -20,6 +25,7 @@
 //! Every write is atomic (temp file, then rename or link), so a reader never sees
 //! a torn file. Nothing here identifies a process by name: PID + start time only.
 
+pub mod driver;
 mod faults;
 mod fsutil;
 mod health;
@@ -79,11 +85,16 @@ pub struct Registration {
 }
 
 impl Registration {
-    /// Registers the calling process (its PID and start time from `/proc/self`).
+    /// Registers the calling process: its PID as the host's driver sees it
+    /// (see [`driver`]), its start time from `/proc/self`, and a life lock
+    /// it holds until it exits.
     pub fn for_self(dir: &Path) -> io::Result<Self> {
         let stat = read_proc_stat(std::process::id())?
             .ok_or_else(|| io::Error::other("no /proc entry for this process"))?;
-        Ok(Self::new(dir, stat.pid, stat.start_ticks))
+        let me = Self::new(dir, driver::host_pid(dir)?, stat.start_ticks);
+        // Held until this process exits, whatever ends it.
+        std::mem::forget(driver::hold_life(&me.path)?);
+        Ok(me)
     }
 
     /// Registers any process by identity (tests use this for processes they spawn).
@@ -126,15 +137,31 @@ impl Registration {
 pub fn reset_gpu(dir: &Path, gpu: u32) -> io::Result<usize> {
     let mut freed = 0;
     for (path, a) in allocations(dir)? {
-        let gone = read_proc_stat(a.pid)?
-            .is_none_or(|st| st.start_ticks != a.start_ticks || st.has_exited());
-        if a.leaks && gone && a.gpus.iter().any(|u| u.gpu == gpu) {
-            fsutil::remove_if_present(&path)?;
-            fsutil::remove_if_present(&path.with_extension("gone"))?;
+        if a.leaks && !owner_lives(&path, &a)? && a.gpus.iter().any(|u| u.gpu == gpu) {
+            release(&path)?;
             freed += 1;
         }
     }
     Ok(freed)
+}
+
+/// Whether the process an allocation is charged to still lives: by its life
+/// lock where it took one, else by `/proc` (PID and start time).
+pub(crate) fn owner_lives(path: &Path, a: &Allocation) -> io::Result<bool> {
+    if let Some(alive) = driver::lives(path) {
+        return Ok(alive);
+    }
+    Ok(
+        read_proc_stat(a.pid)?
+            .is_some_and(|st| st.start_ticks == a.start_ticks && !st.has_exited()),
+    )
+}
+
+/// Frees an allocation: its file, its tombstone and its life lock.
+pub(crate) fn release(path: &Path) -> io::Result<()> {
+    fsutil::remove_if_present(path)?;
+    fsutil::remove_if_present(&path.with_extension("gone"))?;
+    fsutil::remove_if_present(&driver::life_path(path))
 }
 
 /// Every allocation file in `dir`, read. Written atomically, so an

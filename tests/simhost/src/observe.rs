@@ -7,7 +7,7 @@ use std::io;
 use std::path::Path;
 
 use crate::fsutil::{create_atomic, remove_if_present};
-use crate::{Allocation, GpuFaults, Inventory, read_proc_stat};
+use crate::{Allocation, GpuFaults, Inventory};
 
 /// The host as a driver sees it at one instant.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,9 +115,7 @@ pub fn observe_with(dir: &Path, inventory: Inventory, now_ms: u64) -> io::Result
 }
 
 fn owner_state(path: &Path, alloc: &Allocation, delay_ms: u64, now_ms: u64) -> io::Result<Owner> {
-    let alive = read_proc_stat(alloc.pid)?
-        .is_some_and(|st| st.start_ticks == alloc.start_ticks && !st.has_exited());
-    if alive {
+    if crate::owner_lives(path, alloc)? {
         return Ok(Owner::Alive);
     }
     if alloc.leaks {
@@ -142,8 +140,7 @@ fn owner_state(path: &Path, alloc: &Allocation, delay_ms: u64, now_ms: u64) -> i
     if now_ms < gone_at.saturating_add(delay_ms) {
         return Ok(Owner::TearingDown);
     }
-    remove_if_present(path)?;
-    remove_if_present(&tomb)?;
+    crate::release(path)?;
     Ok(Owner::Released)
 }
 
@@ -193,7 +190,7 @@ fn readings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{GpuUse, Registration};
+    use crate::{GpuUse, Registration, read_proc_stat};
 
     const MIB: u64 = 1 << 20;
 
@@ -283,6 +280,45 @@ mod tests {
             .filter(|n| n != "host.json")
             .collect();
         assert!(left.is_empty(), "left behind: {left:?}");
+    }
+
+    /// A process of another PID namespace (a host PID this `/proc` lacks) is
+    /// charged for as long as it lives, as the driver charges it, and no
+    /// longer: its life lock says so, not the reader's `/proc`.
+    #[test]
+    fn a_process_this_proc_cannot_see_is_charged_while_it_lives() {
+        let dir = host(300);
+        // Above any pid_max (4,194,304): no /proc anywhere has it.
+        let reg = Registration::new(dir.path(), 4_194_400, 1);
+        let life = crate::driver::hold_life(reg.path()).expect("life lock");
+        reg.set(&[use_(1, 2048)]).expect("set");
+        for now in [1_000, 60_000] {
+            let v = observe(dir.path(), now).expect("o");
+            assert_eq!(v.gpus[1].used_bytes, 2052 * MIB, "at {now} ms");
+            assert_eq!(v.gpus[1].processes[0].pid, 4_194_400);
+        }
+        drop(life);
+        let v = observe(dir.path(), 61_000).expect("o");
+        assert_eq!(v.gpus[1].used_bytes, 2052 * MIB, "released at once");
+        let v = observe(dir.path(), 61_400).expect("o");
+        assert_eq!(v.gpus[1].used_bytes, 4 * MIB);
+        assert!(v.gpus[1].processes.is_empty());
+    }
+
+    #[test]
+    fn the_driver_tells_a_process_its_host_pid() {
+        let dir = host(0);
+        assert_eq!(
+            crate::driver::host_pid(dir.path()).expect("no driver"),
+            std::process::id()
+        );
+        let driver = crate::driver::Driver::serve(dir.path()).expect("serve");
+        assert_eq!(
+            crate::driver::host_pid(dir.path()).expect("asked"),
+            std::process::id()
+        );
+        drop(driver);
+        assert!(!dir.path().join(crate::driver::SOCKET).exists());
     }
 
     #[test]

@@ -39,7 +39,16 @@ pub fn enlist(dir: &Path, role: &str) -> io::Result<()> {
         owner: std::env::var(OWNER_ENV).ok(),
     };
     let roster = dir.join("roster");
-    std::fs::create_dir_all(&roster)?;
+    match std::fs::create_dir(&roster) {
+        // The host's processes may be several users' (a service-user
+        // drainwatch's server beside a test's): all of them enlist here.
+        Ok(()) => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&roster, std::fs::Permissions::from_mode(0o777))?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
     let body = serde_json::to_vec(&me).map_err(io::Error::other)?;
     fsutil::write_atomic(
         &roster.join(format!("{}-{}.json", me.pid, me.start_ticks)),

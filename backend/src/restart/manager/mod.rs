@@ -591,7 +591,7 @@ impl Manager {
                 self.health.fresh_since_ms,
             );
         }
-        self.feed(Input::Observe(obs));
+        self.feed(Input::Observe(Box::new(obs)));
         if self.machine.phase().is_busy() {
             self.timeline_point(sample, sample.at_ms, self.machine.phase());
         }

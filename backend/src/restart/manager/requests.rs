@@ -141,11 +141,25 @@ impl Manager {
             if self.op.is_some() || self.running.is_some() {
                 return Err(conflict("drainwatch already manages a server".to_owned()));
             }
-            if self.shown.adoptable.is_none() {
-                return Err(conflict(format!(
-                    "no server is listening on port {}",
-                    self.cfg.port
-                )));
+            let Some(root) = self.shown.adoptable else {
+                let port = self.cfg.port;
+                return Err(conflict(match identity::port_holder(port) {
+                    // Another user's: /proc hides its descriptors from us.
+                    Some(None) => format!(
+                        "a process drainwatch cannot see listens on port {port} (another user's: \
+                         its sockets are hidden from drainwatch's user); run drainwatch as that \
+                         user, or with CAP_SYS_PTRACE and CAP_KILL, to adopt it"
+                    ),
+                    _ => format!("no server is listening on port {port}"),
+                }));
+            };
+            if let Some(uid) = crate::identity::owner(root.pid) {
+                supervisor::may_signal(uid).map_err(|why| {
+                    conflict(format!(
+                        "cannot adopt the server on port {}: {why}",
+                        self.cfg.port
+                    ))
+                })?;
             }
         } else {
             self.machine.can_begin(req.kind).map_err(conflict)?;
