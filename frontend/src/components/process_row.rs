@@ -129,7 +129,10 @@ fn cells_markup(
         })
     });
     let cmd_text = cell(&|p| {
-        if p.cmdline.is_empty() {
+        if p.role == ProcessRole::Outside {
+            // Not a blank: a PID this drainwatch cannot look up.
+            "host PID, outside this PID namespace".to_owned()
+        } else if p.cmdline.is_empty() {
             MISSING.to_owned()
         } else {
             p.cmdline.join(" ")
@@ -290,6 +293,15 @@ mod tests {
         assert!(html.contains(r#"data-testid="proc-sm">—</td>"#));
         assert!(html.contains(r#"data-testid="proc-rss" title="gone">—</td>"#));
         assert!(html.contains("role role-foreign"));
+        // A host PID from outside the namespace says what it is.
+        let reason = shared::process::OUTSIDE_REASON.to_owned();
+        let p = ProcessInfo::without_proc(4242, Vec::new(), ProcessRole::Outside, reason);
+        let html = cells_markup(key(0), Some(&p), at, at);
+        assert!(
+            html.contains(r#"<span class="cmd-text">host PID, outside this PID namespace</span>"#),
+            "{html}"
+        );
+        assert!(html.contains("role role-outside"), "{html}");
         // Not in the sample: empty cells, no tooltips.
         let none = cells_markup(key(0), None, at, at);
         assert!(!none.contains("title=") && !none.contains("data-bytes"));

@@ -43,13 +43,13 @@ pub(crate) fn ProcessTable() -> impl IntoView {
     });
     let counts = Memo::new(move |_| {
         state.latest.with(|l| {
-            l.as_ref().map_or((0, 0), |s| {
-                let server = s
-                    .processes
-                    .iter()
-                    .filter(|p| p.role == ProcessRole::Server)
-                    .count();
-                (server, s.processes.len() - server)
+            l.as_ref().map_or((0, 0, 0), |s| {
+                let of = |role| s.processes.iter().filter(|p| p.role == role).count();
+                (
+                    of(ProcessRole::Server),
+                    of(ProcessRole::Foreign),
+                    of(ProcessRole::Outside),
+                )
             })
         })
     });
@@ -78,8 +78,12 @@ pub(crate) fn ProcessTable() -> impl IntoView {
             <h2 class="proc-title">"processes"</h2>
             <span class="proc-counts num" data-testid="process-counts">
                 {move || {
-                    let (server, foreign) = counts.get();
-                    format!("{server} server · {foreign} foreign")
+                    let (server, foreign, outside) = counts.get();
+                    if outside == 0 {
+                        format!("{server} server · {foreign} foreign")
+                    } else {
+                        format!("{server} server · {foreign} foreign · {outside} host PIDs outside")
+                    }
                 }}
             </span>
             <span class="proc-error-slot">
