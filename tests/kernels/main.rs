@@ -185,12 +185,7 @@ async fn says_what_it_lacks(app: &TestApp, kernel: Kernel) -> anyhow::Result<()>
         Kernel::V5_14 | Kernel::V4_18CgroupV1 => ensure!(!says("cgroup.kill"), "{c:?}"),
     }
     // The CLI's status line is the same.
-    let out = tokio::process::Command::new(bin("drainwatch"))
-        .args(["status", "--url", &app.url("")])
-        .output()
-        .await?;
-    ensure!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = app.status_text().await?;
     ensure!(
         text.contains("no group signals through a pidfd (Linux < 6.9)"),
         "`drainwatch status` does not name the fallback:\n{text}"

@@ -4,7 +4,6 @@
 //! matches them to its own processes nor calls them foreign, and verification
 //! by GPU memory still decides whether a drain is done.
 
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,7 +12,7 @@ use shared::ProcessRole;
 use shared::process::OUTSIDE_NOTE;
 use shared::restart::Phase;
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{SimHost, bin, spawn_foreign};
+use tests::{SimHost, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
 const GIB: u64 = 1 << 30;
@@ -78,17 +77,7 @@ async fn without_the_hosts_pids_drainwatch_says_so_and_gpu_memory_decides() -> a
 
     // A start waits for GPU 3, then fails naming the holder: not foreign (it
     // may be ours), not launched onto its memory.
-    let g = app.server().await?.generation;
-    let (code, body) = app
-        .post(
-            "/api/start",
-            &json!({"generation": g, "flags": {}, "confirm": "sim"}),
-        )
-        .await?;
-    assert_eq!(code, 202, "{body}");
-    let d = app
-        .finished_restart(body["id"].as_i64().context("id")?, T)
-        .await?;
+    let d = app.finished_restart(app.begin_start().await?, T).await?;
     assert_eq!(d["summary"]["outcome"], "failed", "{d}");
     let f = &d["summary"]["failure"];
     assert_eq!(f["kind"], "verify_failed", "{f}");
@@ -149,11 +138,7 @@ async fn without_the_hosts_pids_drainwatch_says_so_and_gpu_memory_decides() -> a
     assert_eq!(d["summary"]["outcome"], "succeeded", "{d}");
 
     // Said where people look: `drainwatch status`.
-    let out = Command::new(bin("drainwatch"))
-        .args(["status", "--url", &app.url("")])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = app.status_text().await?;
     assert!(text.contains("run with hostPID"), "{text}");
     Ok(())
 }

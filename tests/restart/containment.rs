@@ -397,11 +397,7 @@ async fn without_room_for_cgroups_restarts_fall_back_to_the_process_group_and_sa
     assert!(alive(decoy.pid()), "the look-alike was touched");
 
     // Said where people look: `drainwatch status`.
-    let out = Command::new(bin("drainwatch"))
-        .args(["status", "--url", &app.url("")])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = app.status_text().await?;
     assert!(
         text.contains("process group only (cannot create the cgroup"),
         "{text}"
@@ -495,11 +491,7 @@ async fn a_service_user_with_a_delegated_cgroup_launches_drains_and_restarts() -
     assert!(alive(decoy.pid()), "the look-alike was touched");
 
     // Nothing it would need root for is missing from what it says.
-    let out = Command::new(bin("drainwatch"))
-        .args(["status", "--url", &app.url("")])
-        .output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = app.status_text().await?;
     assert!(text.contains(&format!("cgroup {}", cg.name())), "{text}");
     Ok(())
 }

@@ -28,19 +28,6 @@ const EXITING: &str = "simserver: exiting with code ";
 /// "Deletes all but the newest KEEP_LOGS launch logs").
 const KEPT_LAUNCHES: usize = 20;
 
-/// Asks for a start; returns the operation's id.
-async fn start(app: &TestApp) -> anyhow::Result<i64> {
-    let g = app.server().await?.generation;
-    let (code, body) = app
-        .post(
-            "/api/start",
-            &json!({"generation": g, "flags": {}, "confirm": "sim"}),
-        )
-        .await?;
-    ensure!(code == 202, "start refused: {code} {body}");
-    body["id"].as_i64().context("an id")
-}
-
 /// Stops the server and waits until it is stopped.
 async fn stop(app: &TestApp) -> anyhow::Result<()> {
     let g = app.server().await?.generation;
@@ -239,7 +226,7 @@ async fn a_port_held_by_another_process_fails_the_launch_as_port_in_use() -> any
     //    launched it.
     let squatter = squat(spec.port).await?;
     let app = spawn_managed(&host, &spec, &[])?;
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     // Nothing was launched, so there is no log to show; the failure names who
     // holds the port.
@@ -253,7 +240,7 @@ async fn a_port_held_by_another_process_fails_the_launch_as_port_in_use() -> any
 
     // Once the port is free, a start goes through.
     drop(squatter);
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     ensure!(d["summary"]["outcome"] == "succeeded", "{d}");
     let first = app.wait_phase(Phase::Ready, T).await?;
@@ -263,7 +250,7 @@ async fn a_port_held_by_another_process_fails_the_launch_as_port_in_use() -> any
     // 2. The server is stopped, someone takes the port, the server is started.
     stop(&app).await?;
     let squatter = squat(spec.port).await?;
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     let tail = failed_on_port(&d, me)?;
     // The tail is this attempt's, not the stopped launch's log passed off as it.
@@ -312,7 +299,7 @@ async fn a_server_whose_own_bind_fails_on_a_taken_port_is_a_port_in_use_failure(
         .bind(SocketAddr::from(([127, 0, 0, 1], spec.port)))
         .with_context(|| format!("binding port {}", spec.port))?;
     let app = spawn_managed(&host, &spec, &[])?;
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     ensure!(
         d["summary"]["outcome"] == "failed",
@@ -374,7 +361,7 @@ async fn every_launch_has_its_own_log_file_and_each_record_its_own_launchs_lines
 
     // Three launches, told apart by their warm-up (each logs it as it starts).
     let mut records: Vec<(u64, Value)> = Vec::new();
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     records.push((spec.warmup_ms, app.finished_restart(id, T).await?));
     for warmup in [300_u64, 400] {
         let id = app
@@ -471,7 +458,7 @@ async fn old_launch_logs_are_pruned_to_the_newest_ones() -> anyhow::Result<()> {
         ..ServerSpec::default()
     };
     let app = spawn_managed(&host, &spec, &[])?;
-    let id = start(&app).await?;
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     ensure!(d["summary"]["outcome"] == "succeeded", "{d}");
     let first = start_line(&lines(&d["log_tail"])?)?;

@@ -102,15 +102,7 @@ async fn a_server_on_the_port_that_is_not_ours_is_foreign_to_a_start() -> anyhow
         })
     })
     .await?;
-    let g = app.server().await?.generation;
-    let (code, body) = app
-        .post(
-            "/api/start",
-            &json!({"generation": g, "flags": {}, "confirm": "sim"}),
-        )
-        .await?;
-    assert_eq!(code, 202, "{body}");
-    let id = body["id"].as_i64().expect("id");
+    let id = app.begin_start().await?;
     let d = app.finished_restart(id, T).await?;
     assert_eq!(d["summary"]["outcome"], "failed", "{d}");
     let f = &d["summary"]["failure"];

@@ -253,6 +253,30 @@ impl TestApp {
         ))
     }
 
+    /// Asks for a start of the server `sim`; returns the operation's id.
+    pub async fn begin_start(&self) -> anyhow::Result<i64> {
+        let g = self.server().await?.generation;
+        let (code, body) = self
+            .post(
+                "/api/start",
+                &json!({"generation": g, "flags": {}, "confirm": "sim"}),
+            )
+            .await?;
+        anyhow::ensure!(code == 202, "start refused: {code} {body}");
+        body["id"].as_i64().context("an id")
+    }
+
+    /// What `drainwatch status --url <this app>` prints (it must succeed).
+    pub async fn status_text(&self) -> anyhow::Result<String> {
+        let out = tokio::process::Command::new(bin("drainwatch"))
+            .args(["status", "--url", &self.url("")])
+            .output()
+            .await?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        anyhow::ensure!(out.status.success(), "drainwatch status: {out:?}");
+        Ok(text)
+    }
+
     pub async fn get_json(&self, path: &str) -> anyhow::Result<Value> {
         let r = self.http.get(self.url(path)).send().await?;
         anyhow::ensure!(r.status().is_success(), "GET {path}: {}", r.status());

@@ -87,24 +87,18 @@ impl Observation {
     }
 
     fn why_not_clean(&self) -> String {
+        // "pid 7 of ours still holds 2.0 GiB on GPU 3"
+        let holds = |who: String, h: &Holder, still: &str| {
+            let amount =
+                (h.used_bytes).map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes);
+            format!("{who} {still}holds {amount} on GPU {}", h.gpu_index)
+        };
         if let Some(h) = self.ours_on_gpu.first() {
-            return format!(
-                "pid {} of ours still holds {} on GPU {}",
-                h.pid,
-                h.used_bytes
-                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
-                h.gpu_index
-            );
+            return holds(format!("pid {} of ours", h.pid), h, "still ");
         }
         if let Some(h) = self.outside_on_gpu.first() {
-            return format!(
-                "host pid {} holds {} on GPU {} ({})",
-                h.pid,
-                h.used_bytes
-                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
-                h.gpu_index,
-                shared::process::OUTSIDE_NOTE
-            );
+            let line = holds(format!("host pid {}", h.pid), h, "");
+            return format!("{line} ({})", shared::process::OUTSIDE_NOTE);
         }
         if let Some((gpu, used, base)) = self.over_baseline.first() {
             return format!(
@@ -120,13 +114,7 @@ impl Observation {
             return format!("the GPUs' processes cannot be read ({why})");
         }
         match self.foreign_on_gpu.first() {
-            Some(h) => format!(
-                "pid {} (not ours) holds {} on GPU {}",
-                h.pid,
-                h.used_bytes
-                    .map_or_else(|| "memory".to_owned(), shared::units::fmt_bytes),
-                h.gpu_index
-            ),
+            Some(h) => holds(format!("pid {} (not ours)", h.pid), h, ""),
             None => "GPUs not idle".to_owned(),
         }
     }
