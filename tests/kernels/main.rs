@@ -24,7 +24,7 @@ use shared::restart::{ContainmentKind, Origin, Phase};
 use simhost::Enlisted;
 use tests::kernels::Kernel;
 use tests::managed::{ServerSpec, spawn_managed};
-use tests::{GIB, Proc, SimHost, TestApp, bin, spawn_foreign};
+use tests::{GIB, Proc, SimHost, TestApp, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
 
@@ -67,17 +67,6 @@ fn ours_alive(host: &SimHost) -> Vec<Enlisted> {
         .collect()
 }
 
-/// `(gpu, pid, bytes)` for every process the host charges GPU memory to.
-fn held(host: &SimHost) -> anyhow::Result<Vec<(usize, u32, u64)>> {
-    let view = simhost::observe(&host.path(), simhost::now_ms())?;
-    Ok(view
-        .gpus
-        .iter()
-        .enumerate()
-        .flat_map(|(i, g)| g.processes.iter().map(move |p| (i, p.pid, p.used_bytes)))
-        .collect())
-}
-
 /// `pid` and its descendants now.
 fn tree(pid: u32) -> Vec<u32> {
     let mut all = vec![pid];
@@ -113,7 +102,8 @@ async fn only_the_new_generation(
             .into_iter()
             .filter(|e| !now.contains(&e.pid))
             .collect();
-        let foreign_mem: Vec<(usize, u32, u64)> = held(host)?
+        let foreign_mem: Vec<(usize, u32, u64)> = host
+            .held()?
             .into_iter()
             .filter(|(_, pid, _)| *pid != decoy.pid && !now.contains(pid))
             .collect();
@@ -131,7 +121,8 @@ async fn only_the_new_generation(
         "the foreign decoy {} is gone",
         decoy.pid
     );
-    let mine: Vec<(usize, u64)> = held(host)?
+    let mine: Vec<(usize, u64)> = host
+        .held()?
         .iter()
         .filter(|h| h.1 == decoy.pid)
         .map(|h| (h.0, h.2))
@@ -246,7 +237,9 @@ async fn misbehaving(kernel: Kernel, mode: &str) -> anyhow::Result<()> {
         until("the escapee and its 4 GiB", || {
             ours_alive(&host).iter().any(|e| {
                 e.role == "escapee"
-                    && held(&host).is_ok_and(|h| h.iter().any(|x| x.1 == e.pid && x.2 == 4 * GIB))
+                    && host
+                        .held()
+                        .is_ok_and(|h| h.iter().any(|x| x.1 == e.pid && x.2 == 4 * GIB))
             })
         })
         .await?;
@@ -276,16 +269,7 @@ async fn adoption_across_a_drainwatch_restart(kernel: Kernel) -> anyhow::Result<
     let host = host(kernel);
     let (_decoy, decoy) = decoy(&host)?;
     let spec = spec();
-    let script = format!(
-        "{} launch --port {} --tp 2 --warmup-ms 300 -- python3 -m sglang.launch_server & sleep 600 & wait",
-        bin("simserver").display(),
-        spec.port
-    );
-    let sh = Proc::spawn(
-        Command::new("sh")
-            .args(["-c", &script])
-            .env(simhost::HOST_DIR_ENV, host.path()),
-    )?;
+    let sh = host.shell_with_server(spec.port)?;
     let app = spawn_managed(&host, &spec, &[])?;
     let s = app.wait_adoptable(T).await?;
     let launcher = s.adoptable.context("adoptable")?.pid;
@@ -378,7 +362,9 @@ async fn escape_while_drainwatch_is_down(kernel: Kernel) -> anyhow::Result<()> {
     until("the escapee and its 4 GiB", || {
         ours_alive(&host).iter().any(|e| {
             e.role == "escapee"
-                && held(&host).is_ok_and(|h| h.iter().any(|x| x.1 == e.pid && x.2 == 4 * GIB))
+                && host
+                    .held()
+                    .is_ok_and(|h| h.iter().any(|x| x.1 == e.pid && x.2 == 4 * GIB))
         })
     })
     .await?;

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use shared::restart::{ContainmentKind, Origin, Phase};
 use tests::managed::{ServerSpec, notes, spawn_managed};
-use tests::{GIB, Proc, SimHost, TestApp, alive, bin, spawn_foreign};
+use tests::{GIB, Proc, SimHost, TestApp, alive, spawn_foreign};
 
 const T: Duration = Duration::from_secs(40);
 
@@ -169,16 +169,7 @@ async fn an_adopted_server_is_never_signalled_by_its_group_even_after_drainwatch
     let host = SimHost::new(200);
     let spec = ServerSpec::default();
     // A shell's group: the server, and a sleep that is none of its business.
-    let script = format!(
-        "{} launch --port {} --tp 2 --warmup-ms 300 -- python3 -m sglang.launch_server & sleep 600 & wait",
-        bin("simserver").display(),
-        spec.port
-    );
-    let sh = Proc::spawn(
-        Command::new("sh")
-            .args(["-c", &script])
-            .env(simhost::HOST_DIR_ENV, host.path()),
-    )?;
+    let sh = host.shell_with_server(spec.port)?;
     let app = spawn_managed(&host, &spec, &[])?;
     let s = app.wait_adoptable(T).await?;
     let launcher = s.adoptable.context("adoptable")?.pid;

@@ -132,24 +132,13 @@ fn servers_under(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// `(gpu, pid, bytes)` for every process the simulated host says holds memory.
-fn held(host: &SimHost) -> anyhow::Result<Vec<(usize, u32, u64)>> {
-    let view = simhost::observe(&host.path(), simhost::now_ms())?;
-    Ok(view
-        .gpus
-        .iter()
-        .enumerate()
-        .flat_map(|(i, g)| g.processes.iter().map(move |p| (i, p.pid, p.used_bytes)))
-        .collect())
-}
-
 /// Waits until no server process runs under drainwatch and the host shows no
 /// GPU memory held: nothing of a failed launch is left.
 async fn nothing_left(app: &TestApp, host: &SimHost) -> anyhow::Result<()> {
     let deadline = Instant::now() + T;
     loop {
         let alive = servers_under(app.proc.pid());
-        let held = held(host)?;
+        let held = host.held()?;
         if alive.is_empty() && held.is_empty() {
             return Ok(());
         }

@@ -80,19 +80,6 @@ async fn generation(app: &TestApp) -> anyhow::Result<Vec<ProcStat>> {
     Ok(all)
 }
 
-/// What the simulated host itself holds now, read from its directory as the
-/// driver does (not through drainwatch): `(gpu, pid, bytes)` for every process
-/// with memory on a GPU, alive or exited but not yet released.
-fn held(host: &SimHost) -> anyhow::Result<Vec<(usize, u32, u64)>> {
-    let view = simhost::observe(&host.path(), simhost::now_ms())?;
-    Ok(view
-        .gpus
-        .iter()
-        .enumerate()
-        .flat_map(|(i, g)| g.processes.iter().map(move |p| (i, p.pid, p.used_bytes)))
-        .collect())
-}
-
 /// After a restart, by the host's own truth: no process of the `old`
 /// generation is alive or holds memory on any GPU, and the foreign decoy is
 /// the same live process, holding exactly its 1 GiB on GPU 6 and nothing else.
@@ -101,7 +88,7 @@ fn old_gone_and_decoy_untouched(
     old: &[ProcStat],
     decoy: &ProcStat,
 ) -> anyhow::Result<()> {
-    let held = held(host)?;
+    let held = host.held()?;
     for &(gpu, pid, bytes) in &held {
         if let Some(was) = old.iter().find(|o| o.pid == pid) {
             // The PID taken since by a process started later is not the old one.
@@ -182,11 +169,11 @@ async fn an_orphan_that_escaped_the_group_is_found_and_killed() -> anyhow::Resul
         .collect();
     assert_eq!(outside, escaped, "{old:?}");
     let deadline = Instant::now() + T;
-    while !held(&host)?.contains(&(0, escaped[0], 2 * GIB)) {
+    while !host.held()?.contains(&(0, escaped[0], 2 * GIB)) {
         anyhow::ensure!(
             Instant::now() < deadline,
             "the leftover never held its 2 GiB on GPU 0: {:?}",
-            held(&host)?
+            host.held()?
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -238,6 +238,34 @@ impl SimHost {
         self.dir.path().join("lib/libnvidia-ml.so.1")
     }
 
+    /// What the host charges, as a driver sees it (not through drainwatch):
+    /// `(gpu, pid, bytes)` for every process with memory on a GPU, alive or
+    /// exited but not yet released.
+    pub fn held(&self) -> anyhow::Result<Vec<(usize, u32, u64)>> {
+        let view = simhost::observe(&self.path(), simhost::now_ms())?;
+        Ok(view
+            .gpus
+            .iter()
+            .enumerate()
+            .flat_map(|(i, g)| g.processes.iter().map(move |p| (i, p.pid, p.used_bytes)))
+            .collect())
+    }
+
+    /// A shell's process group as a person leaves it: the simulated server
+    /// started by hand on `port` (two GPUs), and a `sleep` beside it that is
+    /// none of its business.
+    pub fn shell_with_server(&self, port: u16) -> anyhow::Result<Proc> {
+        let script = format!(
+            "{} launch --port {port} --tp 2 --warmup-ms 300 -- python3 -m sglang.launch_server & sleep 600 & wait",
+            bin("simserver").display(),
+        );
+        Proc::spawn(
+            Command::new("sh")
+                .args(["-c", &script])
+                .env(simhost::HOST_DIR_ENV, self.path()),
+        )
+    }
+
     /// A scratch directory that lives as long as the host.
     pub fn scratch(&self) -> &Path {
         self.dir.path()
