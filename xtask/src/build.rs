@@ -1,4 +1,5 @@
-//! Builds the UI into `frontend/dist` and the host binaries.
+//! Builds the UI into `frontend/dist` and the host binaries; with `--release`,
+//! the portable `drainwatch` a host installs (`target/dist/drainwatch`).
 
 use std::process::Command;
 
@@ -9,7 +10,24 @@ use crate::{cargo, root, run_cmd, tools};
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     let release = args.iter().any(|a| a == "--release");
     ui()?;
-    binaries(release)
+    if !release {
+        return binaries(false);
+    }
+    // The UI is embedded now that it is built; the binary starts on glibc 2.28+.
+    let from = crate::portable::build()?;
+    let dist = root().join("target/dist");
+    std::fs::create_dir_all(&dist)?;
+    let to = dist.join("drainwatch");
+    // A new file, not an overwrite: a running drainwatch keeps its own.
+    let _ = std::fs::remove_file(&to);
+    std::fs::copy(from.join("drainwatch"), &to)
+        .with_context(|| format!("copying drainwatch into {}", dist.display()))?;
+    println!(
+        "build: {} (release, UI embedded, glibc {} or later)",
+        to.display(),
+        crate::portable::GLIBC
+    );
+    Ok(())
 }
 
 /// Flags for the UI's wasm32 build; see `ui`.

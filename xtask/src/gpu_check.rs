@@ -3,18 +3,19 @@
 //! carried there and run without cargo as `gpu-check --out DIR`: release
 //! `drainwatch`, `gpuhog` (tests/gpuhog) and `gpu-check` (tests/gpucheck),
 //! and the fake `libnvidia_ml.so` for a dry run there, stripped (it must stay
-//! under 64 MiB). drainwatch embeds `frontend/dist` when it was built and
-//! serves a page saying the UI is missing otherwise: the check needs no UI,
-//! so none is built here.
+//! under 64 MiB). They are the portable build (`portable`): GPU hosts run old
+//! C libraries, and the bundle must start on glibc 2.28. drainwatch embeds
+//! `frontend/dist` when it was built and serves a page saying the UI is
+//! missing otherwise: the check needs no UI, so none is built here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::{build, flag, root};
+use crate::{flag, portable, root};
 
-/// What the bundle holds, from `target/release`.
+/// What the bundle holds, from the portable build's folder.
 const FILES: [&str; 4] = ["gpu-check", "drainwatch", "gpuhog", "libnvidia_ml.so"];
 /// The most the bundle may weigh.
 const LIMIT: u64 = 64 << 20;
@@ -38,12 +39,10 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the release binaries (the same package set as every other build,
-/// so features unify alike and nothing is built twice) and copies the
-/// bundle's files, stripped, into `target/gpu-check/`.
-fn bundle() -> anyhow::Result<PathBuf> {
-    build::binaries(true)?;
-    let from = build::profile_dir(true);
+/// Builds the portable release binaries and copies the bundle's files,
+/// stripped, into `target/gpu-check/`; returns that folder.
+pub(crate) fn bundle() -> anyhow::Result<PathBuf> {
+    let from = portable::build()?;
     let dir = root().join("target/gpu-check");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).context("clearing target/gpu-check")?;
@@ -53,7 +52,7 @@ fn bundle() -> anyhow::Result<PathBuf> {
     for name in FILES {
         let to = dir.join(name);
         std::fs::copy(from.join(name), &to)
-            .with_context(|| format!("copying target/release/{name}"))?;
+            .with_context(|| format!("copying {}", from.join(name).display()))?;
         strip(&to);
         let size = std::fs::metadata(&to)?.len();
         println!("bundle: {name}: {:.1} MiB", mib(size));

@@ -1,6 +1,7 @@
 //! drainwatch's tasks, run as `cargo xtask <task>` (alias in `.cargo/config.toml`).
 //!
-//! - `build`: the UI (wasm32 → wasm-bindgen → `frontend/dist`) and the host binaries.
+//! - `build`: the UI (wasm32 → wasm-bindgen → `frontend/dist`) and the host binaries;
+//!   `--release`: the portable `target/dist/drainwatch` (glibc 2.28 and later).
 //! - `demo`: build, start a simulated 8-GPU host, a simulated model server, a foreign
 //!   process and drainwatch; print the URL; Ctrl-C stops all of it.
 //! - `test`: install what tests need, build, run every test (browser tests included).
@@ -17,6 +18,7 @@ mod build;
 mod demo;
 mod engine;
 mod gpu_check;
+mod portable;
 mod procs;
 mod test;
 mod tools;
@@ -30,7 +32,8 @@ const HELP: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  build [--release]      build the UI and the binaries
+  build [--release]      build the UI and the binaries; --release: target/dist/drainwatch,
+                         the UI embedded, for any host with glibc 2.28 or later
   demo [options]         run drainwatch on a simulated 8-GPU host; Ctrl-C stops it
       --bind ADDR          where drainwatch listens (default 127.0.0.1:7878)
       --warmup SECS        model server warm-up (default 30; a real one takes ~90)

@@ -1,8 +1,8 @@
 //! `cargo xtask test`: everything CI runs. Installs what is missing, builds the UI
-//! (browser tests load it) and every host target, checks formatting and lints,
-//! then runs all tests.
+//! (browser tests load it), every host target and the portable `gpu-check`
+//! bundle, checks formatting and lints, then runs all tests.
 
-use crate::{build, cargo, run_cmd, tools};
+use crate::{build, cargo, gpu_check, portable, run_cmd, tools};
 
 pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     tools::ensure_chromium()?;
@@ -29,6 +29,13 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     run_cmd(cargo().args(["build", "--all-targets"]))?;
     build::link_nvml(false)?;
     let mut test = cargo();
+    // The shipped binaries (portable, release) and an older glibc to start
+    // them on, for the gpucheck package's tests of the bundle: built when
+    // every test runs, or that package's.
+    if args.is_empty() || args.iter().any(|a| a == "gpucheck") {
+        test.env("DRAINWATCH_BUNDLE", gpu_check::bundle()?)
+            .env("DRAINWATCH_OLD_GLIBC", portable::ensure_old_glibc()?);
+    }
     test.arg("test")
         .env("DRAINWATCH_CHROMIUM", tools::CHROMIUM)
         .env("DRAINWATCH_CHROMEDRIVER", tools::CHROMEDRIVER)
