@@ -94,7 +94,7 @@ fn ensure_cargo_zigbuild() -> anyhow::Result<PathBuf> {
 
 fn runs(bin: &Path) -> bool {
     Command::new(bin)
-        .args(["zigbuild", "--version"])
+        .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
 }

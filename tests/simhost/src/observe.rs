@@ -290,14 +290,30 @@ mod tests {
         let dir = host(300);
         // Above any pid_max (4,194,304): no /proc anywhere has it.
         let reg = Registration::new(dir.path(), 4_194_400, 1);
-        let life = crate::driver::hold_life(reg.path()).expect("life lock");
+        // The lock is held by a process of its own, not this one: the other
+        // tests here fork, and a fork keeps this process's open files (the
+        // lock with them) until it execs, which under load can outlast the
+        // drop below. util-linux's `flock --no-fork` takes it and becomes
+        // `sleep` holding it.
+        let mut life = std::process::Command::new("flock")
+            .arg("--no-fork")
+            .arg(crate::driver::life_path(reg.path()))
+            .args(["sleep", "600"])
+            .spawn()
+            .expect("flock (util-linux)");
+        let taken = std::time::Instant::now();
+        while crate::driver::lives(reg.path()) != Some(true) {
+            assert!(taken.elapsed().as_secs() < 10, "flock never took the lock");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         reg.set(&[use_(1, 2048)]).expect("set");
         for now in [1_000, 60_000] {
             let v = observe(dir.path(), now).expect("o");
             assert_eq!(v.gpus[1].used_bytes, 2052 * MIB, "at {now} ms");
             assert_eq!(v.gpus[1].processes[0].pid, 4_194_400);
         }
-        drop(life);
+        life.kill().expect("kill the holder");
+        life.wait().expect("reap the holder");
         let v = observe(dir.path(), 61_000).expect("o");
         assert_eq!(v.gpus[1].used_bytes, 2052 * MIB, "released at once");
         let v = observe(dir.path(), 61_400).expect("o");
