@@ -1,10 +1,35 @@
 //! The wall clock, in the unit the wire and the store carry: milliseconds since
-//! the Unix epoch. The ground floor: it depends on nothing in the crate, and
-//! everything that stamps a time reads it here.
+//! the Unix epoch; and durations as people write them (`90s`, `10m`). The
+//! ground floor: it depends on nothing in the crate, and everything that stamps
+//! a time or reads a duration does it here.
+
+use std::time::Duration;
 
 /// Milliseconds since the Unix epoch (0 for a clock set before it).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Parses `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 90s, 10m, 1h)"))?;
+    let ms = match unit.trim() {
+        "ms" => n,
+        "" | "s" => n.saturating_mul(1_000),
+        "m" | "min" => n.saturating_mul(60_000),
+        "h" => n.saturating_mul(3_600_000),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    Ok(Duration::from_millis(ms))
 }

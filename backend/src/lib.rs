@@ -1,14 +1,16 @@
 //! drainwatch's backend: reads the GPUs (NVML) and the process tree (`/proc`) of
 //! the host it runs on and serves them live to a browser UI.
 //!
-//! Layout:
+//! Layout (the floors, bottom first, are `FLOORS` in `tests/tidy/main.rs`,
+//! which fails on a use that goes up or across):
 //! - [`clock`]: the wall clock in Unix milliseconds; the ground floor.
-//! - [`config`]: command-line settings, validated once.
+//! - [`config`]: settings as data (serving's and the managed server's file),
+//!   validated once.
 //! - [`identity`]: who a process is (PID + start time), its descendants, and
 //!   the server's processes as published to telemetry; the ground floor that
 //!   telemetry, the supervisor and the restart manager share.
-//! - [`telemetry`]: NVML (`telemetry/nvml.rs` is the only NVML user) and `/proc`
-//!   readers, joined into one [`shared::Sample`] by the sampler thread.
+//! - [`telemetry`]: NVML (the only module that uses it) and `/proc` readers,
+//!   joined into one [`shared::Sample`] by the sampler thread.
 //! - [`hub`]: latest sample, live stream and history, shared by all clients.
 //! - [`scrape`]: what the managed server's own `/metrics` says it serves now.
 //! - [`campaign`]: unattended searches over flag sets, driving the manager

@@ -1,10 +1,13 @@
 //! The `drainwatch` binary: parse the command line, then serve until Ctrl-C or
 //! SIGTERM, or run one command.
 
+mod args;
+
+use args::{Cli, Command, RoleArg};
 use clap::Parser;
 use drainwatch::cli;
+use drainwatch::config::Config;
 use drainwatch::config::file::ConfigError;
-use drainwatch::config::{Cli, Command, Config, RoleArg};
 use drainwatch::startup::Application;
 use tracing_subscriber::EnvFilter;
 

@@ -125,12 +125,12 @@ impl Redactor {
         {
             return;
         }
-        self.remember(value);
+        self.learn_key(value);
     }
 
     /// Remembers a value known to be secret whatever it looks like (an API
     /// key made of digits is still a key); only short ones are not looked for.
-    fn remember(&self, value: &str) {
+    pub fn learn_key(&self, value: &str) {
         if value.chars().count() < MIN_KNOWN || is_redacted(value) {
             return;
         }
@@ -153,25 +153,6 @@ impl Redactor {
         for (k, v) in pairs {
             if self.is_secret(k) {
                 self.learn(v);
-            }
-        }
-    }
-
-    /// Remembers every secret value of the server's config: its API key, its
-    /// args, its env, its flags' defaults and the values its allow-list offers
-    /// for secret flags.
-    pub fn learn_config(&self, cfg: &crate::config::file::ServerConfig) {
-        if let Some(key) = &cfg.api_key {
-            self.remember(key.expose());
-        }
-        self.learn_argv(&cfg.args);
-        self.learn_pairs(&cfg.env);
-        self.learn_pairs(cfg.allow.defaults());
-        for spec in cfg.allow.specs() {
-            if let FlagType::Enum { values } = &spec.ty
-                && self.is_secret(&spec.name)
-            {
-                values.iter().for_each(|v| self.learn(v));
             }
         }
     }

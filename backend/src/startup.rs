@@ -16,11 +16,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
 use crate::auth::{Auth, AuthConfig};
+use crate::bench::tokens::Tokenizer;
 use crate::campaign::CampaignHandle;
 use crate::campaign::runner::{self, Runner};
 use crate::campaign::webhook::Webhooks;
 use crate::config::Config;
-use crate::config::file::ServerConfig;
+use crate::config::file::{ConfigError, ServerConfig};
 use crate::hub::Hub;
 use crate::identity::ServerHint;
 use crate::redact::{self, Redactor};
@@ -74,6 +75,20 @@ impl Application {
         let server_cfg = match &config.config {
             Some(path) => Some(Arc::new(ServerConfig::load(path)?)),
             None => None,
+        };
+        // The benchmark's tokenizer: one the config names and that does not
+        // read is a bad config, like any other of its errors.
+        let tokenizer = match (
+            &config.config,
+            server_cfg.as_ref().and_then(|c| c.bench.tokenizer.as_ref()),
+        ) {
+            (Some(path), Some(file)) => {
+                Tokenizer::configured(file).map_err(|message| ConfigError::Invalid {
+                    path: path.clone(),
+                    message,
+                })?
+            }
+            _ => None,
         };
         let listener = TcpListener::bind(config.bind)
             .await
@@ -157,6 +172,7 @@ impl Application {
                     log_dir: config.data_dir.join("logs"),
                     recovered,
                     cgroup: config.cgroup.clone(),
+                    tokenizer,
                 })
                 .await;
                 let webhooks = Webhooks::new(cfg.webhooks.clone());
@@ -270,7 +286,7 @@ fn redactor(cfg: Option<&ServerConfig>, data_dir: &std::path::Path) -> anyhow::R
         return Ok(Redactor::ephemeral(&[])?);
     };
     let r = Redactor::new(redact::load_key(data_dir)?, &cfg.redact);
-    r.learn_config(cfg);
+    cfg.teach(&r);
     Ok(r)
 }
 

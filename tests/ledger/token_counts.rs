@@ -125,3 +125,38 @@ async fn without_any_count_itl_is_per_event_and_labelled_so() -> anyhow::Result<
     }
     Ok(())
 }
+
+/// A tokenizer the config names is loaded when drainwatch starts: one that is
+/// absent or does not read stops it there, as any bad setting does (exit 2,
+/// naming the key), before anything is served or launched.
+#[test]
+fn a_named_tokenizer_that_does_not_read_stops_drainwatch_at_start() -> anyhow::Result<()> {
+    let host = tests::SimHost::new(100);
+    let broken = host.scratch().join("broken.json");
+    std::fs::write(&broken, "{not json")?;
+    let absent = host.scratch().join("absent.json");
+    for file in [&broken, &absent] {
+        let cfg = host.scratch().join("server.toml");
+        let extra = format!("[bench]\ntokenizer = \"{}\"\n", file.display());
+        std::fs::write(&cfg, spec(&extra).toml())?;
+        let out = std::process::Command::new(tests::bin("drainwatch"))
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--data-dir")
+            .arg(host.scratch().join("data"))
+            .arg("--nvml-lib")
+            .arg(host.nvml_lib())
+            .args(["--bind", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("bench.tokenizer: cannot read the tokenizer"),
+            "{err}"
+        );
+        assert!(err.contains(&*file.to_string_lossy()), "{err}");
+        assert!(!err.contains("listening"), "{err}");
+    }
+    Ok(())
+}

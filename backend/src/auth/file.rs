@@ -109,9 +109,7 @@ impl AuthConfig {
         }
         let public_origin = raw.public_origin.map(|o| parse_origin(&o)).transpose()?;
         let session_ttl = match raw.session_ttl {
-            Some(s) => {
-                crate::config::parse_duration(&s).map_err(|e| format!("session_ttl: {e}"))?
-            }
+            Some(s) => crate::clock::parse_duration(&s).map_err(|e| format!("session_ttl: {e}"))?,
             None => Duration::from_secs(12 * 3_600),
         };
         if session_ttl < Duration::from_secs(60) || session_ttl > MAX_TTL {

@@ -21,6 +21,25 @@ impl std::fmt::Debug for Tokenizer {
 }
 
 impl Tokenizer {
+    /// The config's tokenizer, loaded: one named by `bench.tokenizer` must
+    /// read (an error names the key); one found in the model's directory that
+    /// does not read leaves the benchmark to count per event (said in the log).
+    pub fn configured(file: &crate::config::file::TokenizerFile) -> Result<Option<Self>, String> {
+        use crate::config::file::TokenizerFile;
+        match file {
+            TokenizerFile::Named(path) => Self::load(path)
+                .map(Some)
+                .map_err(|e| format!("bench.tokenizer: {e}")),
+            TokenizerFile::InModel(path) => match Self::load(path) {
+                Ok(t) => Ok(Some(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the model's tokenizer does not read; the benchmark counts tokens per event where the server does not count them");
+                    Ok(None)
+                }
+            },
+        }
+    }
+
     /// Reads `path`: a `tokenizer.json`, or a model directory holding one.
     pub fn load(path: &Path) -> Result<Self, String> {
         let file = if path.is_dir() {
@@ -34,13 +53,6 @@ impl Tokenizer {
             path: file,
             inner: Arc::new(inner),
         })
-    }
-
-    /// The `tokenizer.json` of a model directory, if `model` is one that has it
-    /// (a model the server downloads by name has none here).
-    pub fn in_model_dir(model: &Path) -> Option<PathBuf> {
-        let file = model.join("tokenizer.json");
-        file.is_file().then_some(file)
     }
 
     pub fn path(&self) -> &Path {
@@ -70,6 +82,7 @@ mod tests {
 
     #[test]
     fn counts_with_the_model_tokenizer_and_names_a_bad_file() {
+        use crate::config::file::TokenizerFile;
         let dir = tempfile::tempdir().expect("tmp");
         std::fs::write(
             dir.path().join("tokenizer.json"),
@@ -80,12 +93,20 @@ mod tests {
         assert_eq!(t.count("tok1 tok2 tok3 "), 3);
         assert_eq!(t.count("tok4 "), 1);
         assert_eq!(t.count(""), 0);
-        assert_eq!(
-            Tokenizer::in_model_dir(dir.path()).as_deref(),
-            Some(t.path())
-        );
+        let in_model = TokenizerFile::InModel(dir.path().join("tokenizer.json"));
+        let found = Tokenizer::configured(&in_model).expect("reads");
+        assert_eq!(found.as_ref().map(Tokenizer::path), Some(t.path()));
         std::fs::write(dir.path().join("tokenizer.json"), "{not json").expect("write");
         let e = Tokenizer::load(dir.path()).expect_err("refused");
         assert!(e.contains("tokenizer.json"), "{e}");
+        // The model's own that does not read is left aside; a named one is an error.
+        assert!(
+            Tokenizer::configured(&in_model)
+                .expect("no error")
+                .is_none()
+        );
+        let named = TokenizerFile::Named(dir.path().join("tokenizer.json"));
+        let e = Tokenizer::configured(&named).expect_err("refused");
+        assert!(e.starts_with("bench.tokenizer: "), "{e}");
     }
 }

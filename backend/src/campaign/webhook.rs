@@ -11,34 +11,7 @@ use serde::Serialize;
 use shared::HostInfo;
 use shared::campaign::{Campaign, analysis};
 
-/// How a hook wants its message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// drainwatch's own JSON (see [`payload`]).
-    Json,
-    /// `{"text": "…"}`, which Slack's incoming webhooks (and Mattermost's,
-    /// and Discord's `/slack` endpoint) take.
-    Slack,
-}
-
-/// One `[[webhooks]]` entry of the server's config.
-#[derive(Clone)]
-pub struct Hook {
-    pub name: String,
-    pub url: reqwest::Url,
-    pub format: Format,
-}
-
-impl std::fmt::Debug for Hook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The URL may carry a token: never printed.
-        f.debug_struct("Hook")
-            .field("name", &self.name)
-            .field("format", &self.format)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::config::file::{Hook, HookFormat as Format};
 
 /// What happened, as hooks are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

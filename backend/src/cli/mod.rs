@@ -200,7 +200,7 @@ pub struct VerifyDrainedArgs {
     #[arg(long, value_delimiter = ',')]
     pub gpus: Option<Vec<u32>>,
     /// How long to wait for the server to be gone (`90s`, `5m`).
-    #[arg(long, default_value = "120s", value_parser = crate::config::parse_duration)]
+    #[arg(long, default_value = "120s", value_parser = crate::clock::parse_duration)]
     pub timeout: std::time::Duration,
     /// How far above its idle baseline a GPU may be and count as drained (MiB).
     #[arg(long, default_value_t = 64)]
@@ -216,7 +216,7 @@ pub struct WaitReadyArgs {
     #[arg(long)]
     pub config: std::path::PathBuf,
     /// How long to wait for a completion to come back (`90s`, `10m`).
-    #[arg(long, default_value = "600s", value_parser = crate::config::parse_duration)]
+    #[arg(long, default_value = "600s", value_parser = crate::clock::parse_duration)]
     pub timeout: std::time::Duration,
 }
 

@@ -21,12 +21,13 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::flags::AllowList;
-use super::parse_duration;
+use crate::clock::parse_duration;
 use specs::{RawFlag, flag_spec};
 
 pub use api_key::ApiKey;
-pub use bench::{BenchConfig, Engine};
+pub use bench::{BenchConfig, Engine, TokenizerFile};
 pub use health::{HealthPolicy, Policy};
+pub use webhooks::{Hook, HookFormat};
 
 /// Why the file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +73,7 @@ pub struct ServerConfig {
     /// sent by the probes, the scrape and the benchmark.
     pub api_key: Option<ApiKey>,
     /// Where campaign summaries go (`[[webhooks]]`).
-    pub webhooks: Vec<crate::campaign::webhook::Hook>,
+    pub webhooks: Vec<Hook>,
     /// What the pre-launch health gate does about each reason (`[health]`).
     pub health: HealthPolicy,
     /// The argv or environment names `{node_rank}`, `{nnodes}` or
@@ -217,6 +218,25 @@ struct RawVerify {
 }
 
 impl ServerConfig {
+    /// Tells the redactor every secret value of this config: its API key,
+    /// its args, its env, its flags' defaults and the values its allow-list
+    /// offers for secret flags.
+    pub fn teach(&self, r: &crate::redact::Redactor) {
+        if let Some(key) = &self.api_key {
+            r.learn_key(key.expose());
+        }
+        r.learn_argv(&self.args);
+        r.learn_pairs(&self.env);
+        r.learn_pairs(self.allow.defaults());
+        for spec in self.allow.specs() {
+            if let shared::flags::FlagType::Enum { values } = &spec.ty
+                && r.is_secret(&spec.name)
+            {
+                values.iter().for_each(|v| r.learn(v));
+            }
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),

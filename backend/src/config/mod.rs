@@ -1,7 +1,9 @@
-//! drainwatch's settings: parsed from the command line (and `DRAINWATCH_*`
-//! environment variables) by clap, plus the managed server's TOML file
-//! ([`file`]) with its flag allow-list ([`flags`]); all validated once at start.
-//! Nothing else reads argv, the environment or the file for settings.
+//! drainwatch's settings, as data: how it serves ([`Config`], read from the
+//! command line and `DRAINWATCH_*` variables by the binary's clap parser), and
+//! the managed server's TOML file ([`file`]) with its flag allow-list
+//! ([`flags`]); all validated once at start. Nothing else reads argv, the
+//! environment or the file for settings. The bottom of the backend: it
+//! imports no module that acts (the redactor's name rules aside).
 
 pub mod file;
 pub mod flags;
@@ -10,73 +12,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
 
-/// Live GPU and process view for the host that runs your model server.
-#[derive(Debug, Clone, Parser)]
-#[command(name = "drainwatch", version, about, long_about = None, args_conflicts_with_subcommands = true)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    /// Without a command, drainwatch serves (as `drainwatch serve`).
-    #[command(flatten)]
-    pub serve: Config,
-}
-
-#[derive(Debug, Clone, Subcommand)]
-pub enum Command {
-    /// Serve the UI, the API and the WebSocket (the default).
-    Serve(Config),
-    /// Make a new token: prints the secret once, and the lines for the auth
-    /// file, which keeps only its SHA-256.
-    Token {
-        /// Who holds it (shown in the audit log and to other users).
-        #[arg(long)]
-        name: String,
-        /// What it may do.
-        #[arg(long, value_enum)]
-        role: RoleArg,
-        /// A hub's token: its requests may name the person they act for,
-        /// whom the audit then names beside the token.
-        #[arg(long)]
-        hub: bool,
-    },
-    /// Print the GPUs, processes and the managed server once.
-    Status(crate::cli::StatusArgs),
-    /// Restart the managed server through its guards (drain, verify by GPU
-    /// memory, relaunch, wait for ready) and wait for the outcome.
-    Restart(crate::cli::RestartArgs),
-    /// Benchmark the running flag set and print its throughput.
-    Bench(crate::cli::BenchArgs),
-    /// Follow GPUs, processes, restarts and benchmarks live.
-    Watch(crate::cli::WatchArgs),
-    /// Run a campaign (a plan of flag sets, each restarted and benchmarked
-    /// unattended), show one, or pause, resume or cancel the running one.
-    Campaign(crate::cli::CampaignArgs),
-    /// At a hub: list its groups and deployments, or restart one as a
-    /// coordinated operation (drain all, verify each, rank 0, the others,
-    /// ready through rank 0) and follow it node by node.
-    Group(crate::cli::GroupArgs),
-    /// Wait until the server is gone: no process of it alive and every one
-    /// of its GPUs back at its idle baseline (a preStop or post-stop hook, a
-    /// Slurm epilog). Asks the drainwatch on this host.
-    VerifyDrained(crate::cli::VerifyDrainedArgs),
-    /// Run a hub: one view of many agents (the drainwatch of each GPU host),
-    /// from their own `/ws`.
-    Hub(crate::fleet::HubArgs),
-    /// Wait until the server answers a real completion, by its config's
-    /// readiness probe (a readiness or startup probe command).
-    WaitReady(crate::cli::WaitReadyArgs),
-}
-
-/// `--role`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RoleArg {
-    /// Sees everything, changes nothing.
-    Viewer,
-    /// Also restarts, stops, starts, benchmarks and labels.
-    Operator,
-}
+use crate::clock::parse_duration;
 
 /// How drainwatch serves.
 #[derive(Debug, Clone, Parser)]
@@ -130,7 +68,7 @@ pub struct Config {
     /// used, drainwatch falls back to process group and tracked processes, and
     /// says so.
     #[arg(long, env = "DRAINWATCH_CGROUP", default_value = "auto")]
-    pub cgroup: crate::supervisor::cgroup::Setting,
+    pub cgroup: CgroupSetting,
 
     /// Samples buffered per WebSocket client before it is resynced by a snapshot.
     #[arg(long, env = "DRAINWATCH_CLIENT_BUFFER", default_value_t = 64,
@@ -144,28 +82,6 @@ impl Config {
     }
 }
 
-/// Parses `90s`, `10m`, `1h`, `1500ms` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (try 90s, 10m, 1h)"))?;
-    let ms = match unit.trim() {
-        "ms" => n,
-        "" | "s" => n.saturating_mul(1_000),
-        "m" | "min" => n.saturating_mul(60_000),
-        "h" => n.saturating_mul(3_600_000),
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{s}` (use ms, s, m or h)"
-            ));
-        }
-    };
-    Ok(Duration::from_millis(ms))
-}
-
 /// A history length: more than zero, at most an hour (every client gets the
 /// whole history on connect, so it must stay a sensible size).
 fn parse_history(s: &str) -> Result<Duration, String> {
@@ -177,6 +93,31 @@ fn parse_history(s: &str) -> Result<Duration, String> {
         return Err(format!("`{s}` is more than 1h of history"));
     }
     Ok(d)
+}
+
+/// What `--cgroup` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupSetting {
+    /// drainwatch's own cgroup, found in `/proc/self/cgroup`.
+    Auto,
+    /// No cgroup containment.
+    Off,
+    /// This directory of a cgroup v2 hierarchy (a delegated subtree).
+    Path(PathBuf),
+}
+
+impl std::str::FromStr for CgroupSetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "off" => Ok(Self::Off),
+            p if p.starts_with('/') => Ok(Self::Path(PathBuf::from(p))),
+            other => Err(format!(
+                "`{other}` is not auto, off or an absolute path to a cgroup v2 directory"
+            )),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ fn check_name(what: &str, name: &str) -> Result<String, String> {
 
 fn duration(raw: Option<String>, default: &str, what: &str) -> Result<Duration, String> {
     let text = raw.unwrap_or_else(|| default.to_owned());
-    crate::config::parse_duration(text.trim())
+    crate::clock::parse_duration(text.trim())
         .map_err(|e| format!("{what}: `{text}` is not a duration ({e})"))
         .and_then(|d| match d {
             d if d.is_zero() || d > Duration::from_secs(24 * 3600) => Err(format!(

@@ -33,9 +33,9 @@ use shared::restart::{
 };
 
 use super::config::{FleetConfig, GroupConfig};
-use super::records::Records;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
+use crate::store::hub::Records;
 
 /// How often an agent is asked while waiting on it.
 const POLL: Duration = Duration::from_millis(200);

@@ -13,7 +13,6 @@ pub mod config;
 pub mod coordinate;
 mod metrics;
 mod proxy;
-pub mod records;
 mod recover;
 mod view;
 
@@ -43,6 +42,7 @@ use crate::auth::{Auth, AuthConfig, Caller};
 use crate::cli::Remote;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
+use crate::store::hub::{MAX_LIST, Records};
 use config::AgentConfig;
 use coordinate::{Coordinator, Refused};
 
@@ -164,7 +164,7 @@ pub async fn serve(
         ),
         None => Auth::open(),
     };
-    let records = records::Records::open(&args.data_dir).map_err(anyhow::Error::msg)?;
+    let records = Records::open(&args.data_dir).map_err(anyhow::Error::msg)?;
     // What a hub that stopped left running is taken up before anything new.
     let unfinished = records.unfinished().map_err(anyhow::Error::msg)?;
     let agents = cfg.agents.clone();
@@ -392,11 +392,11 @@ async fn coordinated(
 ) -> Result<Json<Vec<CoordRecord>>, ApiError> {
     // Out of range is refused, as on the agent, not quietly clamped.
     let n = match p.limit.unwrap_or(50) {
-        n @ 1.. if n <= records::MAX_LIST => n,
+        n @ 1.. if n <= MAX_LIST => n,
         _ => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                format!("limit must be from 1 to {}", records::MAX_LIST),
+                format!("limit must be from 1 to {}", MAX_LIST),
             ));
         }
     };

@@ -204,7 +204,7 @@ fn the_configs_api_key_is_learnt_even_when_it_is_all_digits() {
     );
     let cfg = crate::config::file::ServerConfig::parse(&text).expect("valid");
     let r = r();
-    r.learn_config(&cfg);
+    cfg.teach(&r);
     let out = r.text("GET /v1/models Authorization: Bearer 8675309012 -> 401");
     assert!(!out.contains("8675309012"), "{out}");
     assert!(out.contains(&r.value("8675309012")), "{out}");

@@ -3,9 +3,12 @@
 use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use shared::bench::{BenchRun, FlagSet, FlagSetResults, LevelSummary, RunMetrics, RunStatus};
+use shared::bench::{
+    BenchRun, BenchSettings, FlagSet, FlagSetResults, LevelSummary, RunMetrics, RunStatus,
+};
 
 use super::codec::{name, named, parse, text};
+use super::{Store, StoreError};
 
 /// Records a flag set as seen now (inserting it the first time).
 pub(super) fn seen(tx: &Connection, set: &FlagSet) -> rusqlite::Result<()> {
@@ -209,4 +212,39 @@ pub(super) fn interrupt(tx: &Connection, now_ms: u64) -> rusqlite::Result<usize>
         "UPDATE bench_runs SET status = 'interrupted', finished_at_ms = ?1 WHERE status = 'running'",
         [now_ms as i64],
     )
+}
+
+impl Store {
+    /// The newest successful run of `flagset` with exactly `settings` on
+    /// server version `version`: what a campaign may reuse.
+    pub async fn reusable_run(
+        &self,
+        flagset: String,
+        settings: BenchSettings,
+        version: String,
+    ) -> Result<Option<shared::bench::BenchRun>, StoreError> {
+        self.read(move |c| {
+            let runs = runs(c, Some(&flagset), 1_000)?;
+            Ok(runs.into_iter().find(|r| {
+                r.status == shared::bench::RunStatus::Succeeded
+                    && same_settings(&r.settings, &settings)
+                    && r.correctness.as_ref().is_none_or(|c| c.passed)
+                    && r.provenance
+                        .as_ref()
+                        .and_then(|p| p.server_version.as_deref())
+                        == Some(version.as_str())
+            }))
+        })
+        .await
+    }
+}
+
+/// Two runs' settings ask for the same measurement: equal but for whether a
+/// wrong answer stops the run (a campaign's do; a person's need not).
+fn same_settings(a: &BenchSettings, b: &BenchSettings) -> bool {
+    let plain = |s: &BenchSettings| BenchSettings {
+        abort_on_wrong_answer: false,
+        ..s.clone()
+    };
+    plain(a) == plain(b)
 }

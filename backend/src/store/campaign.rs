@@ -314,29 +314,6 @@ impl Store {
         self.read(move |c| step_run(c, campaign, step)).await
     }
 
-    /// The newest successful run of `flagset` with exactly `settings` on
-    /// server version `version`: what a campaign may reuse.
-    pub async fn reusable_run(
-        &self,
-        flagset: String,
-        settings: BenchSettings,
-        version: String,
-    ) -> Result<Option<shared::bench::BenchRun>, StoreError> {
-        self.read(move |c| {
-            let runs = super::bench::runs(c, Some(&flagset), 1_000)?;
-            Ok(runs.into_iter().find(|r| {
-                r.status == shared::bench::RunStatus::Succeeded
-                    && same_settings(&r.settings, &settings)
-                    && r.correctness.as_ref().is_none_or(|c| c.passed)
-                    && r.provenance
-                        .as_ref()
-                        .and_then(|p| p.server_version.as_deref())
-                        == Some(version.as_str())
-            }))
-        })
-        .await
-    }
-
     /// Median duration of recent successful benchmark runs (ms), for estimates.
     pub async fn typical_bench_ms(&self) -> Result<Option<u64>, StoreError> {
         self.read(|c| {
@@ -353,16 +330,6 @@ impl Store {
         })
         .await
     }
-}
-
-/// Two runs' settings ask for the same measurement: equal but for whether a
-/// wrong answer stops the run (a campaign's do; a person's need not).
-fn same_settings(a: &BenchSettings, b: &BenchSettings) -> bool {
-    let plain = |s: &BenchSettings| BenchSettings {
-        abort_on_wrong_answer: false,
-        ..s.clone()
-    };
-    plain(a) == plain(b)
 }
 
 /// On open: a step left mid-flight by a campaign that had already ended

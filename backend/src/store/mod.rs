@@ -1,6 +1,6 @@
 //! The history: restarts, their transitions, per-GPU drain timelines, launch logs,
 //! the audit log, and the server instances drainwatch runs. SQLite in WAL mode; the
-//! only module that writes SQL.
+//! only module that writes SQL (also the hub's own database, [`hub`]).
 //!
 //! Writes go to one writer thread and are committed in batches at most
 //! [`BATCH`] apart, so killing drainwatch with SIGKILL loses at most that much.
@@ -11,6 +11,7 @@ mod bench;
 mod campaign;
 mod codec;
 mod health;
+pub mod hub;
 mod read;
 mod recover;
 mod schema;

@@ -21,30 +21,8 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-/// What `--cgroup` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Setting {
-    /// drainwatch's own cgroup, found in `/proc/self/cgroup`.
-    Auto,
-    /// No cgroup containment.
-    Off,
-    /// This directory of a cgroup v2 hierarchy (a delegated subtree).
-    Path(PathBuf),
-}
-
-impl std::str::FromStr for Setting {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "off" => Ok(Self::Off),
-            p if p.starts_with('/') => Ok(Self::Path(PathBuf::from(p))),
-            other => Err(format!(
-                "`{other}` is not auto, off or an absolute path to a cgroup v2 directory"
-            )),
-        }
-    }
-}
+/// What `--cgroup` asks for (a setting of [`crate::config::Config`]).
+pub use crate::config::CgroupSetting as Setting;
 
 /// The subtree servers are launched into.
 #[derive(Debug, Clone)]

@@ -39,7 +39,7 @@ use shared::health::{
     XidEvent,
 };
 
-use super::nvml::describe;
+use super::nvml_error::describe;
 use crate::clock::now_ms;
 
 /// How often the medium fields are read.

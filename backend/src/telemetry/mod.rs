@@ -5,6 +5,7 @@
 
 pub mod health;
 pub mod nvml;
+mod nvml_error;
 pub mod procfs;
 pub mod sampler;
 pub mod server;

@@ -19,6 +19,7 @@ use shared::health::GpuHealth;
 use shared::{FieldError, GpuSample, NvmlStatus};
 
 use super::health::{HealthReader, XidSink};
+use super::nvml_error::describe;
 
 /// What one GPU holds per process, as NVML attributes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,19 +236,6 @@ fn field<T>(errors: &mut Vec<FieldError>, name: &str, r: Result<T, NvmlError>) -
         })
     })
     .ok()
-}
-
-/// NVML's error as one lowercase line.
-pub(super) fn describe(e: &NvmlError) -> String {
-    match e {
-        NvmlError::LibloadingError(inner) => format!("cannot load the NVML library: {inner}"),
-        NvmlError::FailedToLoadSymbol(s) => format!("the NVML library lacks a function: {s}"),
-        NvmlError::DriverNotLoaded => "the NVIDIA driver is not loaded".to_owned(),
-        NvmlError::NoPermission => "no permission to talk to the NVIDIA driver".to_owned(),
-        NvmlError::NotSupported => "not supported by this GPU".to_owned(),
-        NvmlError::GpuLost => "the GPU has fallen off the bus".to_owned(),
-        other => other.to_string().to_lowercase(),
-    }
 }
 
 /// True when the loaded library is drainwatch's simulated host, which exports a

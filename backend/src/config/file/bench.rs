@@ -1,12 +1,11 @@
-//! The `[bench]` section and `server.engine`: the benchmark's defaults, and the
-//! tokenizer that counts streamed tokens where the server does not.
+//! The `[bench]` section and `server.engine`: the benchmark's defaults, and
+//! where the tokenizer is that counts streamed tokens where the server does
+//! not (the benchmark loads it: `bench::tokens::Tokenizer::configured`).
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use shared::bench::{BenchApi, BenchSettings};
-
-use crate::bench::tokens::Tokenizer;
 
 /// Which server the config runs, where it changes what drainwatch does.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -35,9 +34,26 @@ pub struct BenchConfig {
     pub defaults: BenchSettings,
     /// The model's tokenizer: `bench.tokenizer`, else the model directory's
     /// `tokenizer.json` if the model is a local directory that has one.
-    pub tokenizer: Option<Tokenizer>,
+    pub tokenizer: Option<TokenizerFile>,
     /// The directory benchmark requests may name dataset files in.
     pub datasets: Option<PathBuf>,
+}
+
+/// Where the model's `tokenizer.json` is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenizerFile {
+    /// Named by `bench.tokenizer`: it must read.
+    Named(PathBuf),
+    /// Found in the local model directory: used if it reads.
+    InModel(PathBuf),
+}
+
+impl TokenizerFile {
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Named(p) | Self::InModel(p) => p,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -85,9 +101,20 @@ impl RawBench {
                 } else {
                     path
                 };
-                Some(Tokenizer::load(&path).map_err(|e| format!("bench.tokenizer: {e}"))?)
+                let file = if path.is_dir() {
+                    path.join("tokenizer.json")
+                } else {
+                    path
+                };
+                if !file.is_file() {
+                    return Err(format!(
+                        "bench.tokenizer: cannot read the tokenizer {}: no such file",
+                        file.display()
+                    ));
+                }
+                Some(TokenizerFile::Named(file))
             }
-            None => model_tokenizer(model, dir),
+            None => model_tokenizer(model, dir).map(TokenizerFile::InModel),
         };
         let datasets = match self.datasets {
             Some(path) => {
@@ -116,23 +143,16 @@ impl RawBench {
     }
 }
 
-/// The tokenizer in the model's directory, if it is a local one with a readable
-/// `tokenizer.json`. A model named by hub id, or one whose tokenizer does not
-/// read, leaves the benchmark to count per event (said in the log).
-fn model_tokenizer(model: &str, dir: &Path) -> Option<Tokenizer> {
+/// The tokenizer in the model's directory, if it is a local one with a
+/// `tokenizer.json`. A model named by hub id has none here: the benchmark
+/// counts per event.
+fn model_tokenizer(model: &str, dir: &Path) -> Option<PathBuf> {
     let path = model.rsplit_once('@').map_or(model, |(path, _)| path);
     if path.is_empty() {
         return None;
     }
-    let path = dir.join(path);
-    let file = Tokenizer::in_model_dir(&path)?;
-    match Tokenizer::load(&file) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            tracing::warn!(error = %e, "the model's tokenizer does not read; the benchmark counts tokens per event where the server does not count them");
-            None
-        }
-    }
+    let file = dir.join(path).join("tokenizer.json");
+    file.is_file().then_some(file)
 }
 
 impl Engine {

@@ -254,6 +254,7 @@ fn sglang_benchmarks_its_native_generate_unless_told_otherwise() {
 
 #[test]
 fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
+    use crate::bench::tokens::Tokenizer;
     let dir = tempfile::tempdir().expect("a temp dir");
     let model = dir.path().join("model");
     std::fs::create_dir(&model).expect("made");
@@ -266,7 +267,10 @@ fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
     for name in ["model", "model/tokenizer.json"] {
         let text = format!("{MINIMAL}\n[bench]\ntokenizer = \"{name}\"\n");
         let c = ServerConfig::parse_in(&text, dir.path()).expect("valid");
-        let t = c.bench.tokenizer.expect("a tokenizer");
+        let file = c.bench.tokenizer.expect("a tokenizer");
+        let t = Tokenizer::configured(&file)
+            .expect("reads")
+            .expect("a tokenizer");
         assert_eq!(t.path(), model.join("tokenizer.json"));
         assert_eq!(t.count("tok1 tok2 "), 2);
     }
@@ -284,7 +288,10 @@ fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
     std::fs::write(dir.path().join("broken.json"), "{not json").expect("written");
     for name in ["absent", "broken.json"] {
         let text = format!("{MINIMAL}\n[bench]\ntokenizer = \"{name}\"\n");
-        let err = ServerConfig::parse_in(&text, dir.path()).expect_err(name);
+        // Absent: the config says so; there but unreadable: loading does.
+        let err = ServerConfig::parse_in(&text, dir.path())
+            .and_then(|c| Tokenizer::configured(c.bench.tokenizer.as_ref().expect("named")))
+            .expect_err(name);
         assert!(err.contains("bench.tokenizer"), "{err}");
         assert!(err.contains(name), "{err}");
     }

@@ -1,10 +1,38 @@
 //! `[[webhooks]]`: where campaign summaries go. Each is named (the name is
 //! what views and logs show: a URL may carry a token), has an http(s) URL,
-//! and a format (`json`, drainwatch's own; `slack`, `{"text": …}`).
+//! and a format (`json`, drainwatch's own; `slack`, `{"text": …}`). The
+//! campaign runner's `campaign::webhook` sends to them.
 
 use serde::Deserialize;
 
-use crate::campaign::webhook::{Format, Hook};
+/// How a hook wants its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookFormat {
+    /// drainwatch's own JSON (`campaign::webhook::payload`).
+    Json,
+    /// `{"text": "…"}`, which Slack's incoming webhooks (and Mattermost's,
+    /// and Discord's `/slack` endpoint) take.
+    Slack,
+}
+
+/// One `[[webhooks]]` entry of the server's config.
+#[derive(Clone)]
+pub struct Hook {
+    pub name: String,
+    pub url: reqwest::Url,
+    pub format: HookFormat,
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a token: never printed.
+        f.debug_struct("Hook")
+            .field("name", &self.name)
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -12,11 +40,11 @@ pub(super) struct RawWebhook {
     name: Option<String>,
     url: String,
     #[serde(default = "json")]
-    format: Format,
+    format: HookFormat,
 }
 
-fn json() -> Format {
-    Format::Json
+fn json() -> HookFormat {
+    HookFormat::Json
 }
 
 /// The checked hooks; an error names the entry (never its URL).

@@ -95,7 +95,7 @@ impl Manager {
                 "dataset: this server's config names no [bench] datasets directory".to_owned(),
             ));
         };
-        let (name, tokenizer) = (name.to_owned(), self.cfg.bench.tokenizer.clone());
+        let (name, tokenizer) = (name.to_owned(), self.tokenizer.clone());
         tokio::task::spawn_blocking(move || {
             crate::bench::dataset::load(&dir, &name, tokenizer.as_ref())
         })
@@ -220,7 +220,7 @@ impl Manager {
                 api: run.settings.api,
                 model: self.cfg.bench.request_model.clone(),
                 api_key: self.cfg.api_key.clone(),
-                tokenizer: self.cfg.bench.tokenizer.clone(),
+                tokenizer: self.tokenizer.clone(),
                 engine: self.cfg.engine,
             },
             store: self.store.clone(),

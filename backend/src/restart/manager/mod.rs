@@ -68,6 +68,8 @@ struct OpRecord {
 #[derive(Debug)]
 pub struct Manager {
     cfg: Arc<ServerConfig>,
+    /// The benchmark's tokenizer, loaded at start.
+    tokenizer: Option<crate::bench::tokens::Tokenizer>,
     hub: Arc<Hub>,
     store: Store,
     machine: Machine,
@@ -146,6 +148,8 @@ pub struct Parts {
     pub recovered: crate::store::Recovered,
     /// `--cgroup`: where to contain the servers it launches.
     pub cgroup: cgroup::Setting,
+    /// The config's tokenizer, loaded (`Tokenizer::configured`).
+    pub tokenizer: Option<crate::bench::tokens::Tokenizer>,
 }
 
 impl Manager {
@@ -164,6 +168,7 @@ impl Manager {
             flags: p.cfg.allow.defaults().clone(),
             generation: p.recovered.generation,
             cfg: p.cfg,
+            tokenizer: p.tokenizer,
             hub: p.hub,
             store: p.store,
             running: None,

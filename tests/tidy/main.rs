@@ -1,0 +1,460 @@
+//! The backend's layers, kept by a test rather than by prose. Each source
+//! file of `backend/src` is parsed (syn), and every path it names through
+//! `crate::` or `super::` (in `use` items and in code alike, test code left
+//! out) becomes an arrow to the module it names. The test fails on:
+//! - an arrow between top-level modules that [`FLOORS`] forbids: a module
+//!   may use only modules on floors below its own;
+//! - a circle of files (a file that, through others, uses itself);
+//! - a library used outside its owner ([`OWNERS`]).
+//!
+//! [`FLOORS`] is the architecture in one place; ARCHITECTURE.md describes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// The backend's top-level modules, bottom floor first. A module may use the
+/// modules of the floors below its own, never one on its own floor or above.
+const FLOORS: &[&[&str]] = &[
+    // Time and the secret-name rules: used by everything, using nothing.
+    &["clock", "redact"],
+    // Who a process is; the live sample hub; tokens and roles.
+    &["identity", "hub", "auth"],
+    // Settings as data.
+    &["config"],
+    // What reads, keeps and acts: NVML and /proc, SQLite, processes and signals.
+    &["telemetry", "store", "supervisor"],
+    // The serving benchmark.
+    &["bench"],
+    // What the managed server's own /metrics says.
+    &["scrape"],
+    // The guarded restart.
+    &["restart"],
+    // Unattended campaigns; the command-line client.
+    &["campaign", "cli"],
+    // The HTTP API and the UI.
+    &["api"],
+    // The hub over many hosts; the whole agent put together.
+    &["fleet", "startup"],
+];
+
+/// Libraries (or calls) only one top-level module may use: (what, where).
+const OWNERS: &[(&str, &str)] = &[
+    ("rusqlite", "store"),
+    ("nvml_wrapper", "telemetry"),
+    ("signals", "supervisor"),
+];
+
+/// The files of the binary: above every floor (they parse the command line
+/// and start the library).
+const BINARY: [&str; 2] = ["main.rs", "args.rs"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../backend/src")
+}
+
+/// One source file: its module path (`["store", "bench"]`) and what it names.
+#[derive(Debug)]
+struct File {
+    path: PathBuf,
+    module: Vec<String>,
+    /// Every `crate::`/`super::` path named, made absolute (without `crate`).
+    uses: BTreeSet<Vec<String>>,
+    /// Every path whose first segment is another crate (`rusqlite::…`).
+    external: BTreeSet<Vec<String>>,
+}
+
+/// The module path of a file below `src`: `store/bench.rs` → store::bench,
+/// `store/mod.rs` → store, `lib.rs` → (the crate).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().expect("a file name");
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+fn is_test_attr(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.meta.require_list().is_ok_and(|l| {
+                l.tokens
+                    .to_string()
+                    .split(|c: char| !c.is_alphanumeric() && c != '_')
+                    .any(|w| w == "test")
+            })
+    })
+}
+
+struct Collector<'a> {
+    module: &'a [String],
+    uses: BTreeSet<Vec<String>>,
+    external: BTreeSet<Vec<String>>,
+}
+
+impl Collector<'_> {
+    /// Records `segments` (as written) from this file's module.
+    fn record(&mut self, segments: Vec<String>) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        match first.as_str() {
+            "crate" => {
+                self.uses.insert(segments[1..].to_vec());
+            }
+            "super" | "self" => {
+                let mut base = self.module.to_vec();
+                let mut rest = segments.as_slice();
+                while let Some(s) = rest.first() {
+                    match s.as_str() {
+                        "super" => {
+                            base.pop();
+                        }
+                        "self" => {}
+                        _ => break,
+                    }
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                self.uses.insert(base);
+            }
+            _ => {
+                self.external.insert(segments);
+            }
+        }
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                let mut full = prefix.clone();
+                if n.ident != "self" {
+                    full.push(n.ident.to_string());
+                }
+                self.record(full);
+            }
+            syn::UseTree::Rename(r) => {
+                let mut full = prefix.clone();
+                full.push(r.ident.to_string());
+                self.record(full);
+            }
+            syn::UseTree::Glob(_) => self.record(prefix.clone()),
+            syn::UseTree::Group(g) => {
+                for t in &g.items {
+                    self.use_tree(prefix, t);
+                }
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Collector<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Mod(m) => &m.attrs,
+            syn::Item::Fn(f) => &f.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(u) => &u.attrs,
+            syn::Item::Const(c) => &c.attrs,
+            syn::Item::Static(s) => &s.attrs,
+            syn::Item::Struct(s) => &s.attrs,
+            syn::Item::Enum(e) => &e.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if is_test_attr(attrs) {
+            return;
+        }
+        syn::visit::visit_item(self, item);
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &u.tree);
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if p.leading_colon.is_none() && p.segments.len() > 1 {
+            self.record(p.segments.iter().map(|s| s.ident.to_string()).collect());
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        // Paths inside macro calls (`format!`, `tracing::info!`) are tokens:
+        // read them as words, `crate :: a :: b`.
+        let text = m.tokens.to_string();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut i = 0;
+        while i < words.len() {
+            if matches!(words[i], "crate" | "libc" | "rusqlite" | "nvml_wrapper")
+                && words.get(i + 1) == Some(&"::")
+            {
+                let mut path = vec![words[i].to_owned()];
+                let mut j = i + 2;
+                while let Some(w) = words.get(j) {
+                    path.push((*w).to_owned());
+                    if words.get(j + 1) != Some(&"::") {
+                        break;
+                    }
+                    j += 2;
+                }
+                self.record(path);
+                i = j;
+            }
+            i += 1;
+        }
+        syn::visit::visit_macro(self, m);
+    }
+}
+
+/// Every non-test source file of the library, parsed.
+fn files() -> Vec<File> {
+    let root = src();
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            let rel = path.strip_prefix(&root).expect("below src").to_path_buf();
+            if !name.ends_with(".rs")
+                || name == "tests.rs"
+                || (rel.components().count() == 1 && BINARY.contains(&name.as_str()))
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let ast = syn::parse_file(&text)
+                .unwrap_or_else(|e| panic!("{}: does not parse: {e}", path.display()));
+            let module = module_of(&rel);
+            let mut c = Collector {
+                module: &module,
+                uses: BTreeSet::new(),
+                external: BTreeSet::new(),
+            };
+            c.visit_file(&ast);
+            let (uses, external) = (c.uses, c.external);
+            out.push(File {
+                path: rel,
+                module,
+                uses,
+                external,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// The file a used path lands in: the longest module prefix that is a file.
+fn target<'a>(modules: &'a BTreeMap<Vec<String>, usize>, path: &[String]) -> Option<&'a usize> {
+    (1..=path.len()).rev().find_map(|n| modules.get(&path[..n]))
+}
+
+fn floor_of(module: &str) -> Option<usize> {
+    FLOORS.iter().position(|f| f.contains(&module))
+}
+
+#[test]
+fn every_module_uses_only_the_floors_below_it() {
+    let files = files();
+    let mut wrong = Vec::new();
+    let mut unplaced = BTreeSet::new();
+    for f in &files {
+        let Some(from) = f.module.first() else {
+            continue; // lib.rs: the crate's table of contents
+        };
+        let Some(own) = floor_of(from) else {
+            unplaced.insert(from.clone());
+            continue;
+        };
+        for used in &f.uses {
+            let Some(to) = used.first() else {
+                continue;
+            };
+            if to == from {
+                continue;
+            }
+            match floor_of(to) {
+                Some(floor) if floor < own => {}
+                Some(_) => wrong.push(format!(
+                    "{} uses {} (`{}`): {to} is not below {from}",
+                    f.path.display(),
+                    to,
+                    used.join("::")
+                )),
+                None => {
+                    unplaced.insert(to.clone());
+                }
+            }
+        }
+    }
+    assert!(
+        unplaced.is_empty(),
+        "modules on no floor of FLOORS (add them): {unplaced:?}"
+    );
+    assert!(
+        wrong.is_empty(),
+        "arrows that go up or across:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_file_uses_itself_through_others() {
+    let files = files();
+    let modules: BTreeMap<Vec<String>, usize> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.module.clone(), i))
+        .collect();
+    let edges: Vec<BTreeSet<usize>> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.uses
+                .iter()
+                .filter_map(|u| target(&modules, u).copied())
+                // A parent's `mod` declarations and re-exports of its own
+                // children are not uses of them in this sense.
+                .filter(|&t| t != i && !files[t].module.starts_with(&f.module))
+                .collect()
+        })
+        .collect();
+    let circles = strongly_connected(&edges);
+    let named: Vec<String> = circles
+        .iter()
+        .map(|c| {
+            let names: Vec<String> = c
+                .iter()
+                .map(|&i| files[i].path.display().to_string())
+                .collect();
+            names.join(" → ")
+        })
+        .collect();
+    assert!(named.is_empty(), "circles of files:\n{}", named.join("\n"));
+}
+
+#[test]
+fn each_library_is_used_by_its_owner_only() {
+    let mut wrong = Vec::new();
+    for f in files() {
+        let module = f.module.first().cloned().unwrap_or_default();
+        for path in &f.external {
+            let what = match path.first().map(String::as_str) {
+                Some(lib @ ("rusqlite" | "nvml_wrapper")) => lib,
+                Some("libc")
+                    if path.iter().any(|s| {
+                        matches!(
+                            s.as_str(),
+                            "kill" | "killpg" | "SYS_pidfd_send_signal" | "tgkill"
+                        )
+                    }) =>
+                {
+                    "signals"
+                }
+                Some("nix") if path.iter().any(|s| s == "signal") => "signals",
+                _ => continue,
+            };
+            let owner = OWNERS
+                .iter()
+                .find(|(w, _)| *w == what)
+                .map(|(_, o)| *o)
+                .expect("an owner");
+            if module != owner {
+                wrong.push(format!(
+                    "{} uses {what} (`{}`): only {owner}/ may",
+                    f.path.display(),
+                    path.join("::")
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The reading works: it finds what it must (a control for the tests above).
+#[test]
+fn the_reader_sees_known_arrows() {
+    let files = files();
+    let find = |p: &str| {
+        files
+            .iter()
+            .find(|f| f.path == Path::new(p))
+            .unwrap_or_else(|| panic!("{p} is not read"))
+    };
+    // A `use crate::…` item, a path in code, and a library's path.
+    assert!(
+        find("startup.rs")
+            .uses
+            .iter()
+            .any(|u| u.first().is_some_and(|m| m == "api"))
+    );
+    assert!(
+        find("store/mod.rs")
+            .external
+            .iter()
+            .any(|p| p[0] == "rusqlite")
+    );
+    assert!(
+        find("supervisor/pidfd.rs")
+            .external
+            .iter()
+            .any(|p| p.iter().any(|s| s == "SYS_pidfd_send_signal")),
+        "{:?}",
+        find("supervisor/pidfd.rs").external
+    );
+    // `super::` is resolved against the file's module.
+    assert!(find("store/bench.rs").uses.contains(&vec![
+        "store".to_owned(),
+        "codec".to_owned(),
+        "name".to_owned()
+    ]));
+    // A circle is found where there is one.
+    assert_eq!(
+        strongly_connected(&[BTreeSet::from([1]), BTreeSet::from([0]), BTreeSet::new()]),
+        vec![vec![0, 1]]
+    );
+}
+
+/// The circles of a directed graph (strongly connected components of more
+/// than one node), each sorted.
+fn strongly_connected(edges: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+    let graph = petgraph::graph::DiGraph::<(), ()>::from_edges(
+        edges
+            .iter()
+            .enumerate()
+            .flat_map(|(from, to)| to.iter().map(move |&t| (from as u32, t as u32))),
+    );
+    let mut out: Vec<Vec<usize>> = petgraph::algo::tarjan_scc(&graph)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .map(|c| {
+            let mut c: Vec<usize> = c.into_iter().map(|n| n.index()).collect();
+            c.sort_unstable();
+            c
+        })
+        .collect();
+    out.sort();
+    out
+}
