@@ -221,16 +221,7 @@ async fn a_key_written_into_the_config_or_a_missing_key_file_stops_drainwatch_wi
     for (lines, needle) in cases {
         let cfg = host.scratch().join("bad.toml");
         std::fs::write(&cfg, config(&spec, &lines))?;
-        let out = std::process::Command::new(tests::bin("drainwatch"))
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--data-dir")
-            .arg(host.scratch().join("data"))
-            .arg("--nvml-lib")
-            .arg(host.nvml_lib())
-            .args(["--bind", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .output()?;
+        let out = host.drainwatch_refusing(&cfg)?;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(&needle), "{needle}: {err}");

@@ -139,16 +139,7 @@ fn a_named_tokenizer_that_does_not_read_stops_drainwatch_at_start() -> anyhow::R
         let cfg = host.scratch().join("server.toml");
         let extra = format!("[bench]\ntokenizer = \"{}\"\n", file.display());
         std::fs::write(&cfg, spec(&extra).toml())?;
-        let out = std::process::Command::new(tests::bin("drainwatch"))
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--data-dir")
-            .arg(host.scratch().join("data"))
-            .arg("--nvml-lib")
-            .arg(host.nvml_lib())
-            .args(["--bind", "127.0.0.1:0"])
-            .stdin(std::process::Stdio::null())
-            .output()?;
+        let out = host.drainwatch_refusing(&cfg)?;
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(

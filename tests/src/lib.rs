@@ -270,6 +270,21 @@ impl SimHost {
     pub fn scratch(&self) -> &Path {
         self.dir.path()
     }
+
+    /// drainwatch with server config `cfg` against this host, run until it
+    /// exits: for configs it must refuse at start (its exit and its words).
+    pub fn drainwatch_refusing(&self, cfg: &Path) -> std::io::Result<std::process::Output> {
+        Command::new(bin("drainwatch"))
+            .arg("--config")
+            .arg(cfg)
+            .arg("--data-dir")
+            .arg(self.scratch().join("data"))
+            .arg("--nvml-lib")
+            .arg(self.nvml_lib())
+            .args(["--bind", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .output()
+    }
 }
 
 impl Drop for SimHost {

@@ -96,11 +96,7 @@ impl RawBench {
             .map_err(|e| format!("bench.defaults: {e}"))?;
         let tokenizer = match self.tokenizer {
             Some(path) => {
-                let path = if path.is_relative() {
-                    dir.join(path)
-                } else {
-                    path
-                };
+                let path = dir.join(path);
                 let file = if path.is_dir() {
                     path.join("tokenizer.json")
                 } else {
@@ -118,11 +114,7 @@ impl RawBench {
         };
         let datasets = match self.datasets {
             Some(path) => {
-                let path = if path.is_relative() {
-                    dir.join(path)
-                } else {
-                    path
-                };
+                let path = dir.join(path);
                 if !path.is_dir() {
                     return Err(format!(
                         "bench.datasets ({}): not a directory",
