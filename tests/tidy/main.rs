@@ -5,7 +5,9 @@
 //! - an arrow between top-level modules that [`FLOORS`] forbids: a module
 //!   may use only modules on floors below its own;
 //! - a circle of files (a file that, through others, uses itself);
-//! - a library used outside its owner ([`OWNERS`]).
+//! - a library used outside its owner ([`OWNERS`]);
+//! - a file longer than [`MAX_LINES`] before its tests, but for the few
+//!   still being taken apart ([`LONG_FILES`]), which may only shrink.
 //!
 //! [`FLOORS`] is the architecture in one place; ARCHITECTURE.md describes it.
 
@@ -44,6 +46,18 @@ const OWNERS: &[(&str, &str)] = &[
     ("rusqlite", "store"),
     ("nvml_wrapper", "telemetry"),
     ("signals", "supervisor"),
+];
+
+/// The most lines a source file may have before its `#[cfg(test)]` part.
+const MAX_LINES: usize = 600;
+
+/// Files still longer than [`MAX_LINES`], each with the length it may not
+/// exceed: the list only shrinks (a file that comes under the limit is taken
+/// off it).
+const LONG_FILES: &[(&str, usize)] = &[
+    ("fleet/coordinate.rs", 1133),
+    ("restart/machine.rs", 716),
+    ("restart/manager/mod.rs", 654),
 ];
 
 /// The files of the binary: above every floor (they parse the command line
@@ -237,8 +251,9 @@ fn files() -> Vec<File> {
                 .to_string_lossy()
                 .into_owned();
             let rel = path.strip_prefix(&root).expect("below src").to_path_buf();
+            // `tests.rs`, `machine_tests.rs`: modules behind `#[cfg(test)]`.
             if !name.ends_with(".rs")
-                || name == "tests.rs"
+                || name.ends_with("tests.rs")
                 || (rel.components().count() == 1 && BINARY.contains(&name.as_str()))
             {
                 continue;
@@ -388,6 +403,62 @@ fn each_library_is_used_by_its_owner_only() {
                     path.join("::")
                 ));
             }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Lines before the file's inline test module (`#[cfg(test)]` then
+/// `mod … {`); all of them where it has none (an out-of-line `mod tests;`
+/// is a line like any other).
+fn lines_before_tests(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim() != "#[cfg(test)]" {
+            continue;
+        }
+        let next = lines[i + 1..]
+            .iter()
+            .map(|l| l.trim())
+            .find(|l| !l.starts_with("#["));
+        if next.is_some_and(|n| n.starts_with("mod ") && n.ends_with('{')) {
+            return i;
+        }
+    }
+    lines.len()
+}
+
+#[test]
+fn no_file_is_longer_than_the_limit() {
+    let root = src();
+    let mut wrong = Vec::new();
+    let mut listed = Vec::new();
+    for f in files() {
+        let text = std::fs::read_to_string(root.join(&f.path)).expect("readable");
+        let lines = lines_before_tests(&text);
+        let name = f.path.to_string_lossy().into_owned();
+        match LONG_FILES.iter().find(|(p, _)| *p == name) {
+            Some(&(_, most)) => {
+                listed.push(name.clone());
+                if lines > most {
+                    wrong.push(format!(
+                        "{name}: {lines} lines, it may only shrink (at most {most})"
+                    ));
+                } else if lines <= MAX_LINES {
+                    wrong.push(format!(
+                        "{name}: {lines} lines, now under {MAX_LINES}: take it off LONG_FILES"
+                    ));
+                }
+            }
+            None if lines > MAX_LINES => {
+                wrong.push(format!("{name}: {lines} lines, over {MAX_LINES}: split it"));
+            }
+            None => {}
+        }
+    }
+    for (p, _) in LONG_FILES {
+        if !listed.iter().any(|l| l == p) {
+            wrong.push(format!("{p} is on LONG_FILES but not in backend/src"));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -167,5 +167,7 @@ pub(crate) fn ensure_old_glibc() -> anyhow::Result<PathBuf> {
         "Debian 11's libc6 holds no {}",
         libc.display()
     );
+    // The package lists (12 MB) have served: the cache keeps the libraries.
+    let _ = std::fs::remove_dir_all(&apt_dir);
     Ok(root_dir)
 }

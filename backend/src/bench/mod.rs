@@ -5,6 +5,7 @@
 
 pub mod conditions;
 pub mod dataset;
+mod events;
 pub mod flagset;
 pub mod load;
 pub mod prompts;

@@ -1,5 +1,5 @@
-//! Telemetry: one [`Sample`] of the host from NVML ([`nvml`] and its
-//! [`health`] fields, the only NVML users) joined with `/proc` ([`procfs`]),
+//! Telemetry: one [`Sample`] of the host from NVML ([`nvml`], its [`health`]
+//! fields and the XID watcher: the only NVML users) joined with `/proc` ([`procfs`]),
 //! and the [`sampler`] that takes one per period and publishes it. This module
 //! reads; it never signals or kills anything.
 
@@ -9,6 +9,7 @@ mod nvml_error;
 pub mod procfs;
 pub mod sampler;
 pub mod server;
+mod xid;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
