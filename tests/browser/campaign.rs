@@ -102,11 +102,18 @@ async fn a_plan_built_in_the_ui_runs_and_its_rows_and_chart_fill_in() -> anyhow:
     assert_eq!(progress, "4 of 4 steps");
     b.screenshot("campaign").await?;
 
-    // A point opens its step: its flags, its restart record.
-    b.click("[data-testid=pareto-point][data-step='3'] .hit")
-        .await?;
-    b.wait_count("[data-testid=campaign-point][data-step='3']", 1, T)
-        .await?;
+    // A point opens its step: its flags, its restart record. The point drawn
+    // last: two steps that measured alike are drawn one over the other, and a
+    // click lands on the one on top.
+    let last = "[data-testid=pareto-point]:last-of-type";
+    let step = b.attr(last, "data-step").await?.expect("a step");
+    b.click(&format!("{last} .hit")).await?;
+    b.wait_count(
+        &format!("[data-testid=campaign-point][data-step='{step}']"),
+        1,
+        T,
+    )
+    .await?;
     b.click("[data-testid=campaign-point-record]").await?;
     b.wait_count("[data-testid=restart-detail]", 1, T).await?;
     b.wait_attr("[data-testid=detail-outcome]", "data-outcome", T, |o| {
