@@ -42,10 +42,7 @@ pub(crate) fn build() -> anyhow::Result<PathBuf> {
         .arg(format!("{triple}.{GLIBC}"))
         .env("CARGO_ZIGBUILD_ZIG_PATH", &zig)
         // cargo-zigbuild runs cargo itself: the same one as this task.
-        .env(
-            "CARGO",
-            std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
-        );
+        .env("CARGO", cargo().get_program());
     for p in PACKAGES {
         cmd.args(["-p", p]);
     }

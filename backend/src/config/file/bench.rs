@@ -48,14 +48,6 @@ pub enum TokenizerFile {
     InModel(PathBuf),
 }
 
-impl TokenizerFile {
-    pub fn path(&self) -> &Path {
-        match self {
-            Self::Named(p) | Self::InModel(p) => p,
-        }
-    }
-}
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBench {
