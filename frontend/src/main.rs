@@ -31,7 +31,8 @@ mod wire;
 mod ws;
 
 fn main() {
-    console_error_panic_hook::set_once();
+    // No panic hook: the bundle is built with `-Cpanic=immediate-abort`, where a
+    // panic traps before any hook could run.
     // A hub serves this same page at `/fleet`.
     let path = leptos::prelude::window()
         .location()

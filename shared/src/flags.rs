@@ -134,7 +134,7 @@ pub fn check(spec: &FlagSpec, raw: &str) -> Result<String, FlagRefusal> {
             Ok(_) => Err(FlagRefusal::OutOfRange),
             Err(_) => Err(FlagRefusal::NotInteger),
         },
-        FlagType::Float { min, max } => match v.parse::<f64>() {
+        FlagType::Float { min, max } => match crate::decimal::parse_f64(v).ok_or(()) {
             Ok(x) if x.is_finite() && *min <= x && x <= *max => Ok(x.to_string()),
             Ok(_) => Err(FlagRefusal::OutOfRange),
             Err(_) => Err(FlagRefusal::NotNumber),

@@ -6,6 +6,7 @@
 //! - [`auth`]: roles, the caller's session, who is connected.
 //! - [`bench`]: flag sets, serving benchmarks and their results.
 //! - [`campaign`]: unattended searches over flag sets, step by step, and what views compute from them.
+//! - [`decimal`]: decimal text to a number, as `str::parse` reads it.
 //! - [`flags`]: the allow-list's entries, the one check of a value, applying changes, diffs.
 //! - [`gpu`]: one GPU as NVML reported it, field by field.
 //! - [`health`]: a GPU's clocks and health (throttling, ECC, rows, PCIe, MIG, XID) and what is wrong.
@@ -26,6 +27,7 @@
 pub mod auth;
 pub mod bench;
 pub mod campaign;
+pub mod decimal;
 pub mod failure;
 pub mod flags;
 pub mod flat;

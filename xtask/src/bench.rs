@@ -56,6 +56,35 @@ fn bundle_size() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The most the app's code may weigh, `gzip -9`'d: the wasm and its JS glue
+/// (docs/PERFORMANCE.md). `cargo xtask test` fails above it.
+pub(crate) const BUNDLE_BUDGET: usize = 400 * 1024;
+
+/// Fails when the built app's code (wasm + JS glue, gzipped) is over
+/// [`BUNDLE_BUDGET`]; says what it weighs either way.
+pub(crate) fn check_bundle_budget() -> anyhow::Result<()> {
+    let dist = root().join("frontend/dist");
+    let mut total = 0;
+    for file in ["frontend_bg.wasm", "frontend.js"] {
+        let body =
+            std::fs::read(dist.join(file)).with_context(|| format!("reading dist/{file}"))?;
+        total += gzip_len(&body)?;
+    }
+    let kib = |b: usize| b as f64 / 1024.0;
+    anyhow::ensure!(
+        total <= BUNDLE_BUDGET,
+        "the UI bundle is {:.1} KiB gzipped (wasm + js), over its {:.0} KiB budget: see docs/PERFORMANCE.md, \"The bundle\"",
+        kib(total),
+        kib(BUNDLE_BUDGET)
+    );
+    eprintln!(
+        "xtask: UI bundle {:.1} KiB gzipped (wasm + js), budget {:.0} KiB",
+        kib(total),
+        kib(BUNDLE_BUDGET)
+    );
+    Ok(())
+}
+
 fn gzip_len(body: &[u8]) -> anyhow::Result<usize> {
     let mut gz = Command::new("gzip")
         .arg("-9c")

@@ -14,6 +14,8 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
     // The real engine the engine tests run (built once, cached outside the clone).
     let engine = crate::engine::ensure()?;
     build::ui()?;
+    // The bundle's size budget holds without anyone remembering it.
+    crate::bench::check_bundle_budget()?;
     run_cmd(cargo().args(["fmt", "--all", "--", "--check"]))?;
     // Lints at clippy's default levels: deny-level findings fail the run,
     // warnings are printed (the tree is kept free of them).

@@ -143,8 +143,8 @@ impl Builder {
         let target = match self.target.trim() {
             "" => None,
             t => Some(
-                t.parse::<f64>()
-                    .map_err(|_| format!("target: `{t}` is not a number"))?,
+                shared::decimal::parse_f64(t)
+                    .ok_or_else(|| format!("target: `{t}` is not a number"))?,
             ),
         };
         let plan = PlanJson {

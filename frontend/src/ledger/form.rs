@@ -80,8 +80,7 @@ fn number(what: &str, text: &str) -> Result<Option<f64>, String> {
     if t.is_empty() {
         return Ok(None);
     }
-    t.parse::<f64>()
-        .ok()
+    shared::decimal::parse_f64(t)
         .filter(|v| v.is_finite())
         .map(Some)
         .ok_or_else(|| format!("{what}: `{t}` is not a number"))

@@ -16,10 +16,7 @@ pub(crate) fn parse_c(v: &str) -> Option<u32> {
 
 /// The target from a query or storage value, if it is a positive number.
 pub(crate) fn parse_target(v: &str) -> Option<f64> {
-    v.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|t| t.is_finite() && *t > 0.0)
+    shared::decimal::parse_f64(v.trim()).filter(|t| t.is_finite() && *t > 0.0)
 }
 
 /// "A,B" from a query value: at most two set ids.
