@@ -146,6 +146,90 @@ pub fn check(spec: &FlagSpec, raw: &str) -> Result<String, FlagRefusal> {
     }
 }
 
+/// A set of flag changes: name → the value to set, or `None` for the default.
+pub type Changes = BTreeMap<String, Option<String>>;
+
+/// Why a set of flag changes is refused: its first wrong entry. One wording for
+/// the config, the API, the CLI, campaign plans and the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeError {
+    /// The same flag twice in one set.
+    Twice { name: String },
+    /// A flag the allow-list does not have; `allowed` is what it has.
+    Unknown { name: String, allowed: Vec<String> },
+    /// A value its flag refuses, as the value check words it.
+    Value(String),
+}
+
+impl fmt::Display for ChangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Twice { name } => write!(f, "`{name}` is given twice"),
+            Self::Unknown { name, allowed } if allowed.is_empty() => {
+                write!(f, "unknown flag `{name}`: this server allows no flag changes")
+            }
+            Self::Unknown { name, allowed } => write!(
+                f,
+                "unknown flag `{name}`: not in the allow-list (allowed: {})",
+                allowed.join(", ")
+            ),
+            Self::Value(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for ChangeError {}
+
+/// `items` as one set of changes; a name given twice is refused.
+pub fn gather(
+    items: impl IntoIterator<Item = (String, Option<String>)>,
+) -> Result<Changes, ChangeError> {
+    let mut out = Changes::new();
+    for (name, value) in items {
+        if out.contains_key(&name) {
+            return Err(ChangeError::Twice { name });
+        }
+        out.insert(name, value);
+    }
+    Ok(out)
+}
+
+/// `name`'s entry in `specs`, or why it is unknown.
+pub fn spec_of<'a>(specs: &'a [FlagSpec], name: &str) -> Result<&'a FlagSpec, ChangeError> {
+    specs
+        .iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| ChangeError::Unknown {
+            name: name.to_owned(),
+            allowed: specs.iter().map(|s| s.name.clone()).collect(),
+        })
+}
+
+/// The one check of a whole set of changes against an allow-list: no name twice,
+/// none off the list, every value one its flag takes. `value` checks one value
+/// (a secret flag's check does not quote it back) and returns it canonical;
+/// [`plain_value`] is the check for flags that are not secret. A reset (`None`)
+/// is always allowed. Returns the set with canonical values.
+pub fn check_changes(
+    specs: &[FlagSpec],
+    items: impl IntoIterator<Item = (String, Option<String>)>,
+    mut value: impl FnMut(&FlagSpec, &str) -> Result<String, String>,
+) -> Result<Changes, ChangeError> {
+    let mut out = gather(items)?;
+    for (name, change) in &mut out {
+        let spec = spec_of(specs, name)?;
+        if let Some(v) = change {
+            *v = value(spec, v).map_err(ChangeError::Value)?;
+        }
+    }
+    Ok(out)
+}
+
+/// [`check`] with its refusal as a whole sentence that quotes the value.
+pub fn plain_value(spec: &FlagSpec, raw: &str) -> Result<String, String> {
+    check(spec, raw).map_err(|r| r.message(spec, raw))
+}
+
 /// `current` after `changes`. Each change goes through `value(name, value)`
 /// first, which refuses it or says what the flag becomes: `Some` sets it, `None`
 /// resets it to its default (which removes it when it has none). A change of
@@ -398,6 +482,56 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    /// One check for a whole set: a name twice, a name off the list (worded by
+    /// whether the list is empty), a refused value, and canonical values back.
+    #[test]
+    fn a_set_of_changes_is_checked_as_one() {
+        let specs = [
+            spec("--tp", FlagType::Int { min: 1, max: 8 }),
+            spec("--ratio", FlagType::Float { min: 0.5, max: 1.0 }),
+        ];
+        let item = |k: &str, v: Option<&str>| (k.to_owned(), v.map(str::to_owned));
+        let ok = check_changes(
+            &specs,
+            [item("--tp", Some("04")), item("--ratio", None)],
+            plain_value,
+        )
+        .expect("valid");
+        assert_eq!(ok, Changes::from([item("--tp", Some("4")), item("--ratio", None)]));
+
+        let twice = check_changes(
+            &specs,
+            [item("--tp", Some("2")), item("--tp", None)],
+            plain_value,
+        );
+        assert_eq!(twice.expect_err("twice").to_string(), "`--tp` is given twice");
+
+        let unknown = check_changes(&specs, [item("--rm-rf", Some("/"))], plain_value);
+        assert_eq!(
+            unknown.expect_err("unknown").to_string(),
+            "unknown flag `--rm-rf`: not in the allow-list (allowed: --tp, --ratio)"
+        );
+        let none = check_changes(&[], [item("--tp", Some("2"))], plain_value);
+        assert_eq!(
+            none.expect_err("none allowed").to_string(),
+            "unknown flag `--tp`: this server allows no flag changes"
+        );
+
+        let bad = check_changes(&specs, [item("--ratio", Some("2"))], plain_value);
+        assert_eq!(
+            bad.expect_err("out of range").to_string(),
+            "`--ratio` must be a number from 0.5 to 1, got `2`"
+        );
+        // The caller's value check decides what a refusal says.
+        let hidden = check_changes(&specs, [item("--tp", Some("x"))], |_, _| {
+            Err("`--tp`: refused (not shown)".to_owned())
+        });
+        assert_eq!(
+            hidden.expect_err("refused"),
+            ChangeError::Value("`--tp`: refused (not shown)".to_owned())
+        );
     }
 
     #[test]

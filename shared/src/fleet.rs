@@ -142,18 +142,16 @@ pub struct CoordRequest {
 pub fn parse_flags_text(
     text: &str,
 ) -> Result<std::collections::BTreeMap<String, Option<String>>, String> {
-    let mut out = std::collections::BTreeMap::new();
+    let mut items = Vec::new();
     for item in text.split_whitespace() {
         match item.split_once('=') {
             Some((k, v)) if !k.is_empty() && !v.is_empty() => {
-                if out.insert(k.to_owned(), Some(v.to_owned())).is_some() {
-                    return Err(format!("`{k}` is given twice"));
-                }
+                items.push((k.to_owned(), Some(v.to_owned())));
             }
             _ => return Err(format!("`{item}` is not name=value")),
         }
     }
-    Ok(out)
+    crate::flags::gather(items).map_err(|e| e.to_string())
 }
 
 /// What a step of a coordinated operation did on one member.

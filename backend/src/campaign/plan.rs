@@ -148,7 +148,8 @@ impl<'de> Deserialize<'de> for Ordered {
                 let mut out: Vec<(String, Values)> = Vec::new();
                 while let Some((k, v)) = map.next_entry::<String, Values>()? {
                     if out.iter().any(|(n, _)| *n == k) {
-                        return Err(de::Error::custom(format!("flag `{k}` is given twice")));
+                        let twice = shared::flags::ChangeError::Twice { name: k };
+                        return Err(de::Error::custom(twice));
                     }
                     out.push((k, v));
                 }

@@ -2,7 +2,7 @@
 //! newest coordinated restarts, or restart one and follow it node by node
 //! to its end (`--url` is the hub's).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -33,16 +33,11 @@ pub async fn group(args: GroupArgs) -> Result<Exit, CliError> {
             yes,
             no_wait,
         } => {
-            let mut changes = BTreeMap::new();
-            for (k, v) in flags
-                .into_iter()
-                .map(|(k, v)| (k, Some(v)))
-                .chain(reset.into_iter().map(|k| (k, None)))
-            {
-                if changes.insert(k.clone(), v).is_some() {
-                    return Err(CliError::new(Exit::Usage, format!("`{k}` is given twice")));
-                }
-            }
+            let sets = flags.into_iter().map(|(k, v)| (k, Some(v)));
+            let resets = reset.into_iter().map(|k| (k, None));
+            // Each node checks the names and values against its own allow-list.
+            let changes = shared::flags::gather(sets.chain(resets))
+                .map_err(|e| CliError::new(Exit::Usage, e.to_string()))?;
             if !yes {
                 super::restart::confirm(&name).await?;
             }
@@ -216,7 +211,7 @@ mod tests {
             finished_at_ms: None,
             outcome: Outcome::Running,
             failure: None,
-            flags: BTreeMap::new(),
+            flags: Default::default(),
             members: vec![
                 MemberTimeline {
                     name: "a".into(),

@@ -69,38 +69,33 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
     Ok(exit_of(&summary))
 }
 
-/// The request's flag changes; a name off the allow-list fails here, before the
-/// confirmation (drainwatch checks the values).
+/// The request's flag changes, checked here as drainwatch will check them (a
+/// name twice, one off the allow-list, a value its flag refuses) so that a wrong
+/// request fails before the confirmation; drainwatch checks them again. A
+/// secret flag's refused value is not quoted back (a secret by its name, or one
+/// whose value drainwatch shows redacted).
 fn changes(
     server: &ServerStatus,
     args: &RestartArgs,
 ) -> Result<BTreeMap<String, Option<String>>, CliError> {
-    let mut out = BTreeMap::new();
-    let sets = args.flags.iter().map(|(k, v)| (k, Some(v.clone())));
-    let resets = args.reset.iter().map(|k| (k, None));
-    for (name, value) in sets.chain(resets) {
-        if !server.allowed.iter().any(|f| &f.name == name) {
-            let allowed: Vec<&str> = server.allowed.iter().map(|f| f.name.as_str()).collect();
-            return Err(CliError::new(
-                Exit::Usage,
-                format!(
-                    "`{name}` is not a flag a restart may change; the allow-list has: {}",
-                    if allowed.is_empty() {
-                        "nothing".to_owned()
-                    } else {
-                        allowed.join(", ")
-                    }
-                ),
-            ));
-        }
-        if out.insert(name.clone(), value).is_some() {
-            return Err(CliError::new(
-                Exit::Usage,
-                format!("`{name}` is given twice"),
-            ));
-        }
-    }
-    Ok(out)
+    let sets = args.flags.iter().map(|(k, v)| (k.clone(), Some(v.clone())));
+    let resets = args.reset.iter().map(|k| (k.clone(), None));
+    // The values as typed: drainwatch turns them canonical itself.
+    let as_typed = |spec: &shared::flags::FlagSpec, v: &str| {
+        let redacted = |f: &Flags| f.get(&spec.name).is_some_and(|v| crate::redact::is_redacted(v));
+        let secret = crate::redact::secret_by_words(&spec.name)
+            || redacted(&server.flags)
+            || redacted(&server.default_flags);
+        let shown = match secret {
+            true => "(not shown: a secret)",
+            false => v,
+        };
+        shared::flags::check(spec, v)
+            .map(|_| v.to_owned())
+            .map_err(|r| r.message(spec, shown))
+    };
+    shared::flags::check_changes(&server.allowed, sets.chain(resets), as_typed)
+        .map_err(|e| CliError::new(Exit::Usage, e.to_string()))
 }
 
 /// The flags the server will run with after the change.

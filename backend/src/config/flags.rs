@@ -95,20 +95,6 @@ impl AllowList {
         &self.defaults
     }
 
-    fn spec(&self, name: &str) -> Result<&FlagSpec, FlagError> {
-        self.specs.iter().find(|s| s.name == name).ok_or_else(|| {
-            let allowed: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
-            FlagError(if allowed.is_empty() {
-                format!("unknown flag `{name}`: this server allows no flag changes")
-            } else {
-                format!(
-                    "unknown flag `{name}`: not in the allow-list (allowed: {})",
-                    allowed.join(", ")
-                )
-            })
-        })
-    }
-
     /// The flags after `changes` (a value sets a flag, `None` resets it to its
     /// default) are applied to `current`. All or nothing: one bad entry refuses all.
     pub fn resolve(
@@ -116,10 +102,9 @@ impl AllowList {
         current: &Flags,
         changes: &BTreeMap<String, Option<String>>,
     ) -> Result<Flags, FlagError> {
-        flags::apply(current, &self.defaults, changes, |name, v| {
-            let spec = self.spec(name)?;
-            let Some(v) = v else { return Ok(None) };
-            let secret = self.is_secret(name);
+        let items = changes.iter().map(|(k, v)| (k.clone(), v.clone()));
+        let checked = flags::check_changes(&self.specs, items, |spec, v| {
+            let secret = self.is_secret(&spec.name);
             // A secret value comes back from a view in its redacted form (the
             // dialog, a flag set): the raw value it stands for.
             let raw = match secret && crate::redact::is_redacted(v) {
@@ -128,8 +113,11 @@ impl AllowList {
                     .unwrap_or_else(|| v.to_owned()),
                 false => v.to_owned(),
             };
-            check(spec, &raw, secret).map(Some).map_err(FlagError)
+            check(spec, &raw, secret)
         })
+        .map_err(|e| FlagError(e.to_string()))?;
+        let unchanged = |_: &str, v: Option<&str>| Ok::<_, FlagError>(v.map(str::to_owned));
+        flags::apply(current, &self.defaults, &checked, unchanged)
     }
 
     /// The command line and environment that run the server with `flags`.
@@ -176,7 +164,7 @@ impl AllowList {
 /// A refusal never quotes the values of a secret flag (`--api-key`): it is
 /// answered, audited and logged.
 fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, String> {
-    let checked = flags::check(spec, raw).map_err(|r| r.message(spec, raw));
+    let checked = flags::plain_value(spec, raw);
     if secret {
         return checked.map_err(|_| {
             format!(
