@@ -53,8 +53,8 @@ const SECRET_WORDS: [&str; 4] = ["token", "secret", "password", "passwd"];
 /// Decides what is secret and rewrites it.
 pub struct Redactor {
     key: [u8; KEY_LEN],
-    /// The config's extra names, normalized (see [`normalize`]).
-    extra: Vec<String>,
+    /// The config's extra names.
+    names: SecretNames,
     /// Secret values to replace wherever they occur, longest first.
     known: RwLock<Vec<String>>,
 }
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("Redactor")
-            .field("extra", &self.extra)
+            .field("extra", &self.names.0)
             .field("known_values", &known.len())
             .finish_non_exhaustive()
     }
@@ -75,11 +75,7 @@ impl Redactor {
     pub fn new(key: [u8; KEY_LEN], names: &[String]) -> Self {
         Self {
             key,
-            extra: names
-                .iter()
-                .map(|n| normalize(n))
-                .filter(|n| !n.is_empty())
-                .collect(),
+            names: SecretNames::new(names),
             known: RwLock::new(Vec::new()),
         }
     }
@@ -91,8 +87,7 @@ impl Redactor {
 
     /// Whether values named `name` (`--api-key`, `HF_TOKEN`, `api_key`) are secret.
     pub fn is_secret(&self, name: &str) -> bool {
-        let norm = normalize(name);
-        !norm.is_empty() && (self.extra.contains(&norm) || secret_words(&norm))
+        self.names.is_secret(name)
     }
 
     /// The redacted form of a secret value; an empty or already redacted one as it is.
@@ -310,6 +305,31 @@ impl Redactor {
         }
         out.push_str(&s[copied..]);
         out
+    }
+}
+
+/// Which names are secret: the word rule and the config's `redact` list. Held
+/// by the redactor; the config's check of its own base values asks one made
+/// from the same list.
+#[derive(Debug, Clone, Default)]
+pub struct SecretNames(Vec<String>);
+
+impl SecretNames {
+    /// The word rule and `names` (the config's list; case and dashes aside).
+    pub fn new(names: &[String]) -> Self {
+        Self(
+            names
+                .iter()
+                .map(|n| normalize(n))
+                .filter(|n| !n.is_empty())
+                .collect(),
+        )
+    }
+
+    /// Whether values named `name` (`--api-key`, `HF_TOKEN`, `api_key`) are secret.
+    pub fn is_secret(&self, name: &str) -> bool {
+        let norm = normalize(name);
+        !norm.is_empty() && (self.0.contains(&norm) || secret_words(&norm))
     }
 }
 

@@ -166,7 +166,10 @@ impl fmt::Display for ChangeError {
         match self {
             Self::Twice { name } => write!(f, "`{name}` is given twice"),
             Self::Unknown { name, allowed } if allowed.is_empty() => {
-                write!(f, "unknown flag `{name}`: this server allows no flag changes")
+                write!(
+                    f,
+                    "unknown flag `{name}`: this server allows no flag changes"
+                )
             }
             Self::Unknown { name, allowed } => write!(
                 f,
@@ -499,14 +502,20 @@ mod tests {
             plain_value,
         )
         .expect("valid");
-        assert_eq!(ok, Changes::from([item("--tp", Some("4")), item("--ratio", None)]));
+        assert_eq!(
+            ok,
+            Changes::from([item("--tp", Some("4")), item("--ratio", None)])
+        );
 
         let twice = check_changes(
             &specs,
             [item("--tp", Some("2")), item("--tp", None)],
             plain_value,
         );
-        assert_eq!(twice.expect_err("twice").to_string(), "`--tp` is given twice");
+        assert_eq!(
+            twice.expect_err("twice").to_string(),
+            "`--tp` is given twice"
+        );
 
         let unknown = check_changes(&specs, [item("--rm-rf", Some("/"))], plain_value);
         assert_eq!(

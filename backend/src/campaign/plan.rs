@@ -257,7 +257,7 @@ pub fn resolve(
     let canon = |flag: &str, v: &Scalar, at: &str| -> Result<Option<String>, PlanError> {
         let change = BTreeMap::from([(flag.to_owned(), v.0.clone())]);
         let flags = allow
-            .resolve(allow.defaults(), &change)
+            .resolve(crate::redact::global(), allow.defaults(), &change)
             .map_err(|e| bad(format!("{at}: {e}")))?;
         Ok(flags.get(flag).cloned())
     };
@@ -377,7 +377,7 @@ pub fn resolve(
     let mut steps: Vec<ResolvedStep> = Vec::with_capacity(sets.len());
     for (i, (label, changes, settings)) in sets.into_iter().enumerate() {
         let flags = allow
-            .resolve(allow.defaults(), &changes)
+            .resolve(crate::redact::global(), allow.defaults(), &changes)
             .map_err(|e| bad(format!("set #{}: {e}", i + 1)))?;
         if let Some(same) = steps
             .iter()

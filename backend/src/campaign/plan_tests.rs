@@ -48,7 +48,7 @@ fn allow() -> AllowList {
         .map(|s| s.to_string())
         .collect();
     let env = BTreeMap::from([("SGLANG_OPT_USE_TILELANG_INDEXER".to_owned(), "0".to_owned())]);
-    AllowList::new(specs, &args, &env).expect("valid allow-list")
+    AllowList::new(specs, &args, &env, &Default::default()).expect("valid allow-list")
 }
 
 fn plan(toml: &str) -> Result<Resolved, PlanError> {

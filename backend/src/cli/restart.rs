@@ -82,7 +82,10 @@ fn changes(
     let resets = args.reset.iter().map(|k| (k.clone(), None));
     // The values as typed: drainwatch turns them canonical itself.
     let as_typed = |spec: &shared::flags::FlagSpec, v: &str| {
-        let redacted = |f: &Flags| f.get(&spec.name).is_some_and(|v| crate::redact::is_redacted(v));
+        let redacted = |f: &Flags| {
+            f.get(&spec.name)
+                .is_some_and(|v| crate::redact::is_redacted(v))
+        };
         let secret = crate::redact::secret_by_words(&spec.name)
             || redacted(&server.flags)
             || redacted(&server.default_flags);

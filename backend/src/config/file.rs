@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use super::flags::AllowList;
 use crate::clock::parse_duration;
+use crate::redact::SecretNames;
 use specs::{RawFlag, flag_spec};
 
 pub use api_key::ApiKey;
@@ -353,7 +354,7 @@ impl ServerConfig {
             .into_iter()
             .map(flag_spec)
             .collect::<Result<Vec<_>, _>>()?;
-        let allow = AllowList::new(specs, &s.args, &s.env)?.with_secret_names(&redact);
+        let allow = AllowList::new(specs, &s.args, &s.env, &SecretNames::new(&redact))?;
         let model = s.model.clone().unwrap_or_else(|| model_of(&s.args));
         let bench = raw.bench.check(s.engine, &model, dir)?;
         let webhooks = webhooks::check(raw.webhooks)?;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use shared::flags::{self, FlagKind, FlagSpec, FlagType, Flags};
 
+use crate::redact::{Redactor, SecretNames};
+
 /// A refused flag change, worded for the operator.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -18,8 +20,6 @@ pub struct FlagError(pub String);
 pub struct AllowList {
     specs: Vec<FlagSpec>,
     defaults: Flags,
-    /// More secret names than the word rule finds (`server.redact`).
-    secret: Vec<String>,
 }
 
 /// What to run: the argument vector, variables to set, variables to remove.
@@ -32,11 +32,13 @@ pub struct Invocation {
 
 impl AllowList {
     /// Reads each flag's default from the base argv and environment, and checks it
-    /// against the flag's own type.
+    /// against the flag's own type; a refused base value of a flag `secret` names
+    /// is not quoted.
     pub fn new(
         specs: Vec<FlagSpec>,
         base_args: &[String],
         base_env: &BTreeMap<String, String>,
+        secret: &SecretNames,
     ) -> Result<Self, String> {
         let mut defaults = Flags::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -48,29 +50,23 @@ impl AllowList {
                 FlagKind::Arg => arg_value(base_args, spec),
             };
             if let Some(v) = found {
-                let v = check(spec, &v, crate::redact::secret_by_words(&spec.name))
+                let v = check(spec, &v, secret.is_secret(&spec.name))
                     .map_err(|e| format!("flags: the base value of {e} (fix server.args/env)"))?;
                 defaults.insert(spec.name.clone(), v);
             }
         }
-        Ok(Self {
-            specs,
-            defaults,
-            secret: Vec::new(),
-        })
-    }
-
-    /// Also treats `names` (the config's `redact` list) as secret: a refused
-    /// value of theirs is not quoted back either.
-    pub fn with_secret_names(mut self, names: &[String]) -> Self {
-        self.secret = names.iter().map(|n| crate::redact::normalize(n)).collect();
-        self
+        Ok(Self { specs, defaults })
     }
 
     /// The raw value of `spec` whose redacted form is `shown`: one its
     /// allow-list offers, its default or its current value.
-    fn unredact(&self, spec: &FlagSpec, current: &Flags, shown: &str) -> Option<String> {
-        let r = crate::redact::global();
+    fn unredact(
+        &self,
+        r: &Redactor,
+        spec: &FlagSpec,
+        current: &Flags,
+        shown: &str,
+    ) -> Option<String> {
         let offered = match &spec.ty {
             FlagType::Enum { values } => values.clone(),
             _ => Vec::new(),
@@ -80,11 +76,6 @@ impl AllowList {
             .chain(self.defaults.get(&spec.name).cloned())
             .chain(current.get(&spec.name).cloned())
             .find(|raw| r.value(raw) == shown)
-    }
-
-    fn is_secret(&self, name: &str) -> bool {
-        crate::redact::secret_by_words(name)
-            || self.secret.contains(&crate::redact::normalize(name))
     }
 
     pub fn specs(&self) -> &[FlagSpec] {
@@ -97,19 +88,22 @@ impl AllowList {
 
     /// The flags after `changes` (a value sets a flag, `None` resets it to its
     /// default) are applied to `current`. All or nothing: one bad entry refuses all.
+    /// `r` says which flags are secret (their refused values are not quoted) and
+    /// what a redacted value from a view stands for.
     pub fn resolve(
         &self,
+        r: &Redactor,
         current: &Flags,
         changes: &BTreeMap<String, Option<String>>,
     ) -> Result<Flags, FlagError> {
         let items = changes.iter().map(|(k, v)| (k.clone(), v.clone()));
         let checked = flags::check_changes(&self.specs, items, |spec, v| {
-            let secret = self.is_secret(&spec.name);
+            let secret = r.is_secret(&spec.name);
             // A secret value comes back from a view in its redacted form (the
             // dialog, a flag set): the raw value it stands for.
             let raw = match secret && crate::redact::is_redacted(v) {
                 true => self
-                    .unredact(spec, current, v)
+                    .unredact(r, spec, current, v)
                     .unwrap_or_else(|| v.to_owned()),
                 false => v.to_owned(),
             };
@@ -265,10 +259,15 @@ mod tests {
             ),
         ];
         (
-            AllowList::new(specs, &args, &env).expect("valid"),
+            AllowList::new(specs, &args, &env, &SecretNames::default()).expect("valid"),
             args,
             env,
         )
+    }
+
+    /// A redactor that knows no names beyond the word rule.
+    fn plain() -> Redactor {
+        Redactor::ephemeral(&[]).expect("a key")
     }
 
     fn set(pairs: &[(&str, Option<&str>)]) -> BTreeMap<String, Option<String>> {
@@ -297,6 +296,7 @@ mod tests {
         let cur = a.defaults().clone();
         let next = a
             .resolve(
+                &plain(),
                 &cur,
                 &set(&[
                     ("--tp", Some(" 04 ")),
@@ -311,6 +311,7 @@ mod tests {
         // Reset to default.
         let back = a
             .resolve(
+                &plain(),
                 &next,
                 &set(&[("--tp", None), ("SGLANG_OPT_USE_TILELANG_INDEXER", None)]),
             )
@@ -347,13 +348,17 @@ mod tests {
             ),
             (set(&[("--tp", Some("4\n--evil"))]), "control characters"),
         ] {
-            let err = a.resolve(&cur, &changes).expect_err(needle);
+            let err = a.resolve(&plain(), &cur, &changes).expect_err(needle);
             assert!(err.0.contains(needle), "{needle}: {err}");
         }
         // All or nothing.
         assert!(
-            a.resolve(&cur, &set(&[("--tp", Some("4")), ("--bogus", Some("1"))]))
-                .is_err()
+            a.resolve(
+                &plain(),
+                &cur,
+                &set(&[("--tp", Some("4")), ("--bogus", Some("1"))])
+            )
+            .is_err()
         );
     }
 
@@ -362,6 +367,7 @@ mod tests {
         let (a, args, env) = list();
         let flags = a
             .resolve(
+                &plain(),
                 a.defaults(),
                 &set(&[
                     ("--tp", Some("4")),
@@ -403,12 +409,38 @@ mod tests {
                 values: vec!["sk-allowed-1".into()],
             },
         )];
-        let a = AllowList::new(specs, &[], &BTreeMap::new()).expect("valid");
+        let a =
+            AllowList::new(specs, &[], &BTreeMap::new(), &SecretNames::default()).expect("valid");
         let err = a
-            .resolve(&Flags::new(), &set(&[("--api-key", Some("sk-typo-2"))]))
+            .resolve(
+                &plain(),
+                &Flags::new(),
+                &set(&[("--api-key", Some("sk-typo-2"))]),
+            )
             .expect_err("not allowed");
         assert!(err.0.contains("`--api-key`"), "{err}");
         assert!(!err.0.contains("sk-"), "{err}");
+    }
+
+    /// The config's own bad base value of a secret it names is not quoted at start.
+    #[test]
+    fn a_refused_base_value_of_a_listed_secret_is_not_quoted() {
+        let specs = vec![spec(
+            "--license",
+            FlagKind::Arg,
+            FlagType::Enum {
+                values: vec!["L-one".into()],
+            },
+        )];
+        let args = ["--license".to_owned(), "L-base-9".to_owned()];
+        let listed = SecretNames::new(&["LICENSE".to_owned()]);
+        let err = AllowList::new(specs.clone(), &args, &BTreeMap::new(), &listed)
+            .expect_err("not allowed");
+        assert!(err.contains("`--license`") && !err.contains("L-base"), "{err}");
+        // Without the list the name is no secret, and the value is quoted.
+        let err = AllowList::new(specs, &args, &BTreeMap::new(), &SecretNames::default())
+            .expect_err("not allowed");
+        assert!(err.contains("L-base-9"), "{err}");
     }
 
     #[test]
@@ -429,17 +461,18 @@ mod tests {
                 },
             ),
         ];
-        let a = AllowList::new(specs, &[], &BTreeMap::new())
-            .expect("valid")
-            .with_secret_names(&["LICENSE".into()]);
-        let shown = crate::redact::global().value("sk-allowed-2");
+        let names = ["LICENSE".to_owned()];
+        let a =
+            AllowList::new(specs, &[], &BTreeMap::new(), &SecretNames::new(&names)).expect("valid");
+        let r = Redactor::ephemeral(&names).expect("a key");
+        let shown = r.value("sk-allowed-2");
         let next = a
-            .resolve(&Flags::new(), &set(&[("--api-key", Some(&shown))]))
+            .resolve(&r, &Flags::new(), &set(&[("--api-key", Some(&shown))]))
             .expect("the dialog's choice");
         assert_eq!(next["--api-key"], "sk-allowed-2");
         // A name on the config's list is not quoted back either.
         let err = a
-            .resolve(&Flags::new(), &set(&[("--license", Some("L-typo"))]))
+            .resolve(&r, &Flags::new(), &set(&[("--license", Some("L-typo"))]))
             .expect_err("not allowed");
         assert!(!err.0.contains("L-"), "{err}");
     }
@@ -453,9 +486,11 @@ mod tests {
                 values: vec!["a; rm -rf / #".into()],
             },
         )];
-        let a = AllowList::new(specs, &[], &BTreeMap::new()).expect("valid");
+        let a =
+            AllowList::new(specs, &[], &BTreeMap::new(), &SecretNames::default()).expect("valid");
         let flags = a
             .resolve(
+                &plain(),
                 &Flags::new(),
                 &set(&[("--served-model-name", Some("a; rm -rf / #"))]),
             )
@@ -474,7 +509,8 @@ mod tests {
         let args: Vec<String> = ["launch", "--tp", "1", "--", "python3", "x"]
             .map(String::from)
             .to_vec();
-        let a = AllowList::new(specs, &args, &BTreeMap::new()).expect("valid");
+        let a =
+            AllowList::new(specs, &args, &BTreeMap::new(), &SecretNames::default()).expect("valid");
         let flags = Flags::from([("--enable-torch-compile".into(), "true".into())]);
         let inv = a.invocation(&args, &BTreeMap::new(), &flags);
         assert_eq!(
@@ -499,7 +535,13 @@ mod tests {
             FlagType::Int { min: 1, max: 4 },
         )];
         let args = vec!["--tp=2".to_owned()];
-        let a = AllowList::new(specs.clone(), &args, &BTreeMap::new()).expect("valid");
+        let a = AllowList::new(
+            specs.clone(),
+            &args,
+            &BTreeMap::new(),
+            &SecretNames::default(),
+        )
+        .expect("valid");
         assert_eq!(a.defaults()["--tp"], "2");
         let inv = a.invocation(
             &args,
@@ -507,8 +549,13 @@ mod tests {
             &Flags::from([("--tp".into(), "3".into())]),
         );
         assert_eq!(inv.args, ["--tp", "3"]);
-        let err = AllowList::new(specs, &["--tp".into(), "8".into()], &BTreeMap::new())
-            .expect_err("8 > 4");
+        let err = AllowList::new(
+            specs,
+            &["--tp".into(), "8".into()],
+            &BTreeMap::new(),
+            &SecretNames::default(),
+        )
+        .expect_err("8 > 4");
         assert!(err.contains("base value"), "{err}");
     }
 }

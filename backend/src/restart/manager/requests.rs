@@ -173,7 +173,7 @@ impl Manager {
         }
         self.cfg
             .allow
-            .resolve(&self.flags, &req.flags)
+            .resolve(crate::redact::global(), &self.flags, &req.flags)
             .map_err(|e| Refusal::BadRequest(e.0))
     }
 
