@@ -16,15 +16,7 @@ use anyhow::Context;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// Where the cgroup v2 hierarchy is mounted, from `/proc/self/mountinfo`.
-pub fn mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2")
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })
-}
+pub use drainwatch::supervisor::cgroup::mount;
 
 /// One test's cgroup.
 #[derive(Debug)]

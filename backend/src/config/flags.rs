@@ -436,7 +436,10 @@ mod tests {
         let listed = SecretNames::new(&["LICENSE".to_owned()]);
         let err = AllowList::new(specs.clone(), &args, &BTreeMap::new(), &listed)
             .expect_err("not allowed");
-        assert!(err.contains("`--license`") && !err.contains("L-base"), "{err}");
+        assert!(
+            err.contains("`--license`") && !err.contains("L-base"),
+            "{err}"
+        );
         // Without the list the name is no secret, and the value is quoted.
         let err = AllowList::new(specs, &args, &BTreeMap::new(), &SecretNames::default())
             .expect_err("not allowed");

@@ -52,7 +52,13 @@ const SUPERVISOR: &str = "supervisor";
 /// mount shows as its root (field 4: `/` unless the mount is of a subtree) and
 /// where it is mounted (field 5); the filesystem type follows ` - `.
 pub fn find_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
-    mountinfo.lines().find_map(|line| {
+    mounts(mountinfo).next()
+}
+
+/// Every cgroup v2 mount in `/proc/self/mountinfo`'s text, in its order: see
+/// [`find_mount`].
+pub fn mounts(mountinfo: &str) -> impl Iterator<Item = (String, PathBuf)> + '_ {
+    mountinfo.lines().filter_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         if right.split_whitespace().next()? != "cgroup2" {
             return None;
@@ -61,6 +67,13 @@ pub fn find_mount(mountinfo: &str) -> Option<(String, PathBuf)> {
         let root = unescape(f.nth(3)?);
         Some((root, PathBuf::from(unescape(f.next()?))))
     })
+}
+
+/// Where this process sees the cgroup v2 hierarchy mounted (`/sys/fs/cgroup`,
+/// or `/sys/fs/cgroup/unified` on a hybrid host), from `/proc/self/mountinfo`.
+pub fn mount() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    find_mount(&mountinfo).map(|(_, at)| at)
 }
 
 /// This process's cgroup v2 path, from `/proc/self/cgroup`'s `0::` line.

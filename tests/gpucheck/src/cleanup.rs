@@ -6,7 +6,6 @@
 //! failure; the check's own descendants among it are killed (by pidfd),
 //! nothing else is signalled.
 
-use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -128,7 +127,7 @@ async fn stop_server(api: &Api) -> bool {
 /// leaves once drainwatch has exited: rmdir takes only an empty cgroup, so
 /// nothing that still holds a process is touched. Whether it is gone.
 fn remove_cgroup(name: &str) -> bool {
-    let Some(mount) = cgroup2_mount() else {
+    let Some(mount) = drainwatch::supervisor::cgroup::mount() else {
         return false;
     };
     let dir = mount.join(name.trim_start_matches('/'));
@@ -138,16 +137,6 @@ fn remove_cgroup(name: &str) -> bool {
         }
     }
     std::fs::remove_dir(&dir).is_ok() || !dir.exists()
-}
-
-/// Where the cgroup v2 hierarchy is mounted, from `/proc/self/mountinfo`.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split_whitespace().next()? == "cgroup2")
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })
 }
 
 /// SIGTERM, then SIGKILL after 10 s; how it ended.

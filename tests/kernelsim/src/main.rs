@@ -194,13 +194,10 @@ fn drop_cgroup2() -> anyhow::Result<()> {
             bail!("making / private: {}", io::Error::last_os_error());
         }
     }
+    // drainwatch's own reading of the mounts.
     let cgroup2 = |info: &str| -> Vec<String> {
-        info.lines()
-            .filter_map(|l| {
-                let (left, right) = l.split_once(" - ")?;
-                (right.split_whitespace().next()? == "cgroup2")
-                    .then(|| unescape(left.split_whitespace().nth(4)?))?
-            })
+        drainwatch::supervisor::cgroup::mounts(info)
+            .map(|(_, at)| at.to_string_lossy().into_owned())
             .collect()
     };
     let mut points = cgroup2(&std::fs::read_to_string("/proc/self/mountinfo")?);
@@ -216,23 +213,6 @@ fn drop_cgroup2() -> anyhow::Result<()> {
     let left = cgroup2(&std::fs::read_to_string("/proc/self/mountinfo")?);
     anyhow::ensure!(left.is_empty(), "cgroup2 still mounted at {left:?}");
     Ok(())
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> Option<String> {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            out.push(u8::from_str_radix(&s[i + 1..i + 4], 8).ok()?);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Starts the helper that answers the filter's notifications: a grandchild
