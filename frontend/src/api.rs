@@ -290,6 +290,30 @@ pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
     parse_detail(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
+/// `GET /api/coordinated/panel` at the hub: the coordinated restarts'
+/// panel as HTML, rendered there.
+pub(crate) async fn coord_panel() -> Result<String, String> {
+    body_of(
+        Request::get("/api/coordinated/panel")
+            .build()
+            .map_err(unreachable)?,
+    )
+    .await
+}
+
+/// `POST /api/groups/{target}/restart` at the hub, confirmed by `confirm`.
+pub(crate) async fn coord_restart(target: &str, confirm: &str, flags: &str) -> Result<(), String> {
+    // Written by hand: the hub reads the flag changes as typed.
+    let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
+    let body = format!(r#"{{"confirm":{},"flags_text":{}}}"#, q(confirm), q(flags));
+    accepted(
+        changing(Request::post(&format!("/api/groups/{target}/restart")))
+            .header("Content-Type", "application/json")
+            .body(body),
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,28 +385,4 @@ mod tests {
         assert_eq!(parse_ledger(&body), Ok(vec![row]));
         assert!(parse_ledger("{}").is_err());
     }
-}
-
-/// `GET /api/coordinated/panel` at the hub: the coordinated restarts'
-/// panel as HTML, rendered there.
-pub(crate) async fn coord_panel() -> Result<String, String> {
-    body_of(
-        Request::get("/api/coordinated/panel")
-            .build()
-            .map_err(unreachable)?,
-    )
-    .await
-}
-
-/// `POST /api/groups/{target}/restart` at the hub, confirmed by `confirm`.
-pub(crate) async fn coord_restart(target: &str, confirm: &str, flags: &str) -> Result<(), String> {
-    // Written by hand: the hub reads the flag changes as typed.
-    let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    let body = format!(r#"{{"confirm":{},"flags_text":{}}}"#, q(confirm), q(flags));
-    accepted(
-        changing(Request::post(&format!("/api/groups/{target}/restart")))
-            .header("Content-Type", "application/json")
-            .body(body),
-    )
-    .await
 }

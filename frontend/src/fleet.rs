@@ -15,7 +15,6 @@ use shared::units::{fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_tok_s, fraction};
 
 use crate::localtime;
 use crate::markup::escape;
-use crate::ops::phase_key;
 
 /// How often the page asks the hub.
 const POLL_MS: u64 = 1_000;
@@ -102,8 +101,8 @@ fn row(a: &AgentView, now_ms: u64) -> String {
                 } else {
                     r#"<span class="fleet-muted">last known</span>"#
                 },
-                phase_key(s.phase),
-                phase_key(s.phase).replace('_', " "),
+                s.phase.as_str(),
+                s.phase.as_str().replace('_', " "),
                 escape(&flags),
                 escape(&s.name),
                 s.generation

@@ -17,8 +17,7 @@ use shared::units::fmt_bytes;
 
 use crate::flags::{self, FlagChange, compact, diff};
 use crate::ops::{
-    self, MISSING, failure_holders, failure_key, failure_log, fmt_offset, fmt_secs, last_lines,
-    outcome_key, phase_key, truncate,
+    self, MISSING, failure_holders, failure_log, fmt_offset, fmt_secs, last_lines, truncate,
 };
 
 /// How many log lines a failure box shows.
@@ -35,7 +34,7 @@ pub(crate) fn phase_pill(out: &mut String, phase: shared::restart::Phase) {
     let _ = write!(
         out,
         r#"<span class="phase" data-phase="{}">{}</span>"#,
-        phase_key(phase),
+        phase.as_str(),
         phase.label()
     );
 }
@@ -58,7 +57,7 @@ pub(crate) fn failure_box(f: Option<&Failure>, testid: &str) -> String {
     f.map_or_else(String::new, |f| {
         format!(
             r#"<div class="failure-box" data-testid="{testid}" data-kind="{}">{}</div>"#,
-            failure_key(f),
+            f.kind(),
             failure_content(f)
         )
     })
@@ -72,7 +71,7 @@ pub(crate) fn failure_content(f: &Failure) -> String {
     let _ = write!(
         out,
         r#"<div class="failure-head"><span class="failure-kind">{}</span><span class="failure-summary" data-testid="failure-summary" title="{summary}">{summary}</span></div>"#,
-        failure_key(f).replace('_', " ")
+        f.kind().replace('_', " ")
     );
     if let Some(next) = f.needs_person() {
         let _ = write!(
@@ -188,7 +187,7 @@ pub(crate) fn history_rows(
     }
     let mut out = String::new();
     for s in list {
-        let outcome = outcome_key(s.outcome);
+        let outcome = s.outcome.as_str();
         let tip = match (&s.failure, s.outcome, s.finished_at_ms) {
             (Some(f), _, _) => f.summary(),
             (None, shared::restart::Outcome::Running, _) => "still running".to_owned(),
@@ -381,7 +380,7 @@ mod tests {
             failure_box(Some(&f), "server-failure"),
             format!(
                 r#"<div class="failure-box" data-testid="server-failure" data-kind="{}">{}</div>"#,
-                failure_key(&f),
+                f.kind(),
                 failure_content(&f)
             )
         );

@@ -5,38 +5,12 @@
 
 use std::collections::BTreeSet;
 
-use shared::restart::{Failure, Holder, OpKind, Outcome, Phase, ServerStatus};
+use shared::restart::{Failure, Holder, OpKind, Phase, ServerStatus};
 use shared::units::fmt_bytes;
 use shared::{ProcessInfo, ProcessRole};
 
 /// Shown for a value that is not there.
 pub(crate) use shared::units::{MISSING, fmt_secs, truncate};
-
-/// The phase as its wire name (`warming_up`), for `data-phase`.
-pub(crate) fn phase_key(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Stopped => "stopped",
-        Phase::Draining => "draining",
-        Phase::Killing => "killing",
-        Phase::Verifying => "verifying",
-        Phase::Launching => "launching",
-        Phase::WarmingUp => "warming_up",
-        Phase::Ready => "ready",
-        Phase::Failed => "failed",
-        Phase::Crashed => "crashed",
-    }
-}
-
-/// The outcome as its wire name, for `data-outcome`.
-pub(crate) fn outcome_key(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Running => "running",
-        Outcome::Succeeded => "succeeded",
-        Outcome::Failed => "failed",
-        Outcome::Interrupted => "interrupted",
-        Outcome::Cancelled => "cancelled",
-    }
-}
 
 /// The kind from its name (a deep link's `?dialog=`).
 pub(crate) fn kind_from_key(key: &str) -> Option<OpKind> {
@@ -197,20 +171,6 @@ pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The failure's kind as its wire name, for `data-kind`.
-pub(crate) fn failure_key(f: &Failure) -> &'static str {
-    match f {
-        Failure::VerifyFailed { .. } => "verify_failed",
-        Failure::ForeignHolders { .. } => "foreign_holders",
-        Failure::LaunchFailed { .. } => "launch_failed",
-        Failure::Crashed { .. } => "crashed",
-        Failure::Interrupted => "interrupted",
-        Failure::Unhealthy { .. } => "unhealthy",
-        Failure::MemoryLeaked { .. } => "memory_leaked",
-        Failure::Unkillable { .. } => "unkillable",
-    }
-}
-
 /// The processes a failure names as holding memory.
 pub(crate) fn failure_holders(f: &Failure) -> &[Holder] {
     match f {
@@ -292,8 +252,6 @@ mod tests {
 
     #[test]
     fn wire_names() {
-        assert_eq!(phase_key(Phase::WarmingUp), "warming_up");
-        assert_eq!(outcome_key(Outcome::Interrupted), "interrupted");
         for k in [OpKind::Restart, OpKind::Stop, OpKind::Start, OpKind::Adopt] {
             assert_eq!(kind_from_key(k.as_str()), Some(k));
         }
@@ -392,7 +350,7 @@ mod tests {
             cause: LaunchCause::Oom,
             log_tail: vec!["a".to_owned(), "b".to_owned()],
         };
-        assert_eq!(failure_key(&f), "launch_failed");
+        assert_eq!(f.kind(), "launch_failed");
         assert_eq!(failure_log(&f).len(), 2);
         assert!(failure_holders(&f).is_empty());
         assert!(failure_log(&Failure::Interrupted).is_empty());

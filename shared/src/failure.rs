@@ -185,6 +185,21 @@ impl Failure {
 }
 
 impl Failure {
+    /// The failure's kind as its wire name (`verify_failed`), as serde writes
+    /// its `kind` tag.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::VerifyFailed { .. } => "verify_failed",
+            Self::ForeignHolders { .. } => "foreign_holders",
+            Self::LaunchFailed { .. } => "launch_failed",
+            Self::Crashed { .. } => "crashed",
+            Self::Interrupted => "interrupted",
+            Self::Unhealthy { .. } => "unhealthy",
+            Self::MemoryLeaked { .. } => "memory_leaked",
+            Self::Unkillable { .. } => "unkillable",
+        }
+    }
+
     /// The server's own words about why it stopped: the line of its log
     /// tail that says so (see [`error_line`]), for a launch that failed or a
     /// server that crashed.

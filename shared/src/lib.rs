@@ -24,6 +24,22 @@
 //! golden fixtures in `tests/fixtures`. Units are part of field names
 //! (`mem_used_bytes`, `power_mw`, `at_ms`).
 
+/// `as_str` for a unit enum of the wire: each variant's name as serde writes it
+/// (`warming_up`). The UI's attributes and the CLI's words take the names from
+/// here; a test in each enum's module holds them to serde's.
+macro_rules! wire_names {
+    ($ty:ty { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The variant's wire name, as serde writes it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
 pub mod auth;
 pub mod bench;
 pub mod campaign;

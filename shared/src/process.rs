@@ -26,6 +26,12 @@ pub enum ProcessRole {
     Outside,
 }
 
+wire_names!(ProcessRole {
+    Server => "server",
+    Foreign => "foreign",
+    Outside => "outside",
+});
+
 /// Why a process NVML reports from outside drainwatch's PID namespace has no
 /// `/proc` details.
 pub const OUTSIDE_REASON: &str =

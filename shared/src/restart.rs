@@ -63,6 +63,18 @@ impl Phase {
     }
 }
 
+wire_names!(Phase {
+    Stopped => "stopped",
+    Draining => "draining",
+    Killing => "killing",
+    Verifying => "verifying",
+    Launching => "launching",
+    WarmingUp => "warming_up",
+    Ready => "ready",
+    Failed => "failed",
+    Crashed => "crashed",
+});
+
 /// What an operation does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -331,6 +343,14 @@ pub enum Outcome {
     /// server was stopped and verified, and nothing was launched.
     Cancelled,
 }
+
+wire_names!(Outcome {
+    Running => "running",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Interrupted => "interrupted",
+    Cancelled => "cancelled",
+});
 
 /// Time spent in each part of a restart, where it got that far.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use shared::units::{
 use shared::{ProcessInfo, ProcessRole, Snapshot};
 
 mod bench;
-pub(super) use bench::{bench_exit, bench_run, status_word};
+pub(super) use bench::{bench_exit, bench_run};
 
 /// Columns of text, each as wide as its widest cell; `right` columns are
 /// right-aligned (numbers).

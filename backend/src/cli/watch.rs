@@ -159,7 +159,7 @@ fn events_of(view: Option<&Snapshot>, msg: &ServerMsg) -> Vec<String> {
                 "benchmark #{} on {}: {} {best}",
                 run.id,
                 run.flagset,
-                render::status_word(run.status)
+                run.status.as_str()
             )]
         }
         ServerMsg::Presence { clients } => {

@@ -12,7 +12,7 @@ pub(crate) mod rows;
 
 use std::fmt::Write as _;
 
-use shared::campaign::{Campaign, CampaignState, StepState, analysis};
+use shared::campaign::{Campaign, analysis};
 use shared::units::tok_num;
 
 use crate::ledger::fmt_delta;
@@ -122,31 +122,6 @@ pub(crate) fn effects_markup(c: &Campaign) -> String {
         );
     }
     out
-}
-
-/// The CSS key of a campaign's state.
-pub(crate) fn state_key(s: CampaignState) -> &'static str {
-    match s {
-        CampaignState::Running => "running",
-        CampaignState::Pausing => "pausing",
-        CampaignState::Paused => "paused",
-        CampaignState::Done => "done",
-        CampaignState::Cancelled => "cancelled",
-        CampaignState::Stopped => "stopped",
-    }
-}
-
-/// The CSS key of a step's state.
-pub(crate) fn step_key(s: StepState) -> &'static str {
-    match s {
-        StepState::Pending => "pending",
-        StepState::Restarting => "restarting",
-        StepState::Benchmarking => "benchmarking",
-        StepState::Done => "done",
-        StepState::Reused => "reused",
-        StepState::Failed => "failed",
-        StepState::Skipped => "skipped",
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use shared::restart::Phase;
 use shared::units::tok_num;
 
 use super::pareto::{PH, PW, pareto_markup};
-use super::{best_markup, duration, effects_markup, progress, state_key, time_left};
+use super::{best_markup, duration, effects_markup, progress, time_left};
 use crate::flags::diff;
 use crate::markup::{diff_lines, escape, phase_pill};
 
@@ -35,7 +35,7 @@ pub(crate) fn head(c: Option<(i64, &str, CampaignState)>, may: bool, base: &str)
             out,
             r#"<span class="cpg-name" data-testid="campaign-name">#{id} {}</span><span class="cpg-state" data-testid="campaign-state" data-state="{}">{}</span>"#,
             escape(name),
-            state_key(st),
+            st.as_str(),
             st.label()
         );
         if may {

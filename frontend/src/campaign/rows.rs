@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use shared::campaign::{Campaign, StepState, analysis};
 use shared::units::{ms_num, tok_num};
 
-use super::{duration, step_key};
+use super::duration;
 use crate::flags::diff;
 use crate::ledger::fmt_delta;
 use crate::markup::escape;
@@ -89,13 +89,13 @@ pub(crate) fn drawn(c: &Campaign, range: std::ops::Range<usize>) -> Drawn {
             if current { " current" } else { "" },
             if best == Some(s.index) { " best" } else { "" },
             s.index,
-            step_key(s.state)
+            s.state.as_str()
         );
         let _ = write!(out, r#"<td class="num">{}</td>"#, s.index + 1);
         let _ = write!(
             out,
             r#"<td><span class="step-state" data-state="{}">{}</span>{}</td>"#,
-            step_key(s.state),
+            s.state.as_str(),
             s.state.label(),
             if s.attempts > 1 {
                 format!(

@@ -5,8 +5,6 @@
 use leptos::prelude::*;
 use shared::restart::Phase;
 
-use crate::ops::phase_key;
-
 /// The pill of one phase.
 #[component]
 pub(crate) fn PhaseBadge(
@@ -21,7 +19,7 @@ pub(crate) fn PhaseBadge(
         <span
             class="phase"
             data-testid=testid
-            data-phase=move || phase_key(phase.get())
+            data-phase=move || phase.get().as_str()
         >
             {move || phase.get().label()}
         </span>

@@ -24,14 +24,6 @@ pub(crate) struct RowKey {
     pub(crate) depth: u32,
 }
 
-fn role_name(role: ProcessRole) -> &'static str {
-    match role {
-        ProcessRole::Server => "server",
-        ProcessRole::Foreign => "foreign",
-        ProcessRole::Outside => "outside",
-    }
-}
-
 /// "0,1,2": the GPUs the process holds memory on.
 fn gpu_list(p: &ProcessInfo) -> String {
     let mut indices: Vec<u32> = p.gpu_mem.iter().map(|g| g.gpu_index).collect();
@@ -144,7 +136,7 @@ fn cells_markup(
     let rss = p.and_then(|p| p.rss_bytes);
     let rss_tip = tip(&|p| p.rss_bytes.is_none().then(|| proc_reason(p)));
     let rss_text = cell(&|_| rss.map_or_else(|| MISSING.to_owned(), fmt_bytes));
-    let role = p.map_or("foreign", |p| role_name(p.role));
+    let role = p.map_or("foreign", |p| p.role.as_str());
     let mut out = String::new();
     let _ = write!(
         out,
@@ -206,7 +198,7 @@ pub(crate) fn ProcessRow(
             f(p)
         })
     };
-    let role = move || with(&|p| p.map_or("foreign", |p| role_name(p.role)).to_owned());
+    let role = move || with(&|p| p.map_or("foreign", |p| p.role.as_str()).to_owned());
 
     view! {
         <tr

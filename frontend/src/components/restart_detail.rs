@@ -15,7 +15,6 @@ use crate::components::log_tail::LogTail;
 use crate::fetch::SingleFlight;
 use crate::localtime;
 use crate::markup;
-use crate::ops::outcome_key;
 use crate::state::AppState;
 
 /// Log lines shown.
@@ -123,7 +122,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                 aria-label=format!("operation #{id}")
                 data-testid="restart-detail"
                 data-id=id.to_string()
-                data-outcome=move || loaded.with(|d| d.as_ref().map(|d| outcome_key(d.summary.outcome)))
+                data-outcome=move || loaded.with(|d| d.as_ref().map(|d| d.summary.outcome.as_str()))
                 on:click=|ev| ev.stop_propagation()
             >
                 <header class="modal-head">
@@ -207,7 +206,7 @@ fn head_markup(id: i64, d: Option<&RestartDetail>) -> String {
         return format!(r#"<h2 class="modal-title">operation #{id}</h2>"#);
     };
     let s = &d.summary;
-    let o = outcome_key(s.outcome);
+    let o = s.outcome.as_str();
     let tip = s.failure.as_ref().map(|f| f.summary()).unwrap_or_default();
     format!(
         r#"<h2 class="modal-title">{} #{id}</h2><span class="outcome" data-testid="detail-outcome" data-outcome="{o}" title="{}">{o}</span>"#,

@@ -64,7 +64,7 @@ pub(crate) fn StageProgress() -> impl IntoView {
                             <div
                                 class="stage-progress"
                                 data-testid="stage-progress"
-                                data-phase=crate::ops::phase_key(phase)
+                                data-phase=phase.as_str()
                             >
                                 <span class="stage-op">{format!("{} #{}", st.kind, st.id)}</span>
                                 <span class="stage-who" data-testid="stage-who" title=st.who.clone()>

@@ -302,6 +302,14 @@ pub enum RunStatus {
     Interrupted,
 }
 
+wire_names!(RunStatus {
+    Running => "running",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Cancelled => "cancelled",
+    Interrupted => "interrupted",
+});
+
 /// The correctness check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CorrectnessResult {

@@ -64,6 +64,15 @@ pub enum CampaignState {
     Stopped,
 }
 
+wire_names!(CampaignState {
+    Running => "running",
+    Pausing => "pausing",
+    Paused => "paused",
+    Done => "done",
+    Cancelled => "cancelled",
+    Stopped => "stopped",
+});
+
 impl CampaignState {
     /// Running or about to pause: it holds the server.
     pub fn holds_server(self) -> bool {
@@ -105,6 +114,16 @@ pub enum StepState {
     /// Not run: the campaign was cancelled or stopped first.
     Skipped,
 }
+
+wire_names!(StepState {
+    Pending => "pending",
+    Restarting => "restarting",
+    Benchmarking => "benchmarking",
+    Done => "done",
+    Reused => "reused",
+    Failed => "failed",
+    Skipped => "skipped",
+});
 
 impl StepState {
     /// It will not run again.

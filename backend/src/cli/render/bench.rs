@@ -14,7 +14,7 @@ pub(in crate::cli) fn bench_run(run: &BenchRun) -> String {
         "benchmark #{} on flag set {}: {}",
         run.id,
         run.flagset,
-        status_word(run.status)
+        run.status.as_str()
     );
     if let Some(e) = &run.error {
         let _ = write!(out, " ({e})");
@@ -268,17 +268,6 @@ fn slo_text(slo: &shared::bench::Slo) -> String {
         parts.join(" and "),
         rate_num(slo.attainment_pct)
     )
-}
-
-/// "succeeded", "cancelled", ….
-pub(in crate::cli) fn status_word(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Running => "running",
-        RunStatus::Succeeded => "succeeded",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-        RunStatus::Interrupted => "interrupted",
-    }
 }
 
 /// Whether a finished run is what a script should call success.
