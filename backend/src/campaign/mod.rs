@@ -18,9 +18,9 @@ pub mod runner;
 pub mod webhook;
 
 use shared::campaign::{Campaign, CampaignAccepted, CampaignInfo};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::restart::manager::Refusal;
+use crate::restart::manager::{Mailbox, Refusal};
 
 /// What the API asks of the runner, each with where its answer goes.
 #[derive(Debug)]
@@ -59,52 +59,41 @@ pub enum Started {
 /// The API's way to the runner.
 #[derive(Debug, Clone)]
 pub struct CampaignHandle {
-    tx: mpsc::Sender<CampaignCmd>,
-}
-
-fn gone() -> Refusal {
-    Refusal::Conflict {
-        message: "drainwatch is shutting down".to_owned(),
-        operation: None,
-    }
+    inbox: Mailbox<CampaignCmd>,
 }
 
 impl CampaignHandle {
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, Refusal>>) -> CampaignCmd,
-    ) -> Result<T, Refusal> {
-        let (reply, rx) = oneshot::channel();
-        self.tx.send(make(reply)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
-    }
-
     pub async fn start(
         &self,
         plan: plan::Resolved,
         by: String,
         dry_run: bool,
     ) -> Result<Started, Refusal> {
-        self.ask(|reply| CampaignCmd::Start {
-            plan: Box::new(plan),
-            by,
-            dry_run,
-            reply,
-        })
-        .await
+        self.inbox
+            .ask(|reply| CampaignCmd::Start {
+                plan: Box::new(plan),
+                by,
+                dry_run,
+                reply,
+            })
+            .await
     }
 
     pub async fn pause(&self, id: i64, by: String) -> Result<CampaignAccepted, Refusal> {
-        self.ask(|reply| CampaignCmd::Pause { id, by, reply }).await
+        self.inbox
+            .ask(|reply| CampaignCmd::Pause { id, by, reply })
+            .await
     }
 
     pub async fn resume(&self, id: i64, by: String) -> Result<CampaignAccepted, Refusal> {
-        self.ask(|reply| CampaignCmd::Resume { id, by, reply })
+        self.inbox
+            .ask(|reply| CampaignCmd::Resume { id, by, reply })
             .await
     }
 
     pub async fn cancel(&self, id: i64, by: String) -> Result<CampaignAccepted, Refusal> {
-        self.ask(|reply| CampaignCmd::Cancel { id, by, reply })
+        self.inbox
+            .ask(|reply| CampaignCmd::Cancel { id, by, reply })
             .await
     }
 }

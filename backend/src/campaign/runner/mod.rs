@@ -26,6 +26,7 @@ use super::{CampaignCmd, CampaignHandle, shown, shown_info};
 use crate::clock::now_ms;
 use crate::config::file::ServerConfig;
 use crate::hub::Hub;
+use crate::restart::manager::Mailbox;
 use crate::restart::manager::{Event, Lease, ManagerHandle};
 use crate::store::Store;
 
@@ -100,7 +101,9 @@ impl Runner {
                 active: None,
                 retry_at: None,
             },
-            CampaignHandle { tx },
+            CampaignHandle {
+                inbox: Mailbox::new(tx),
+            },
         )
     }
 

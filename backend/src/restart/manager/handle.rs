@@ -118,41 +118,68 @@ pub enum Command {
 /// The API's way to the manager.
 #[derive(Debug, Clone)]
 pub struct ManagerHandle {
-    pub(super) tx: mpsc::Sender<Command>,
+    inbox: Mailbox<Command>,
     pub(super) events: broadcast::Sender<Event>,
 }
 
-fn gone() -> Refusal {
-    Refusal::Conflict {
-        message: "drainwatch is shutting down".to_owned(),
-        operation: None,
+/// A task's inbox, for the tasks the API asks things of (the manager, the
+/// campaign runner): a command carries its own reply channel, and a task that
+/// has stopped answers "drainwatch is shutting down".
+#[derive(Debug)]
+pub struct Mailbox<C> {
+    tx: mpsc::Sender<C>,
+}
+
+impl<C> Clone for Mailbox<C> {
+    fn clone(&self) -> Self {
+        Self {
+            tx: self.tx.clone(),
+        }
     }
 }
 
-impl ManagerHandle {
+impl<C> Mailbox<C> {
+    pub fn new(tx: mpsc::Sender<C>) -> Self {
+        Self { tx }
+    }
+
     /// Sends the command `make` builds around a reply channel; waits for the answer.
-    async fn ask<T>(
+    pub async fn ask<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, Refusal>>) -> Command,
+        make: impl FnOnce(oneshot::Sender<Result<T, Refusal>>) -> C,
     ) -> Result<T, Refusal> {
+        let gone = || Refusal::Conflict {
+            message: "drainwatch is shutting down".to_owned(),
+            operation: None,
+        };
         let (reply, rx) = oneshot::channel();
         self.tx.send(make(reply)).await.map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
+}
+
+impl ManagerHandle {
+    pub(super) fn new(tx: mpsc::Sender<Command>, events: broadcast::Sender<Event>) -> Self {
+        Self {
+            inbox: Mailbox::new(tx),
+            events,
+        }
+    }
 
     /// Asks for an operation; returns how it was accepted.
     pub async fn submit(&self, request: Request) -> Result<Accepted, Refusal> {
-        self.ask(|reply| Command::Op { request, reply }).await
+        self.inbox.ask(|reply| Command::Op { request, reply }).await
     }
 
     /// Starts a benchmark; returns its run id.
     pub async fn bench(&self, overrides: serde_json::Value, peer: String) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::Bench {
-            overrides,
-            peer,
-            reply,
-        })
-        .await
+        self.inbox
+            .ask(|reply| Command::Bench {
+                overrides,
+                peer,
+                reply,
+            })
+            .await
     }
 
     /// A campaign's benchmark of step `tag.1` of campaign `tag.0`.
@@ -162,40 +189,72 @@ impl ManagerHandle {
         by: String,
         tag: (i64, u32),
     ) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::BenchFor {
-            settings: Box::new(settings),
-            by,
-            tag,
-            reply,
-        })
-        .await
+        self.inbox
+            .ask(|reply| Command::BenchFor {
+                settings: Box::new(settings),
+                by,
+                tag,
+                reply,
+            })
+            .await
     }
 
     /// Cancels the running benchmark (`campaign`: as that campaign); returns its run id.
     pub async fn cancel_bench(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::CancelBench { campaign, reply })
+        self.inbox
+            .ask(|reply| Command::CancelBench { campaign, reply })
             .await
     }
 
     /// Cancels the restart or start in flight at its next safe point, before
     /// the launch (`campaign`: as that campaign); returns its id.
     pub async fn cancel_op(&self, campaign: Option<i64>) -> Result<i64, Refusal> {
-        self.ask(|reply| Command::CancelOp { campaign, reply })
+        self.inbox
+            .ask(|reply| Command::CancelOp { campaign, reply })
             .await
     }
 
     /// Ends the hold of the hub's coordinated restart `id` on this node.
     pub async fn release(&self, id: i64) -> Result<(), Refusal> {
-        self.ask(|reply| Command::Release { id, reply }).await
+        self.inbox.ask(|reply| Command::Release { id, reply }).await
     }
 
     /// Who holds the server from now on: a campaign, or nobody.
     pub async fn lease(&self, lease: Option<Lease>) {
-        let _ = self.ask(|reply| Command::Lease { lease, reply }).await;
+        let _ = self
+            .inbox
+            .ask(|reply| Command::Lease { lease, reply })
+            .await;
     }
 
     /// The manager's events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The answer comes back; a task that has stopped, or one that drops the
+    /// question unanswered, means "shutting down", never a hang.
+    #[tokio::test]
+    async fn a_mailbox_answers_or_says_the_task_is_gone() {
+        type Ask = oneshot::Sender<Result<u32, Refusal>>;
+        let (tx, mut rx) = mpsc::channel::<Ask>(1);
+        let inbox = Mailbox::new(tx);
+        let task = tokio::spawn(async move {
+            let first = rx.recv().await.expect("asked");
+            let _ = first.send(Ok(7));
+            // The second question is dropped unanswered; then the task ends.
+            drop(rx.recv().await);
+        });
+        assert_eq!(inbox.ask(|reply| reply).await, Ok(7));
+        let dropped = inbox.ask(|reply| reply).await.expect_err("unanswered");
+        assert_eq!(dropped.message(), "drainwatch is shutting down");
+        task.await.expect("task");
+        let stopped = inbox.ask(|reply| reply).await.expect_err("no task");
+        assert_eq!(stopped.message(), "drainwatch is shutting down");
     }
 }

@@ -35,7 +35,7 @@ pub(crate) use inputs::client as probe_client;
 mod requests;
 mod status;
 
-pub use handle::{Command, Event, Lease, ManagerHandle, Refusal, Request};
+pub use handle::{Command, Event, Lease, Mailbox, ManagerHandle, Refusal, Request};
 
 /// How long a coordinated restart's hold on this node lasts without a word
 /// from its hub (each of its requests renews it): a hub that died and never
@@ -204,7 +204,7 @@ impl Manager {
             m.reattach(inst, &p.recovered.members);
         }
         m.publish_status(true);
-        (m, ManagerHandle { tx, events }, rx)
+        (m, ManagerHandle::new(tx, events), rx)
     }
 
     /// Picks up the server a previous drainwatch ran, if it still lives, with
