@@ -28,6 +28,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod fleet;
+pub mod http;
 pub mod hub;
 pub mod identity;
 pub mod redact;

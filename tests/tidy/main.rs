@@ -27,18 +27,18 @@ const FLOORS: &[&[&str]] = &[
     &["config"],
     // What reads, keeps and acts: NVML and /proc, SQLite, processes and signals.
     &["telemetry", "store", "supervisor"],
-    // The serving benchmark.
-    &["bench"],
+    // The serving benchmark; the HTTP pieces the API and the hub share.
+    &["bench", "http"],
     // What the managed server's own /metrics says.
     &["scrape"],
     // The guarded restart.
     &["restart"],
     // Unattended campaigns; the command-line client.
     &["campaign", "cli"],
-    // The HTTP API and the UI.
-    &["api"],
-    // The hub over many hosts; the whole agent put together.
-    &["fleet", "startup"],
+    // The agent's HTTP API and the UI; the hub over many hosts.
+    &["api", "fleet"],
+    // The whole agent put together.
+    &["startup"],
 ];
 
 /// Libraries (or calls) only one top-level module may use: (what, where).

@@ -13,12 +13,13 @@ use serde::Deserialize;
 use shared::campaign::{Campaign, CampaignInfo, analysis};
 
 use super::audit::{audited, record};
-use super::error::{ApiError, internal, refused};
-use super::extract::{limit, path_id};
+use super::error::{internal, refused};
 use super::ledger::{field, opt};
 use super::state::AppState;
 use crate::auth::Caller;
 use crate::campaign::{self, Started, plan};
+use crate::http::ApiError;
+use crate::http::extract::{limit, path_id};
 
 /// A plan's text and whether it is JSON (else TOML), by its content type.
 #[derive(Debug)]

@@ -14,10 +14,11 @@ use shared::bench::{BenchRun, FlagSet, FlagSetResults};
 use shared::flags::{self, FlagChange};
 
 use super::audit::{audited, record};
-use super::error::{ApiError, internal, refused};
-use super::extract::{Body, limit, path_id};
+use super::error::{internal, refused};
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::http::ApiError;
+use crate::http::extract::{Body, limit, path_id};
 use crate::restart::manager::Refusal;
 
 pub(super) async fn start(

@@ -7,10 +7,7 @@
 use std::sync::atomic::AtomicU64;
 
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
-use axum::response::{IntoResponse, Response};
-use prometheus_client::encoding::text::encode;
+use axum::response::Response;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -63,23 +60,7 @@ pub(super) async fn serve(State(state): State<AppState>) -> Response {
     let mut reg = Registry::default();
     gpus(&mut reg, &state);
     own(&mut reg, &state).await;
-    openmetrics(&reg)
-}
-
-/// `reg` as an OpenMetrics answer (the agent's and the hub's `/metrics`).
-pub(crate) fn openmetrics(reg: &Registry) -> Response {
-    let mut out = String::new();
-    if encode(&mut out, reg).is_err() {
-        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    }
-    (
-        [(
-            CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response()
+    crate::http::openmetrics(&reg)
 }
 
 /// dcgm-exporter's names, labels and units: memory in MiB, power in W,

@@ -1,20 +1,18 @@
-//! HTTP surface: `/healthz`, `/api/state`, `/ws` and the UI's files. Handlers read
-//! the [`Hub`](crate::hub::Hub); nothing here touches NVML or `/proc`. This file
-//! is the router: the handlers' modules share [`AppState`] (`state.rs`),
-//! [`ApiError`] (`error.rs`), the body reader (`extract.rs`) and the audit
-//! log's writers (`audit.rs`), and none of them reads from here.
+//! The agent's HTTP surface: `/healthz`, `/api/*`, `/metrics`, `/ws` and the
+//! UI's files. Handlers read the [`Hub`](crate::hub::Hub); nothing here touches
+//! NVML or `/proc`. This file is the router: the handlers' modules share
+//! [`AppState`] (`state.rs`) and the audit log's writers (`audit.rs`), and
+//! none of them reads from here. What the hub's surface shares with this one
+//! (the JSON error, the body reader, the gate, the route table, the headers)
+//! is in [`crate::http`].
 
-pub(crate) mod assets;
 mod audit;
-pub(crate) mod auth;
 mod campaigns;
 mod error;
-pub(crate) mod extract;
 mod ledger;
-pub(crate) mod metrics;
+mod metrics;
 mod ops;
-pub(crate) mod refusals;
-pub mod routes;
+mod refusals;
 mod state;
 mod ws;
 
@@ -24,18 +22,17 @@ use axum::Json;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{any, get, post};
 use serde::Serialize;
-use tower_http::compression::CompressionLayer;
-use tower_http::set_header::SetResponseHeaderLayer;
 
 use shared::restart::{ConfirmRequest, OpKind, RestartRequest};
 
-pub use error::ApiError;
-pub use routes::{Query, Route, Table};
 pub use state::AppState;
+
+use crate::http::routes::{self, Query, Route, Table};
+use crate::http::{ApiError, assets, browser_headers, gate};
 
 /// Largest request body accepted; restart requests are a few hundred bytes.
 const MAX_BODY: usize = 64 * 1024;
@@ -47,7 +44,7 @@ fn table() -> Table<AppState> {
     const GET: &[(&str, Query)] = &[("GET", NONE)];
     const POST: &[(&str, Query)] = &[("POST", NONE)];
     const PAGED: &[(&str, Query)] = &[("GET", Only(&["limit"]))];
-    auth::session_routes(Table::default())
+    gate::session_routes(Table::default())
         .route("/healthz", get(healthz), GET)
         .route("/api/state", get(api_state), GET)
         .route(
@@ -134,7 +131,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(assets::serve)
         .layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
-            auth::gate,
+            gate::gate,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -142,36 +139,13 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
-            auth::forwarded,
+            gate::forwarded,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(
-            refusals::close_after_refused_body,
+            crate::http::refusals::close_after_refused_body,
         ));
     browser_headers(router).with_state(state)
-}
-
-/// Compression and what every response tells the browser (see [`CSP`]);
-/// the hub's pages get the same.
-pub(crate) fn browser_headers<S: Clone + Send + Sync + 'static>(router: Router<S>) -> Router<S> {
-    router
-        .layer(CompressionLayer::new())
-        .layer(always(header::CONTENT_SECURITY_POLICY, CSP))
-        .layer(always(header::X_FRAME_OPTIONS, "DENY"))
-        .layer(always(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .layer(always(header::REFERRER_POLICY, "no-referrer"))
-}
-
-/// What every response tells the browser: run only our own scripts (and the
-/// app's WebAssembly), talk only to us, never be framed (no clickjacking of
-/// the restart button), sniff no content type, send no referrer. Styles may be
-/// inline (the UI sets widths and heights on elements).
-pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
-     style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
-     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-
-fn always(name: header::HeaderName, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
-    SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
 }
 
 #[derive(Debug, Serialize)]

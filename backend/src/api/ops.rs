@@ -15,10 +15,11 @@ use shared::restart::{
 };
 
 use super::audit::audited;
-use super::error::{ApiError, internal, refused};
-use super::extract::{Body, limit, path_id};
+use super::error::{internal, refused};
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::http::ApiError;
+use crate::http::extract::{Body, limit, path_id};
 use crate::restart::manager::Request as OpRequest;
 use crate::store::{AuditEntry, AuditKind};
 

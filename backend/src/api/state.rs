@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use tokio::sync::{mpsc, watch};
 
-use super::error::ApiError;
+use crate::http::ApiError;
 use crate::hub::Hub;
 use crate::restart::manager::ManagerHandle;
 use crate::store::Store;

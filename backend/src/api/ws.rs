@@ -16,9 +16,9 @@ use shared::{ClientMsg, ErrorCode, PROTOCOL_VERSION, ServerMsg};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::error::ApiError;
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::http::ApiError;
 use crate::hub::{Full, Hub};
 
 /// The connection's clocks.

@@ -80,5 +80,5 @@ pub(super) async fn serve(State(s): State<HubState>) -> Response {
         "Whether a coordinated restart runs now",
         running,
     );
-    crate::api::metrics::openmetrics(&reg)
+    crate::http::openmetrics(&reg)
 }

@@ -35,13 +35,13 @@ use shared::protocol::ServerMsg;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api::auth as gate;
-use crate::api::extract::Body;
-use crate::api::{ApiError, Route, Table};
 use crate::auth::{Auth, AuthConfig, Caller};
 use crate::cli::Remote;
 use crate::cli::client::Client;
 use crate::clock::now_ms;
+use crate::http::extract::Body;
+use crate::http::gate;
+use crate::http::{ApiError, Route, Table};
 use crate::store::hub::{MAX_LIST, Records};
 use config::AgentConfig;
 use coordinate::{Coordinator, Refused};
@@ -205,7 +205,7 @@ pub async fn serve(
     }
     let app = table()
         .router()
-        .fallback(crate::api::assets::serve)
+        .fallback(crate::http::assets::serve)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state.auth),
             gate::gate,
@@ -214,13 +214,15 @@ pub async fn serve(
             Arc::clone(&state.auth),
             gate::forwarded,
         ))
-        .layer(axum::middleware::from_fn(crate::api::refusals::json_errors))
+        .layer(axum::middleware::from_fn(
+            crate::http::refusals::json_errors,
+        ))
         .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
         .layer(axum::middleware::from_fn(
-            crate::api::refusals::close_after_refused_body,
+            crate::http::refusals::close_after_refused_body,
         ));
     let coord = Arc::clone(&state.coord);
-    let app = crate::api::browser_headers(app).with_state(state);
+    let app = crate::http::browser_headers(app).with_state(state);
     println!(
         "drainwatch hub listening on http://{}",
         listener.local_addr()?
@@ -324,7 +326,7 @@ async fn cancel_coordinated(
 /// reads (what goes to an agent is the agent's to check): the router is
 /// built from it, and the hub's walk covers it.
 fn table() -> Table<HubState> {
-    use crate::api::routes::{NONE, Query as Q, Query::Forwarded, Query::Only};
+    use crate::http::routes::{NONE, Query as Q, Query::Forwarded, Query::Only};
     const GET: &[(&str, Q)] = &[("GET", NONE)];
     const POST: &[(&str, Q)] = &[("POST", NONE)];
     gate::session_routes(Table::default())
@@ -369,7 +371,7 @@ fn table() -> Table<HubState> {
         .route("/", get(|| async { Redirect::to("/fleet") }), GET)
         .route(
             "/fleet",
-            get(|headers: HeaderMap| crate::api::assets::serve(Uri::from_static("/"), headers)),
+            get(|headers: HeaderMap| crate::http::assets::serve(Uri::from_static("/"), headers)),
             &[("GET", Forwarded)],
         )
 }

@@ -16,8 +16,8 @@ use tokio_tungstenite::tungstenite::Message as TMessage;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::{HubState, person};
-use crate::api::ApiError;
 use crate::auth::{Caller, FOR_HEADER};
+use crate::http::ApiError;
 
 /// The largest request body passed on (an agent takes no more either).
 const MAX_BODY: usize = 64 * 1024;
@@ -101,7 +101,7 @@ pub(super) async fn files(
         return e.into_response();
     }
     let uri = Uri::try_from(format!("/{rest}")).unwrap_or_else(|_| Uri::from_static("/"));
-    crate::api::assets::serve(uri, headers).await
+    crate::http::assets::serve(uri, headers).await
 }
 
 /// `/agents/{name}/` itself.
@@ -113,7 +113,7 @@ pub(super) async fn index(
     if let Err(e) = agent(&s, &name) {
         return e.into_response();
     }
-    crate::api::assets::serve(Uri::from_static("/"), headers).await
+    crate::http::assets::serve(Uri::from_static("/"), headers).await
 }
 
 /// `/agents/{name}/api/{*rest}`: passed on to the agent.

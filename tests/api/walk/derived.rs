@@ -3,7 +3,7 @@
 //! and, where it takes a body, the bodies every such route must refuse or
 //! ignore without harm.
 
-use drainwatch::api::{Query, Route};
+use drainwatch::http::{Query, Route};
 
 use super::{Case, Expect, JSON, OVERSIZED};
 
@@ -116,7 +116,7 @@ mod tests {
         let r = |path, method| Route {
             path,
             method,
-            query: drainwatch::api::routes::NONE,
+            query: drainwatch::http::routes::NONE,
         };
         let routes = [
             r("/api/flagsets/diff", "GET"),

@@ -292,7 +292,7 @@ async fn walk(base: &str, clients: &[reqwest::Client; 3], case: &Case) -> Vec<St
 async fn walk_all(
     base: &str,
     clients: &[reqwest::Client; 3],
-    routes: &[drainwatch::api::Route],
+    routes: &[drainwatch::http::Route],
     fill: &dyn Fn(&str) -> String,
     mut cases: Vec<Case>,
     mark: &str,

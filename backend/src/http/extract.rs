@@ -83,7 +83,7 @@ where
 }
 
 /// A numeric id from the path; `what` names it in the refusal (`restart`, `run`).
-pub(super) fn path_id(id: &str, what: &str) -> Result<i64, ApiError> {
+pub(crate) fn path_id(id: &str, what: &str) -> Result<i64, ApiError> {
     id.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -93,7 +93,7 @@ pub(super) fn path_id(id: &str, what: &str) -> Result<i64, ApiError> {
 }
 
 /// A page's `limit`: `default` when not given, else from 1 to 1000.
-pub(super) fn limit(given: Option<u32>, default: u32) -> Result<u32, ApiError> {
+pub(crate) fn limit(given: Option<u32>, default: u32) -> Result<u32, ApiError> {
     match given.unwrap_or(default) {
         n @ 1..=1000 => Ok(n),
         _ => Err(ApiError::new(
