@@ -49,7 +49,7 @@ impl Manager {
                 if phase == Phase::Verifying {
                     // Stopping ends with cgroup.kill: whatever is still in the
                     // server's cgroup now, tracked or not, is gone.
-                    if let Some(cg) = &self.cgroups {
+                    if let Some(cg) = &self.tracked.cgroups {
                         cg.kill_all();
                     }
                 }
@@ -116,8 +116,8 @@ impl Manager {
             .and_then(|r| r.group.as_ref())
             .map_or((None, None), |g| (Some(g.signal(sig)), Some(g.pgid)));
         let reached = matches!(group, Some(GroupSignal::ByPidfd | GroupSignal::ByNumber));
-        let n = self.members.signal(sig, pgid.filter(|_| reached));
-        let killed = match &self.cgroups {
+        let n = self.tracked.members.signal(sig, pgid.filter(|_| reached));
+        let killed = match &self.tracked.cgroups {
             Some(cg) if sig == libc::SIGKILL => cg.kill_all(),
             _ => 0,
         };
@@ -137,13 +137,17 @@ impl Manager {
 
     /// What a drain signals, in words, for the record.
     fn drain_note(&self) -> String {
-        let n = self.members.alive();
+        let n = self.tracked.members.alive();
         match self.running.as_ref() {
             Some(r) if r.origin == Origin::Adopted => {
                 let head = format!(
                     "SIGTERM to the adopted server's {n} tracked process(es), never its process group"
                 );
-                let sweeps = self.cgroups.as_ref().is_some_and(|c| !c.has_kill_file());
+                let sweeps = self
+                    .tracked
+                    .cgroups
+                    .as_ref()
+                    .is_some_and(|c| !c.has_kill_file());
                 match (&r.cgroup, r.contained) {
                     (Some(cg), true) if sweeps => {
                         format!("{head}; killing each process left in {cg} ends the stop")
@@ -158,7 +162,12 @@ impl Manager {
             Some(r) => match (&r.cgroup, r.contained) {
                 (Some(cg), true) => format!(
                     "SIGTERM to the server's process group and its {n} process(es) in cgroup {cg}; {} ends the stop",
-                    if self.cgroups.as_ref().is_some_and(|c| !c.has_kill_file()) {
+                    if self
+                        .tracked
+                        .cgroups
+                        .as_ref()
+                        .is_some_and(|c| !c.has_kill_file())
+                    {
                         "killing each process left in it"
                     } else {
                         "cgroup.kill"
@@ -211,7 +220,7 @@ impl Manager {
                 .invocation(&self.cfg.args, &self.cfg.env, &flags),
         };
         let log_path = self.log_dir.join(format!("launch-{}.log", self.generation));
-        let leaf = match &self.cgroups {
+        let leaf = match &self.tracked.cgroups {
             // Empty leaves of earlier launches go on the manager's tick.
             Some(cg) => match cg.new_leaf(self.generation) {
                 Ok(leaf) => Some(leaf),
@@ -306,7 +315,7 @@ impl Manager {
             self.store.instance_ended(self.generation, now);
         }
         self.probes.stop();
-        self.members.root_gone();
+        self.tracked.members.root_gone();
     }
 
     pub(super) fn finished(&mut self, outcome: Outcome, failure: Option<Failure>, now: u64) {

@@ -22,7 +22,7 @@ use crate::config::file::ServerConfig;
 use crate::hub::Hub;
 use crate::identity::{self, ServerHint};
 use crate::store::{Instance, Store};
-use crate::supervisor::cgroup::{self, Cgroups};
+use crate::supervisor::cgroup;
 use crate::supervisor::{self, Group, LogTail, Members};
 
 mod bench;
@@ -34,6 +34,7 @@ mod pregate;
 pub(crate) use inputs::client as probe_client;
 mod requests;
 mod status;
+mod tracked;
 
 pub use handle::{Command, Event, Lease, Mailbox, ManagerHandle, Refusal, Request};
 
@@ -78,10 +79,8 @@ pub struct Manager {
     /// The flags the server runs with, raw (secrets too), to relaunch with.
     flags: Flags,
     running: Option<Running>,
-    /// The server's processes, each with its pidfd; publishes them to telemetry.
-    members: Members,
-    /// drainwatch's cgroup subtree, where cgroup containment is in force.
-    cgroups: Option<Cgroups>,
+    /// The server's processes, drainwatch's cgroups, what the store has of them.
+    tracked: tracked::Tracked,
     containment: Containment,
     /// The launch log of the running server (none for an adopted one).
     log: Option<LogTail>,
@@ -104,33 +103,14 @@ pub struct Manager {
     /// Operations and benchmarks as they end, for the campaign runner.
     events: broadcast::Sender<Event>,
     /// The pre-launch health gate's memory and the operation's overrides.
-    health: HealthGate,
+    health: pregate::HealthGate,
     /// For a server that spans nodes: this node's place in it, as the last
     /// accepted launch gave it.
     node: Option<shared::restart::NodeRole>,
-    /// The members recorded in the store for the running instance (so that a
-    /// drainwatch killed now knows them), and that instance's generation.
-    recorded: (u64, std::collections::HashSet<ProcId>),
     /// The hub's coordinated restart acting on this node, and until when
     /// its hold lasts without a word from the hub: every change that is not
     /// its own is refused meanwhile.
     coordinated: Option<(i64, std::time::Instant)>,
-    /// The generation whose root was gone when this drainwatch started but
-    /// whose processes still lived: ours, drained by the next operation; its
-    /// instance ends once they are gone.
-    leftover: Option<u64>,
-}
-
-/// What the health gate needs across samples.
-#[derive(Debug)]
-struct HealthGate {
-    history: gate::History,
-    /// Set to have the next sample read the slow fields afresh.
-    refresh: Arc<AtomicBool>,
-    /// For the operation in flight: when it began (slow fields read before
-    /// are too old to decide on), and the GPUs an operator overrode.
-    fresh_since_ms: Option<u64>,
-    overridden: Vec<u32>,
 }
 
 /// What [`Manager::new`] needs.
@@ -160,7 +140,7 @@ impl Manager {
         let client = inputs::client(p.cfg.api_key.as_ref());
         let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
-        let history = load_health_history(&p.store).await;
+        let history = pregate::load_health_history(&p.store).await;
         let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
@@ -172,8 +152,7 @@ impl Manager {
             hub: p.hub,
             store: p.store,
             running: None,
-            members,
-            cgroups,
+            tracked: tracked::Tracked::new(members, cgroups),
             containment,
             log: None,
             log_dir: p.log_dir,
@@ -189,16 +168,14 @@ impl Manager {
             bench: bench::Benches::new(),
             lease: None,
             events: events.clone(),
-            health: HealthGate {
+            health: pregate::HealthGate {
                 history,
                 refresh: p.health_refresh,
                 fresh_since_ms: None,
                 overridden: Vec::new(),
             },
             node: None,
-            recorded: (0, std::collections::HashSet::new()),
             coordinated: None,
-            leftover: None,
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst, &p.recovered.members);
@@ -212,7 +189,7 @@ impl Manager {
     /// left of it (recorded processes, its process group, its cgroup leaves)
     /// is still ours: drained by the next operation, never called foreign.
     fn reattach(&mut self, inst: Instance, members: &[ProcId]) {
-        self.recorded = (inst.generation, members.iter().copied().collect());
+        self.tracked.recorded_already(inst.generation, members);
         if !identity::alive(inst.root) {
             // Only a group drainwatch made says who is ours.
             let pgid = if inst.origin == Origin::Launched {
@@ -221,7 +198,7 @@ impl Manager {
                 0
             };
             let left = identity::leftovers(inst.root, pgid, members);
-            if left.is_empty() && self.track_contained() == 0 {
+            if left.is_empty() && self.tracked.contained() == 0 {
                 tracing::info!(pid = inst.root.pid, "the recorded server is gone");
                 self.store.instance_ended(inst.generation, now_ms());
                 return;
@@ -232,9 +209,9 @@ impl Manager {
                 processes = left.len(),
                 "the recorded server's root is gone but processes of it still live: they are ours, and the next operation drains them"
             );
-            self.members.reset(None, false, left);
-            self.track_contained();
-            self.leftover = Some(inst.generation);
+            self.tracked.members.reset(None, false, left);
+            self.tracked.contained();
+            self.tracked.leftover = Some(inst.generation);
             return;
         }
         tracing::info!(
@@ -248,7 +225,7 @@ impl Manager {
         // Only a group drainwatch made is ever signalled, and only through its
         // leader's pidfd now that the leader is no longer our child.
         let group = (inst.origin == Origin::Launched).then(|| Group::refound(inst.pgid, inst.root));
-        let contained = self.leaf_of(inst.cgroup.as_deref()).is_some();
+        let contained = self.tracked.leaf_of(inst.cgroup.as_deref()).is_some();
         self.set_running(
             Running {
                 root: inst.root,
@@ -261,7 +238,8 @@ impl Manager {
             false,
         );
         // Those that left the root's tree (reparented, in a session of their own).
-        self.members
+        self.tracked
+            .members
             .extend(members.iter().copied().filter(|id| identity::alive(*id)));
         self.feed(Input::Attached);
     }
@@ -269,62 +247,27 @@ impl Manager {
     /// Records the members not recorded yet, for the running instance (or
     /// what is left of one).
     fn record_members(&mut self) {
-        let generation = match (&self.running, self.leftover) {
-            (Some(_), _) => self.generation,
-            (None, Some(g)) => g,
-            (None, None) => return,
-        };
-        if self.recorded.0 != generation {
-            self.recorded = (generation, std::collections::HashSet::new());
+        let running = self.running.as_ref().map(|_| self.generation);
+        if let Some((generation, new)) = self.tracked.unrecorded(running) {
+            self.store.members(generation, new);
         }
-        if self.recorded.1.len() >= self.members.ids().len() {
-            return;
-        }
-        let new: Vec<ProcId> = (self.members.ids().iter())
-            .filter(|id| !self.recorded.1.contains(id))
-            .copied()
-            .collect();
-        self.recorded.1.extend(new.iter().copied());
-        self.store.members(generation, new);
     }
 
     /// Ends the leftover instance once nothing of it lives (a launch since
     /// was verified past it).
     fn settle_leftover(&mut self) {
-        let Some(g) = self.leftover else { return };
-        if self.running.is_some() || (self.members.alive() == 0 && self.track_contained() == 0) {
-            tracing::info!(
-                generation = g,
-                "what was left of the recorded server is gone"
-            );
+        if let Some(g) = self.tracked.settled_leftover(self.running.is_some()) {
             self.store.instance_ended(g, now_ms());
-            self.leftover = None;
         }
     }
 
-    /// The recorded cgroup `name`, if it is one of drainwatch's leaves.
-    fn leaf_of(&self, name: Option<&str>) -> Option<cgroup::Leaf> {
-        self.cgroups.as_ref()?.leaf_named(name?)
-    }
-
     fn set_running(&mut self, r: Running, own_children: bool) {
-        self.members
+        self.tracked
+            .members
             .reset(Some(r.root), own_children, identity::descendants(r.root));
         self.shown.adoptable = None;
         self.running = Some(r);
-        self.track_contained();
-    }
-
-    /// Whatever runs in drainwatch's server cgroups is the server's, whatever
-    /// its parentage; returns how many processes they hold now.
-    fn track_contained(&mut self) -> usize {
-        let Some(cg) = &self.cgroups else { return 0 };
-        let pids = cg.procs();
-        // Still in a leaf of ours once its pidfd pins it: not a stranger that
-        // got the PID of one that left.
-        let inside = |id: ProcId| cgroup::of_process(id.pid).is_some_and(|p| cg.owns(&p));
-        self.members.extend_pids(&pids, &inside);
-        pids.len()
+        self.tracked.contained();
     }
 
     async fn command(&mut self, cmd: Command) {
@@ -452,11 +395,11 @@ impl Manager {
 
     /// Adds the root's current descendants to the tracked members.
     fn track_descendants(&mut self) {
-        self.track_contained();
+        self.tracked.contained();
         let Some(root) = self.running.as_ref().map(|r| r.root) else {
             return;
         };
-        self.members.extend(identity::descendants(root));
+        self.tracked.members.extend(identity::descendants(root));
     }
 
     /// Serves until `shutdown` flips.
@@ -498,10 +441,10 @@ impl Manager {
                 _ = tick.tick() => {
                     self.pregate_deadline().await;
                     self.on_exits();
-                    if let Some(cg) = &self.cgroups {
+                    if let Some(cg) = &self.tracked.cgroups {
                         cg.remove_empty_leaves();
                     }
-                    self.members.release_exited();
+                    self.tracked.members.release_exited();
                     self.record_members();
                     self.settle_leftover();
                     self.follow_log();
@@ -568,7 +511,7 @@ impl Manager {
             .as_ref()
             .is_some_and(|r| sample.server.is_some_and(|s| s.root == r.root));
         if ours {
-            self.members.extend(
+            self.tracked.members.extend(
                 sample
                     .processes
                     .iter()
@@ -580,9 +523,9 @@ impl Manager {
         }
         // Nothing of ours is alive only when no tracked member lives and the
         // server's cgroup is empty.
-        let contained = self.track_contained();
-        let ours_alive = self.members.alive().max(contained);
-        let mut obs = observe(sample, self.members.ids(), ours_alive, &self.cfg);
+        let contained = self.tracked.contained();
+        let ours_alive = self.tracked.members.alive().max(contained);
+        let mut obs = observe(sample, self.tracked.members.ids(), ours_alive, &self.cfg);
         if self.machine.phase() == Phase::Killing {
             obs.stuck = self.stuck(sample);
         }
@@ -621,7 +564,7 @@ impl Manager {
     /// The members alive in uninterruptible sleep (`D`), where SIGKILL
     /// waits until the kernel lets go: stuck inside the driver, if it never does.
     fn stuck(&self, sample: &shared::Sample) -> Vec<shared::restart::StuckProcess> {
-        (self.members.ids().iter())
+        (self.tracked.members.ids().iter())
             .filter_map(|id| identity::live(*id))
             .filter(|i| i.state == 'D')
             .map(|i| shared::restart::StuckProcess {
@@ -635,20 +578,4 @@ impl Manager {
             })
             .collect()
     }
-}
-
-/// The gate's history: every GPU's last-launch mark, and the stored XIDs
-/// each GPU has not launched past (the store keeps the newest 10,000).
-/// Unreadable, it starts empty (and says so): the live samples still carry
-/// every XID seen from now on.
-async fn load_health_history(store: &Store) -> gate::History {
-    let marks = store.marks().await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "cannot read the GPUs' last-launch marks");
-        Vec::new()
-    });
-    let xids = store.xids_since(0).await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "cannot read the stored XID errors");
-        Vec::new()
-    });
-    gate::History::new(marks, xids)
 }

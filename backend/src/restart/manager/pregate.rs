@@ -4,7 +4,8 @@
 //! server still serving, or begun. The same gate runs again after the drain
 //! (in the machine's Verifying), for whatever changed meanwhile.
 
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use shared::Sample;
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 use super::{Manager, Refusal, Request};
 use crate::clock::now_ms;
 use crate::restart::gate;
+use crate::store::Store;
 
 /// Where a request's answer goes.
 pub(crate) type Reply = oneshot::Sender<Result<Accepted, Refusal>>;
@@ -129,4 +131,32 @@ impl Manager {
             p.parked.reply,
         );
     }
+}
+
+/// What the health gate needs across samples.
+#[derive(Debug)]
+pub(super) struct HealthGate {
+    pub(super) history: gate::History,
+    /// Set to have the next sample read the slow fields afresh.
+    pub(super) refresh: Arc<AtomicBool>,
+    /// For the operation in flight: when it began (slow fields read before
+    /// are too old to decide on), and the GPUs an operator overrode.
+    pub(super) fresh_since_ms: Option<u64>,
+    pub(super) overridden: Vec<u32>,
+}
+
+/// The gate's history: every GPU's last-launch mark, and the stored XIDs
+/// each GPU has not launched past (the store keeps the newest 10,000).
+/// Unreadable, it starts empty (and says so): the live samples still carry
+/// every XID seen from now on.
+pub(super) async fn load_health_history(store: &Store) -> gate::History {
+    let marks = store.marks().await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the GPUs' last-launch marks");
+        Vec::new()
+    });
+    let xids = store.xids_since(0).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the stored XID errors");
+        Vec::new()
+    });
+    gate::History::new(marks, xids)
 }

@@ -121,7 +121,7 @@ impl Manager {
                 "only an adoption can move a server into drainwatch's cgroup".to_owned(),
             ));
         }
-        if req.contain && self.cgroups.is_none() {
+        if req.contain && self.tracked.cgroups.is_none() {
             return Err(Refusal::BadRequest(format!(
                 "cannot contain the adopted server: {}",
                 self.containment.summary()
@@ -323,7 +323,7 @@ impl Manager {
         self.generation += 1;
         let mut cgroup = cgroup::of_process(root.pid);
         let mut contained = false;
-        if contain && let Some(cg) = &self.cgroups {
+        if contain && let Some(cg) = &self.tracked.cgroups {
             // Moved on the operator's word only, parents first, so what they
             // fork from now on is born inside.
             match cg.new_leaf(self.generation) {
