@@ -70,16 +70,13 @@ fn follow(state: AppState) {
     });
 }
 
-/// The panel.
-#[component]
-pub(crate) fn CampaignPanel() -> impl IntoView {
-    let state = AppState::get();
-    follow(state);
-    let selected = RwSignal::new(None::<u32>);
-    let message = RwSignal::new(None::<String>);
-
-    // Pause, resume, cancel; the webhook test; the point's actions: one
-    // handler for every button of the text blocks.
+/// One handler for every button of the text blocks: pause, resume, cancel;
+/// the webhook test; a step's record and a point's actions.
+fn click_handler(
+    state: AppState,
+    selected: RwSignal<Option<u32>>,
+    message: RwSignal<Option<String>>,
+) -> impl Fn(web_sys::MouseEvent) + Copy + 'static {
     let act = move |verb: &'static str| {
         let Some(id) = state
             .campaign
@@ -131,7 +128,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             }));
         }
     };
-    let on_click = move |ev: web_sys::MouseEvent| {
+    move |ev: web_sys::MouseEvent| {
         let Some((act_name, el)) = acted_on(&ev) else {
             return;
         };
@@ -155,57 +152,12 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             "new" => state.plan_open.set(true),
             _ => {}
         }
-    };
+    }
+}
 
-    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
-    let head = Memo::new(move |_| {
-        let may = state.may_operate();
-        state.campaign.with(|c| {
-            panel::head(
-                c.as_ref()
-                    .map(|c| (c.info.id, c.info.name.as_str(), c.info.state)),
-                may,
-                crate::base::base(),
-            )
-        })
-    });
-    let phase = Memo::new(move |_| {
-        state
-            .server
-            .with(|s| s.as_ref().map_or(Phase::Stopped, |s| s.phase))
-    });
-    let summary = Memo::new(move |_| {
-        let (now, phase) = (state.now_ms.get() as u64, phase.get());
-        state
-            .campaign
-            .with(|c| c.as_ref().map(|c| panel::summary(c, now, phase)))
-            .unwrap_or_default()
-    });
-    let side = Memo::new(move |_| {
-        let may = state.may_operate();
-        let free = state.server.with(|s| {
-            s.as_ref()
-                .is_some_and(|s| s.held_by.is_none() && s.operation.is_none())
-        });
-        let chosen = selected.get();
-        state
-            .campaign
-            .with(|c| c.as_ref().map(|c| panel::side(c, chosen, may, free)))
-            .unwrap_or_default()
-    });
-
-    // The step running now, and the drain chart of its restart (else of the
-    // newest one).
-    let current = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            let c = c.as_ref()?;
-            let i = c.info.current?;
-            c.steps
-                .get(i as usize)
-                .filter(|s| !s.state.is_final())
-                .map(|_| i)
-        })
-    });
+/// The drain chart of the running step's restart (else of the newest one),
+/// with the benchmark's progress.
+fn live_view(state: AppState) -> impl IntoView {
     let live_restart = Memo::new(move |_| {
         state.campaign.with(|c| {
             let c = c.as_ref()?;
@@ -243,7 +195,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             })
         })
     };
-    let live = move || {
+    move || {
         live_restart.get().map(|id| {
             let (loaded, _) = live_detail(state, id);
             view! {
@@ -254,8 +206,12 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                 <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty_detail(id))) />
             }
         })
-    };
+    }
+}
 
+/// The steps' table: a window of rows around what its box shows, patched as
+/// steps change, following the running step (`current`).
+fn steps_table(state: AppState, current: Memo<Option<u32>>) -> impl IntoView {
     // The rows drawn: a window around what the steps' box shows.
     let scroll = RwSignal::new(0.0f64);
     let view_px = RwSignal::new(700.0f64);
@@ -304,6 +260,85 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
     });
 
     view! {
+        <div
+            class="cpg-steps"
+            node_ref=steps_box
+            on:scroll=move |ev| {
+                if let Some(el) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) {
+                    scroll.set(f64::from(el.scroll_top()));
+                    view_px.set(f64::from(el.client_height()));
+                }
+            }
+        >
+            <table class="cpg-table">
+                <colgroup>
+                    <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
+                </colgroup>
+                <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
+                <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() node_ref=tbody></tbody>
+            </table>
+        </div>
+    }
+}
+
+/// The panel.
+#[component]
+pub(crate) fn CampaignPanel() -> impl IntoView {
+    let state = AppState::get();
+    follow(state);
+    let selected = RwSignal::new(None::<u32>);
+    let message = RwSignal::new(None::<String>);
+
+    let on_click = click_handler(state, selected, message);
+    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
+    let head = Memo::new(move |_| {
+        let may = state.may_operate();
+        state.campaign.with(|c| {
+            panel::head(
+                c.as_ref()
+                    .map(|c| (c.info.id, c.info.name.as_str(), c.info.state)),
+                may,
+                crate::base::base(),
+            )
+        })
+    });
+    let phase = Memo::new(move |_| {
+        state
+            .server
+            .with(|s| s.as_ref().map_or(Phase::Stopped, |s| s.phase))
+    });
+    let summary = Memo::new(move |_| {
+        let (now, phase) = (state.now_ms.get() as u64, phase.get());
+        state
+            .campaign
+            .with(|c| c.as_ref().map(|c| panel::summary(c, now, phase)))
+            .unwrap_or_default()
+    });
+    let side = Memo::new(move |_| {
+        let may = state.may_operate();
+        let free = state.server.with(|s| {
+            s.as_ref()
+                .is_some_and(|s| s.held_by.is_none() && s.operation.is_none())
+        });
+        let chosen = selected.get();
+        state
+            .campaign
+            .with(|c| c.as_ref().map(|c| panel::side(c, chosen, may, free)))
+            .unwrap_or_default()
+    });
+
+    // The step running now.
+    let current = Memo::new(move |_| {
+        state.campaign.with(|c| {
+            let c = c.as_ref()?;
+            let i = c.info.current?;
+            c.steps
+                .get(i as usize)
+                .filter(|s| !s.state.is_final())
+                .map(|_| i)
+        })
+    });
+    view! {
         <div class="proc-head" on:click=on_click inner_html=head></div>
         <div class="notice-line" data-testid="campaign-message">{move || message.get()}</div>
         {move || match loaded.get() {
@@ -317,25 +352,8 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                 <div class="cpg-summary" inner_html=summary></div>
                 <div class="cpg-body" on:click=on_click>
                     <div class="cpg-main">
-                        <div
-                            class="cpg-steps"
-                            node_ref=steps_box
-                            on:scroll=move |ev| {
-                                if let Some(el) = ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()) {
-                                    scroll.set(f64::from(el.scroll_top()));
-                                    view_px.set(f64::from(el.client_height()));
-                                }
-                            }
-                        >
-                            <table class="cpg-table">
-                                <colgroup>
-                                    <col style="width:3.2em" /><col style="width:9.5em" /><col /><col style="width:10.5em" /><col style="width:6em" /><col style="width:6em" /><col style="width:4.5em" /><col style="width:4.2em" />
-                                </colgroup>
-                                <thead><tr><th class="num">"#"</th><th>"state"</th><th>"flags vs baseline"</th><th class="num">"result"</th><th class="num">"Δ"</th><th class="num">"p99 TTFT"</th><th class="num">"took"</th><th>"record"</th></tr></thead>
-                                <tbody data-testid="campaign-steps" data-steps=move || count.get().to_string() node_ref=tbody></tbody>
-                            </table>
-                        </div>
-                        <div class="cpg-live" data-testid="campaign-live">{live}</div>
+                        {steps_table(state, current)}
+                        <div class="cpg-live" data-testid="campaign-live">{live_view(state)}</div>
                     </div>
                     <div class="cpg-side" inner_html=side></div>
                 </div>

@@ -76,8 +76,125 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
     let with_flags = takes_flags(kind);
     let explanation = explain(&open);
 
-    // One editor value per allowed flag, starting at its current value, or
-    // at the flag set's when the dialog restarts with one.
+    let FlagEditor {
+        request,
+        view: editor,
+    } = flag_editor(&open, kind, with_flags);
+    let refused = health_refusal(state, &status, with_flags);
+
+    // Adoption only: move the server into drainwatch's cgroup (never unasked),
+    // offered where cgroup containment is in force.
+    let contain = RwSignal::new(false);
+    let can_contain = kind == OpKind::Adopt
+        && status
+            .containment
+            .as_ref()
+            .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
+    let override_typed = RwSignal::new(String::new());
+    let typed = RwSignal::new(String::new());
+    let sending = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let confirmed = {
+        let name = name.clone();
+        Memo::new(move |_| typed.with(|t| *t == name))
+    };
+
+    let submit = move || {
+        if !confirmed.get_untracked() || sending.get_untracked() {
+            return;
+        }
+        sending.set(true);
+        error.set(None);
+        let confirm = typed.get_untracked();
+        let flags = if with_flags {
+            request.get_untracked()
+        } else {
+            BTreeMap::new()
+        };
+        let contain = contain.get_untracked();
+        let override_health = Some(override_typed.get_untracked().trim().to_owned())
+            .filter(|t| with_flags && !t.is_empty());
+        spawn_local(async move {
+            let result =
+                api::submit(kind, generation, confirm, flags, contain, override_health).await;
+            // The dialog may have been closed meanwhile: its signals are gone then.
+            if sending.try_set(false).is_some() {
+                return;
+            }
+            match result {
+                Ok(()) => state.dialog.set(None),
+                Err(text) => {
+                    error.try_set(Some(text));
+                }
+            }
+        });
+    };
+
+    let from_set = open.prefill.as_ref().filter(|_| with_flags).map(|p| {
+        let text = format!("values from flag set {} ({})", p.name, p.id);
+        view! {
+            <div class="dlg-prefill" data-testid="dialog-prefill" data-flagset=p.id.clone()>
+                {text}
+            </div>
+        }
+    });
+    let phase = status.phase;
+    let heading = format!("{title} {name}");
+    let aria = heading.clone();
+    let confirm_label = format!("{title} {name}");
+
+    view! {
+        <div class="modal-backdrop">
+            <div
+                class="modal dialog"
+                role="dialog"
+                aria-modal="true"
+                aria-label=aria
+                data-testid="restart-dialog"
+                data-kind=kind.as_str()
+                data-generation=generation.to_string()
+            >
+                <form
+                    on:submit=move |ev| {
+                        ev.prevent_default();
+                        submit();
+                    }
+                >
+                    <header class="modal-head">
+                        <h2 class="modal-title">{heading}</h2>
+                        <PhaseBadge phase=phase />
+                        <span class="dlg-muted num">{format!("gen {generation}")}</span>
+                        {close_button(move || state.dialog.set(None), None)}
+                    </header>
+                    <p class="dlg-explain">{explanation}</p>
+                    {from_set}
+                    {stale_notice(state, generation)}
+                    {editor}
+                    {refused.map(|(last, issues)| health_override(last, kind, &issues, override_typed).into_any())}
+                    {can_contain.then(|| contain_box(contain))}
+                    <section class="dlg-section">
+                        <h3 class="dlg-h">"will be stopped"</h3>
+                        <KillList kind=kind />
+                    </section>
+                    {confirm_field(name, typed)}
+                    {error_slot(error)}
+                    {footer(state, confirm_label, move || confirmed.get(), sending)}
+                </form>
+            </div>
+        </div>
+    }
+}
+
+/// The flag editor of a restart or start: a row per allowed flag, starting at
+/// its current value (or the flag set's the dialog opened with), and the live
+/// diff; the changes to request as they are edited.
+struct FlagEditor {
+    request: Memo<BTreeMap<String, Option<String>>>,
+    view: Option<AnyView>,
+}
+
+fn flag_editor(open: &DialogOpen, kind: OpKind, with_flags: bool) -> FlagEditor {
+    let status = &open.status;
     let start_at = open
         .prefill
         .as_ref()
@@ -127,78 +244,6 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
         })
     };
 
-    // Adoption only: move the server into drainwatch's cgroup (never unasked),
-    // offered where cgroup containment is in force.
-    let contain = RwSignal::new(false);
-    let can_contain = kind == OpKind::Adopt
-        && status
-            .containment
-            .as_ref()
-            .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
-    // A launch the health check refused last time: the operator may type the
-    // refused GPUs to launch anyway, once (audited by the server).
-    // Or one it may refuse: what the server's GPUs show wrong now (the
-    // server's `[health]` may warn or ignore some of it).
-    let refused: Option<(bool, Vec<HealthIssue>)> = match &status.failure {
-        Some(Failure::Unhealthy { issues }) if with_flags && !issues.is_empty() => {
-            Some((true, issues.clone()))
-        }
-        _ if with_flags => {
-            let now = state.latest.with_untracked(|l| {
-                l.as_ref().map_or_else(Vec::new, |s| {
-                    s.gpus
-                        .iter()
-                        .filter(|g| status.gpus.contains(&g.index))
-                        .flat_map(|g| issues_now(g.index, &g.health))
-                        .filter(|i| i.reason != HealthReason::Throttle)
-                        .collect()
-                })
-            });
-            (!now.is_empty()).then_some((false, now))
-        }
-        _ => None,
-    };
-    let override_typed = RwSignal::new(String::new());
-    let typed = RwSignal::new(String::new());
-    let sending = RwSignal::new(false);
-    let error = RwSignal::new(None::<String>);
-    let confirmed = {
-        let name = name.clone();
-        Memo::new(move |_| typed.with(|t| *t == name))
-    };
-    let now_generation = move || state.server.with(|s| s.as_ref().map(|s| s.generation));
-
-    let submit = move || {
-        if !confirmed.get_untracked() || sending.get_untracked() {
-            return;
-        }
-        sending.set(true);
-        error.set(None);
-        let confirm = typed.get_untracked();
-        let flags = if with_flags {
-            request.get_untracked()
-        } else {
-            BTreeMap::new()
-        };
-        let contain = contain.get_untracked();
-        let override_health = Some(override_typed.get_untracked().trim().to_owned())
-            .filter(|t| with_flags && !t.is_empty());
-        spawn_local(async move {
-            let result =
-                api::submit(kind, generation, confirm, flags, contain, override_health).await;
-            // The dialog may have been closed meanwhile: its signals are gone then.
-            if sending.try_set(false).is_some() {
-                return;
-            }
-            match result {
-                Ok(()) => state.dialog.set(None),
-                Err(text) => {
-                    error.try_set(Some(text));
-                }
-            }
-        });
-    };
-
     let flag_rows = rows
         .into_iter()
         .map(|(spec, value)| {
@@ -212,7 +257,7 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
     } else {
         "none: the server comes back with the flags it has"
     };
-    let editor = with_flags.then(|| {
+    let view = with_flags.then(|| {
         let editor_empty = flag_rows.is_empty();
         view! {
             <section class="dlg-section">
@@ -232,126 +277,138 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                 </div>
             </section>
         }
+        .into_any()
     });
 
-    let from_set = open.prefill.as_ref().filter(|_| with_flags).map(|p| {
-        let text = format!("values from flag set {} ({})", p.name, p.id);
-        view! {
-            <div class="dlg-prefill" data-testid="dialog-prefill" data-flagset=p.id.clone()>
-                {text}
-            </div>
+    FlagEditor { request, view }
+}
+
+/// Why the health check may refuse this launch: the issues it refused last
+/// time (`true`: the operator may type the refused GPUs to launch anyway,
+/// once, audited by the server), or what the server's GPUs show wrong now
+/// (`false`; the server's `[health]` may warn or ignore some of it).
+fn health_refusal(
+    state: AppState,
+    status: &shared::restart::ServerStatus,
+    with_flags: bool,
+) -> Option<(bool, Vec<HealthIssue>)> {
+    match &status.failure {
+        Some(Failure::Unhealthy { issues }) if with_flags && !issues.is_empty() => {
+            Some((true, issues.clone()))
         }
-    });
-    let phase = status.phase;
-    let heading = format!("{title} {name}");
-    let aria = heading.clone();
-    let confirm_label = format!("{title} {name}");
-    let placeholder = name.clone();
-    let name_for_hint = name.clone();
+        _ if with_flags => {
+            let now = state.latest.with_untracked(|l| {
+                l.as_ref().map_or_else(Vec::new, |s| {
+                    s.gpus
+                        .iter()
+                        .filter(|g| status.gpus.contains(&g.index))
+                        .flat_map(|g| issues_now(g.index, &g.health))
+                        .filter(|i| i.reason != HealthReason::Throttle)
+                        .collect()
+                })
+            });
+            (!now.is_empty()).then_some((false, now))
+        }
+        _ => None,
+    }
+}
 
+/// Said when the server changed since the dialog opened: the request would
+/// be refused as stale.
+fn stale_notice(state: AppState, generation: u64) -> impl IntoView {
+    let now_generation = move || state.server.with(|s| s.as_ref().map(|s| s.generation));
+    move || {
+        now_generation().filter(|g| *g != generation).map(|g| {
+            view! {
+                <div class="dlg-stale" data-testid="dialog-stale">
+                    {format!(
+                        "the server changed since this dialog opened (generation {generation} → {g}): drainwatch will refuse; close and review",
+                    )}
+                </div>
+            }
+        })
+    }
+}
+
+/// Adoption only: move the server into drainwatch's cgroup (never unasked).
+fn contain_box(contain: RwSignal<bool>) -> impl IntoView {
     view! {
-        <div class="modal-backdrop">
-            <div
-                class="modal dialog"
-                role="dialog"
-                aria-modal="true"
-                aria-label=aria
-                data-testid="restart-dialog"
-                data-kind=kind.as_str()
-                data-generation=generation.to_string()
+        <label class="dlg-contain" data-testid="adopt-contain">
+            <input
+                type="checkbox"
+                prop:checked=move || contain.get()
+                on:change=move |ev| contain.set(event_target_checked(&ev))
+            />
+            " move it into drainwatch's cgroup, so that stopping it ends with cgroup.kill"
+        </label>
+    }
+}
+
+/// The server's name, to be typed before anything is sent.
+fn confirm_field(name: String, typed: RwSignal<String>) -> impl IntoView {
+    let placeholder = name.clone();
+    view! {
+        <section class="dlg-section dlg-confirm">
+            <label class="dlg-label" for="confirm-input">
+                "type " <code class="dlg-name">{name}</code> " to confirm"
+            </label>
+            <input
+                id="confirm-input"
+                class="confirm-input"
+                data-testid="confirm-input"
+                type="text"
+                autocomplete="off"
+                spellcheck="false"
+                placeholder=placeholder
+                prop:value=move || typed.get()
+                on:input=move |ev| typed.set(event_target_value(&ev))
+            />
+        </section>
+    }
+}
+
+/// Cancel, and the action itself once the name is typed (`confirmed`).
+fn footer(
+    state: AppState,
+    label: String,
+    confirmed: impl Fn() -> bool + Send + Sync + 'static,
+    sending: RwSignal<bool>,
+) -> impl IntoView {
+    view! {
+        <footer class="modal-foot">
+            <button
+                type="button"
+                class="btn"
+                data-testid="cancel-action"
+                on:click=move |_| state.dialog.set(None)
             >
-                <form
-                    on:submit=move |ev| {
-                        ev.prevent_default();
-                        submit();
+                "Cancel"
+            </button>
+            <button
+                type="submit"
+                class="btn btn-danger"
+                data-testid="confirm-action"
+                disabled=move || !confirmed() || sending.get()
+            >
+                {move || if sending.get() { "sending…".to_owned() } else { label.clone() }}
+            </button>
+        </footer>
+    }
+}
+
+/// Where a refusal's text is shown, as the server wrote it.
+fn error_slot(error: RwSignal<Option<String>>) -> impl IntoView {
+    view! {
+        <div class="dialog-error-slot">
+            {move || {
+                error.get().map(|text| {
+                    view! {
+                        <div class="dialog-error" data-testid="dialog-error" role="alert">
+                            {text}
+                        </div>
                     }
-                >
-                    <header class="modal-head">
-                        <h2 class="modal-title">{heading}</h2>
-                        <PhaseBadge phase=phase />
-                        <span class="dlg-muted num">{format!("gen {generation}")}</span>
-                        {close_button(move || state.dialog.set(None), None)}
-                    </header>
-                    <p class="dlg-explain">{explanation}</p>
-                    {from_set}
-                    {move || {
-                        now_generation()
-                            .filter(|g| *g != generation)
-                            .map(|g| {
-                                view! {
-                                    <div class="dlg-stale" data-testid="dialog-stale">
-                                        {format!(
-                                            "the server changed since this dialog opened (generation {generation} → {g}): drainwatch will refuse; close and review",
-                                        )}
-                                    </div>
-                                }
-                            })
-                    }}
-                    {editor}
-                    {refused.map(|(last, issues)| health_override(last, kind, &issues, override_typed).into_any())}
-                    {can_contain.then(|| view! {
-                        <label class="dlg-contain" data-testid="adopt-contain">
-                            <input
-                                type="checkbox"
-                                prop:checked=move || contain.get()
-                                on:change=move |ev| contain.set(event_target_checked(&ev))
-                            />
-                            " move it into drainwatch's cgroup, so that stopping it ends with cgroup.kill"
-                        </label>
-                    })}
-                    <section class="dlg-section">
-                        <h3 class="dlg-h">"will be stopped"</h3>
-                        <KillList kind=kind />
-                    </section>
-                    <section class="dlg-section dlg-confirm">
-                        <label class="dlg-label" for="confirm-input">
-                            "type " <code class="dlg-name">{name_for_hint}</code> " to confirm"
-                        </label>
-                        <input
-                            id="confirm-input"
-                            class="confirm-input"
-                            data-testid="confirm-input"
-                            type="text"
-                            autocomplete="off"
-                            spellcheck="false"
-                            placeholder=placeholder
-                            prop:value=move || typed.get()
-                            on:input=move |ev| typed.set(event_target_value(&ev))
-                        />
-                    </section>
-                    <div class="dialog-error-slot">
-                        {move || {
-                            error
-                                .get()
-                                .map(|text| {
-                                    view! {
-                                        <div class="dialog-error" data-testid="dialog-error" role="alert">
-                                            {text}
-                                        </div>
-                                    }
-                                })
-                        }}
-                    </div>
-                    <footer class="modal-foot">
-                        <button
-                            type="button"
-                            class="btn"
-                            data-testid="cancel-action"
-                            on:click=move |_| state.dialog.set(None)
-                        >
-                            "Cancel"
-                        </button>
-                        <button
-                            type="submit"
-                            class="btn btn-danger"
-                            data-testid="confirm-action"
-                            disabled=move || !confirmed.get() || sending.get()
-                        >
-                            {move || if sending.get() { "sending…".to_owned() } else { confirm_label.clone() }}
-                        </button>
-                    </footer>
-                </form>
-            </div>
+                })
+            }}
         </div>
     }
 }
