@@ -261,108 +261,8 @@ pub fn resolve(
             .map_err(|e| bad(format!("{at}: {e}")))?;
         Ok(flags.get(flag).cloned())
     };
-    let mut sets: Vec<SetChanges> = Vec::new();
-    let mut varied: Vec<String> = Vec::new();
-    if !spec.grid.0.is_empty() {
-        let mut axes: Vec<(String, Vec<Option<String>>)> = Vec::new();
-        let mut count: usize = 1;
-        for (flag, values) in &spec.grid.0 {
-            if values.0.is_empty() {
-                return Err(bad(format!("grid: `{flag}` has no values")));
-            }
-            let mut canon_values: Vec<Option<String>> = Vec::new();
-            for v in &values.0 {
-                let c = canon(flag, v, "grid")?;
-                if canon_values.contains(&c) {
-                    return Err(bad(format!(
-                        "grid: `{flag}` lists the value `{}` twice",
-                        c.as_deref().unwrap_or("")
-                    )));
-                }
-                canon_values.push(c);
-            }
-            count = count
-                .checked_mul(canon_values.len())
-                .filter(|n| *n <= MAX_STEPS)
-                .ok_or_else(|| {
-                    bad(format!(
-                        "grid: more than {MAX_STEPS} combinations; split the campaign"
-                    ))
-                })?;
-            // One value is a setting of every step, not something varied.
-            if canon_values.len() > 1 {
-                varied.push(flag.clone());
-            }
-            axes.push((flag.clone(), canon_values));
-        }
-        let mut excludes: Vec<Vec<(String, Option<String>)>> = Vec::new();
-        for (i, ex) in spec.exclude.iter().enumerate() {
-            let mut one = Vec::new();
-            for (flag, values) in &ex.0 {
-                let Some((_, axis)) = axes.iter().find(|(f, _)| f == flag) else {
-                    return Err(bad(format!(
-                        "exclude #{}: `{flag}` is not one of the grid's flags",
-                        i + 1
-                    )));
-                };
-                let [v] = values.0.as_slice() else {
-                    return Err(bad(format!("exclude #{}: give `{flag}` one value", i + 1)));
-                };
-                let c = canon(flag, v, &format!("exclude #{}", i + 1))?;
-                if !axis.contains(&c) {
-                    return Err(bad(format!(
-                        "exclude #{}: `{flag}` = `{}` is not among the grid's values",
-                        i + 1,
-                        c.as_deref().unwrap_or("")
-                    )));
-                }
-                one.push((flag.clone(), c));
-            }
-            if one.is_empty() {
-                return Err(bad(format!("exclude #{}: name at least one flag", i + 1)));
-            }
-            excludes.push(one);
-        }
-        for n in 0..count {
-            // Mixed radix, the last flag fastest.
-            let mut rem = n;
-            let mut combo: Vec<(String, Option<String>)> = Vec::new();
-            for (flag, values) in axes.iter().rev() {
-                combo.push((flag.clone(), values[rem % values.len()].clone()));
-                rem /= values.len();
-            }
-            combo.reverse();
-            let excluded = excludes
-                .iter()
-                .any(|ex| ex.iter().all(|e| combo.contains(e)));
-            if !excluded {
-                sets.push((None, combo.into_iter().collect(), None));
-            }
-        }
-    }
-    for (i, set) in spec.sets.iter().enumerate() {
-        let at = format!("set #{}", i + 1);
-        let mut changes = BTreeMap::new();
-        for (flag, values) in &set.flags.0 {
-            let [v] = values.0.as_slice() else {
-                return Err(bad(format!("{at}: give `{flag}` one value")));
-            };
-            changes.insert(flag.clone(), canon(flag, v, &at)?);
-        }
-        let settings = match &set.bench {
-            Some(changes) => Some(
-                bench_settings(&bench, changes).map_err(|e| bad(format!("{at}: bench: {e}")))?,
-            ),
-            None => None,
-        };
-        let label = set.label.as_ref().map(|l| l.trim().to_owned());
-        if let Some(l) = &label
-            && (l.chars().count() > 100 || l.chars().any(char::is_control))
-        {
-            return Err(bad(format!("{at}: a label is at most 100 characters")));
-        }
-        sets.push((label, changes, settings));
-    }
+    let (mut sets, mut varied) = grid_sets(&spec, &canon)?;
+    sets.extend(listed_sets(&spec, &bench, &canon)?);
     if sets.is_empty() {
         return Err(bad(
             "the plan has no flag sets: give a [grid] or [[sets]] (all combinations excluded?)",
@@ -416,6 +316,132 @@ pub fn resolve(
         steps,
         varied,
     })
+}
+
+/// One flag's value as written, canonical, or the refusal naming where it was
+/// written (`at`).
+type Canon<'a> = dyn Fn(&str, &Scalar, &str) -> Result<Option<String>, PlanError> + 'a;
+
+/// The grid's combinations in order (the first flag slowest), less the
+/// excluded ones, and the flags it varies.
+fn grid_sets(
+    spec: &PlanSpec,
+    canon: &Canon<'_>,
+) -> Result<(Vec<SetChanges>, Vec<String>), PlanError> {
+    let mut sets: Vec<SetChanges> = Vec::new();
+    let mut varied: Vec<String> = Vec::new();
+    if spec.grid.0.is_empty() {
+        return Ok((sets, varied));
+    }
+    let mut axes: Vec<(String, Vec<Option<String>>)> = Vec::new();
+    let mut count: usize = 1;
+    for (flag, values) in &spec.grid.0 {
+        if values.0.is_empty() {
+            return Err(bad(format!("grid: `{flag}` has no values")));
+        }
+        let mut canon_values: Vec<Option<String>> = Vec::new();
+        for v in &values.0 {
+            let c = canon(flag, v, "grid")?;
+            if canon_values.contains(&c) {
+                return Err(bad(format!(
+                    "grid: `{flag}` lists the value `{}` twice",
+                    c.as_deref().unwrap_or("")
+                )));
+            }
+            canon_values.push(c);
+        }
+        count = count
+            .checked_mul(canon_values.len())
+            .filter(|n| *n <= MAX_STEPS)
+            .ok_or_else(|| {
+                bad(format!(
+                    "grid: more than {MAX_STEPS} combinations; split the campaign"
+                ))
+            })?;
+        // One value is a setting of every step, not something varied.
+        if canon_values.len() > 1 {
+            varied.push(flag.clone());
+        }
+        axes.push((flag.clone(), canon_values));
+    }
+    let mut excludes: Vec<Vec<(String, Option<String>)>> = Vec::new();
+    for (i, ex) in spec.exclude.iter().enumerate() {
+        let mut one = Vec::new();
+        for (flag, values) in &ex.0 {
+            let Some((_, axis)) = axes.iter().find(|(f, _)| f == flag) else {
+                return Err(bad(format!(
+                    "exclude #{}: `{flag}` is not one of the grid's flags",
+                    i + 1
+                )));
+            };
+            let [v] = values.0.as_slice() else {
+                return Err(bad(format!("exclude #{}: give `{flag}` one value", i + 1)));
+            };
+            let c = canon(flag, v, &format!("exclude #{}", i + 1))?;
+            if !axis.contains(&c) {
+                return Err(bad(format!(
+                    "exclude #{}: `{flag}` = `{}` is not among the grid's values",
+                    i + 1,
+                    c.as_deref().unwrap_or("")
+                )));
+            }
+            one.push((flag.clone(), c));
+        }
+        if one.is_empty() {
+            return Err(bad(format!("exclude #{}: name at least one flag", i + 1)));
+        }
+        excludes.push(one);
+    }
+    for n in 0..count {
+        // Mixed radix, the last flag fastest.
+        let mut rem = n;
+        let mut combo: Vec<(String, Option<String>)> = Vec::new();
+        for (flag, values) in axes.iter().rev() {
+            combo.push((flag.clone(), values[rem % values.len()].clone()));
+            rem /= values.len();
+        }
+        combo.reverse();
+        let excluded = excludes
+            .iter()
+            .any(|ex| ex.iter().all(|e| combo.contains(e)));
+        if !excluded {
+            sets.push((None, combo.into_iter().collect(), None));
+        }
+    }
+    Ok((sets, varied))
+}
+
+/// The plan's listed sets, each with its label and benchmark settings.
+fn listed_sets(
+    spec: &PlanSpec,
+    bench: &BenchSettings,
+    canon: &Canon<'_>,
+) -> Result<Vec<SetChanges>, PlanError> {
+    let mut sets = Vec::new();
+    for (i, set) in spec.sets.iter().enumerate() {
+        let at = format!("set #{}", i + 1);
+        let mut changes = BTreeMap::new();
+        for (flag, values) in &set.flags.0 {
+            let [v] = values.0.as_slice() else {
+                return Err(bad(format!("{at}: give `{flag}` one value")));
+            };
+            changes.insert(flag.clone(), canon(flag, v, &at)?);
+        }
+        let settings = match &set.bench {
+            Some(changes) => {
+                Some(bench_settings(bench, changes).map_err(|e| bad(format!("{at}: bench: {e}")))?)
+            }
+            None => None,
+        };
+        let label = set.label.as_ref().map(|l| l.trim().to_owned());
+        if let Some(l) = &label
+            && (l.chars().count() > 100 || l.chars().any(char::is_control))
+        {
+            return Err(bad(format!("{at}: a label is at most 100 characters")));
+        }
+        sets.push((label, changes, settings));
+    }
+    Ok(sets)
 }
 
 /// Steps grouped by their arguments (groups in order of first appearance,

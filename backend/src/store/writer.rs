@@ -10,8 +10,8 @@ use rusqlite::{Connection, params};
 
 use super::codec::{name, text};
 use super::{
-    AuditKind, BATCH, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write, bench, campaign, cut,
-    health,
+    AuditEntry, AuditKind, BATCH, Instance, MAX_AUDIT_REQUEST, MAX_AUDIT_TEXT, StoreError, Write,
+    bench, campaign, cut, health,
 };
 
 /// Actions kept in the audit log (the newest; a day of a busy team is a few
@@ -108,13 +108,7 @@ fn apply(
                 params![name(&kind), requested_by, at_ms as i64, text(&from), text(&to)],
             )?;
             let id = tx.last_insert_rowid();
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(if ok {
-                    Ok(id)
-                } else {
-                    Err(StoreError::WriterGone)
-                });
-            }));
+            replies.push(new_id(reply, id));
         }
         Write::Transition(id, t, marker) => {
             tx.execute(
@@ -147,78 +141,16 @@ fn apply(
                 params![id, text(&lines)],
             )?;
         }
-        Write::Audit(a) => {
-            tx.execute(
-                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1)",
-                params![
-                    a.at_ms as i64,
-                    cut(&a.peer, MAX_AUDIT_TEXT),
-                    cut(&a.action, MAX_AUDIT_TEXT),
-                    cut(&a.request, MAX_AUDIT_REQUEST),
-                    cut(&a.outcome, MAX_AUDIT_TEXT),
-                    cut(&a.detail, MAX_AUDIT_TEXT),
-                    AuditKind::Action.as_str(),
-                ],
-            )?;
-        }
-        Write::Refused(a) => {
-            // One row per caller per minute: the first attempt is its sample.
-            tx.execute(
-                "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count, minute, last_at_ms)
-                 VALUES (?1, ?2, ?3, '', 'refused', ?4, ?5, 1, ?6, ?1)
-                 ON CONFLICT(peer, minute) WHERE kind = 'refusals'
-                 DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms",
-                params![
-                    a.at_ms as i64,
-                    cut(&a.peer, MAX_AUDIT_TEXT),
-                    cut(&a.action, MAX_AUDIT_TEXT),
-                    cut(&a.detail, MAX_AUDIT_TEXT),
-                    AuditKind::Refusals.as_str(),
-                    (a.at_ms / 60_000) as i64,
-                ],
-            )?;
-        }
-        Write::Instance(i) => {
-            tx.execute(
-                "INSERT OR REPLACE INTO instances
-                 (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path,
-                  origin, cgroup)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    i.generation as i64,
-                    i.root.pid,
-                    i.root.start_ticks as i64,
-                    i.pgid,
-                    text(&i.flags),
-                    i.started_at_ms as i64,
-                    i.log_path.map(|p| p.display().to_string()),
-                    text(&i.origin),
-                    i.cgroup
-                ],
-            )?;
-        }
+        Write::Audit(a) => audit(tx, &a)?,
+        Write::Refused(a) => refused(tx, &a)?,
+        Write::Instance(i) => instance(tx, i)?,
         Write::Containment(id, text) => {
             tx.execute(
                 "UPDATE restarts SET containment = ?2 WHERE id = ?1",
                 params![id, text],
             )?;
         }
-        Write::Members(generation, ids) => {
-            let have: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM instance_members WHERE generation = ?1",
-                params![generation as i64],
-                |r| r.get(0),
-            )?;
-            let room = super::MAX_MEMBERS.saturating_sub(have.max(0) as usize);
-            let mut q = tx.prepare_cached(
-                "INSERT OR IGNORE INTO instance_members (generation, pid, start_ticks)
-                 VALUES (?1, ?2, ?3)",
-            )?;
-            for id in ids.into_iter().take(room) {
-                q.execute(params![generation as i64, id.pid, id.start_ticks as i64])?;
-            }
-        }
+        Write::Members(generation, ids) => members(tx, generation, ids)?,
         Write::InstanceEnded(generation, at_ms) => {
             tx.execute(
                 "UPDATE instances SET ended_at_ms = ?2 WHERE generation = ?1 AND ended_at_ms IS NULL",
@@ -239,19 +171,11 @@ fn apply(
             reply,
         } => {
             let found = bench::edit(tx, &id, label.as_deref(), notes.as_deref())?;
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(ok && found);
-            }));
+            replies.push(Box::new(move |ok| reply.send(ok && found).unwrap_or(())));
         }
         Write::BenchBegin { run, reply } => {
             let id = bench::begin(tx, &run)?;
-            replies.push(Box::new(move |ok| {
-                let _ = reply.send(if ok {
-                    Ok(id)
-                } else {
-                    Err(StoreError::WriterGone)
-                });
-            }));
+            replies.push(new_id(reply, id));
         }
         Write::BenchRepeat(id, m) => bench::repeat(tx, id, &m)?,
         Write::BenchFinish(run) => bench::finish(tx, &run)?,
@@ -260,6 +184,102 @@ fn apply(
         Write::Flush(done) => replies.push(Box::new(move |_| {
             let _ = done.send(());
         })),
+    }
+    Ok(())
+}
+
+/// Where an id the writer just made is answered, once the batch committed.
+fn new_id(
+    reply: tokio::sync::oneshot::Sender<Result<i64, StoreError>>,
+    id: i64,
+) -> Box<dyn FnOnce(bool) + Send> {
+    Box::new(move |ok| {
+        let _ = reply.send(if ok {
+            Ok(id)
+        } else {
+            Err(StoreError::WriterGone)
+        });
+    })
+}
+
+/// One action in the audit log.
+fn audit(tx: &rusqlite::Transaction<'_>, a: &AuditEntry) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1)",
+        params![
+            a.at_ms as i64,
+            cut(&a.peer, MAX_AUDIT_TEXT),
+            cut(&a.action, MAX_AUDIT_TEXT),
+            cut(&a.request, MAX_AUDIT_REQUEST),
+            cut(&a.outcome, MAX_AUDIT_TEXT),
+            cut(&a.detail, MAX_AUDIT_TEXT),
+            AuditKind::Action.as_str(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// A refusal: one row per caller per minute, the first attempt its sample.
+fn refused(tx: &rusqlite::Transaction<'_>, a: &AuditEntry) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO audit (at_ms, peer, action, request, outcome, detail, kind, count, minute, last_at_ms)
+         VALUES (?1, ?2, ?3, '', 'refused', ?4, ?5, 1, ?6, ?1)
+         ON CONFLICT(peer, minute) WHERE kind = 'refusals'
+         DO UPDATE SET count = count + 1, last_at_ms = excluded.last_at_ms",
+        params![
+            a.at_ms as i64,
+            cut(&a.peer, MAX_AUDIT_TEXT),
+            cut(&a.action, MAX_AUDIT_TEXT),
+            cut(&a.detail, MAX_AUDIT_TEXT),
+            AuditKind::Refusals.as_str(),
+            (a.at_ms / 60_000) as i64,
+        ],
+    )?;
+    Ok(())
+}
+
+/// The running server instance, as it must be found again after a restart of
+/// drainwatch.
+fn instance(tx: &rusqlite::Transaction<'_>, i: Instance) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO instances
+         (generation, root_pid, root_start_ticks, pgid, flags, started_at_ms, log_path,
+          origin, cgroup)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            i.generation as i64,
+            i.root.pid,
+            i.root.start_ticks as i64,
+            i.pgid,
+            text(&i.flags),
+            i.started_at_ms as i64,
+            i.log_path.map(|p| p.display().to_string()),
+            text(&i.origin),
+            i.cgroup
+        ],
+    )?;
+    Ok(())
+}
+
+/// More processes of an instance, up to [`super::MAX_MEMBERS`] in all.
+fn members(
+    tx: &rusqlite::Transaction<'_>,
+    generation: u64,
+    ids: Vec<shared::ProcId>,
+) -> rusqlite::Result<()> {
+    let have: i64 = tx.query_row(
+        "SELECT COUNT(*) FROM instance_members WHERE generation = ?1",
+        params![generation as i64],
+        |r| r.get(0),
+    )?;
+    let room = super::MAX_MEMBERS.saturating_sub(have.max(0) as usize);
+    let mut q = tx.prepare_cached(
+        "INSERT OR IGNORE INTO instance_members (generation, pid, start_ticks)
+         VALUES (?1, ?2, ?3)",
+    )?;
+    for id in ids.into_iter().take(room) {
+        q.execute(params![generation as i64, id.pid, id.start_ticks as i64])?;
     }
     Ok(())
 }
