@@ -128,28 +128,10 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     let sizing = sizing.unwrap_or_else(sizing::unmeasured);
     let recorder = conditions::Recorder::start(&ctx.hub, ctx.count_throttle);
 
-    if let Some(c) = &s.correctness {
-        let mut cancel = ctx.cancel.clone();
-        let checked = tokio::select! {
-            r = check(&client, &ctx.target, &c.prompt, &c.expect) => Some(r),
-            _ = cancel.wait_for(|c| c.stops_sending()) => None,
-        };
-        match checked {
-            None => return halted(run, &ctx, recorder).await,
-            Some(Ok(result)) if !result.passed && s.abort_on_wrong_answer => {
-                run.correctness = Some(result);
-                return finish(
-                    run,
-                    &ctx,
-                    recorder,
-                    RunStatus::Failed,
-                    Some(WRONG_ANSWER.to_owned()),
-                )
-                .await;
-            }
-            Some(Ok(result)) => run.correctness = Some(result),
-            Some(Err(e)) => return finish(run, &ctx, recorder, RunStatus::Failed, Some(e)).await,
-        }
+    match check_first(&mut run, &ctx, &client).await {
+        Ok(()) => {}
+        Err(None) => return halted(run, &ctx, recorder).await,
+        Err(Some(why)) => return finish(run, &ctx, recorder, RunStatus::Failed, Some(why)).await,
     }
     for (level, key) in levels.iter().enumerate() {
         let c = key.concurrency;
@@ -178,96 +160,164 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
                 ctx.dataset.as_ref(),
                 &sizing,
             );
-            let before = counters.output_tokens.load(Ordering::Relaxed);
-            let started = tokio::time::Instant::now();
             let monitor = saturation::Monitor::start();
-            let level_run = async {
-                match key.request_rate {
-                    None => {
-                        load::level(
-                            &client,
-                            &ctx.target,
-                            prompts,
-                            c,
-                            s.output_len,
-                            Arc::clone(&counters),
-                            ctx.cancel.clone(),
-                        )
-                        .await
-                    }
-                    Some(rate) => {
-                        let schedule = load::arrivals(
-                            s.num_prompts,
-                            rate,
-                            s.burstiness,
-                            seed.wrapping_mul(31).wrapping_add(u64::from(repeat) + 1),
-                        );
-                        load::open_level(
-                            &client,
-                            &ctx.target,
-                            prompts,
-                            &schedule,
-                            c,
-                            s.output_len,
-                            Arc::clone(&counters),
-                            ctx.cancel.clone(),
-                        )
-                        .await
-                    }
-                }
+            let progress = BenchProgress {
+                run_id: run.id,
+                status: RunStatus::Running,
+                concurrency: c,
+                request_rate: key.request_rate,
+                repeat,
+                repeats: s.repeats,
+                done: 0,
+                total,
+                output_tok_s: 0.0,
+                requested_by: run.requested_by.clone(),
             };
-            tokio::pin!(level_run);
-            let (outcomes, duration) = loop {
-                tokio::select! {
-                    r = &mut level_run => break r,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                        let tokens = counters.output_tokens.load(Ordering::Relaxed) - before;
-                        ctx.hub.publish_bench(BenchProgress {
-                            run_id: run.id,
-                            status: RunStatus::Running,
-                            concurrency: c,
-                            request_rate: key.request_rate,
-                            repeat,
-                            repeats: s.repeats,
-                            done: counters.done.load(Ordering::Relaxed),
-                            total,
-                            output_tok_s: tokens as f64 / started.elapsed().as_secs_f64(),
-                            requested_by: run.requested_by.clone(),
-                        });
-                    }
-                }
-            };
+            let repeat_seed = seed.wrapping_mul(31).wrapping_add(u64::from(repeat) + 1);
+            let (outcomes, duration) =
+                send_repeat(&client, &ctx, &s, prompts, repeat_seed, &counters, progress).await;
             if ctx.cancel.borrow().stops_sending() {
                 return halted(run, &ctx, recorder).await;
             }
-            let mut m = stats::metrics(c, repeat, &outcomes, duration);
-            m.prompt_tokens_asked = asked;
-            if let Some(rate) = key.request_rate {
-                stats::open_loop(&mut m, rate, &outcomes);
-            }
-            if let Some(slo) = &s.slo {
-                stats::goodput(&mut m, &outcomes, slo);
-            }
-            let client = monitor.finish(&outcomes, key.request_rate.is_some()).await;
-            if let Some(why) = &client.saturated {
-                tracing::warn!(run = run.id, c, repeat, "{why}");
-            }
-            m.client = Some(client);
-            tracing::info!(
-                run = run.id,
-                c,
-                rate = key.request_rate,
+            let m = measured(
+                run.id,
+                &s,
+                key,
                 repeat,
-                output_tok_s = m.output_tok_s,
-                goodput_req_s = m.goodput_req_s,
-                failed = m.failed,
-                "benchmark repeat"
-            );
+                asked,
+                (&outcomes, duration),
+                monitor,
+            )
+            .await;
             ctx.store.bench_repeat(run.id, m.clone());
             run.repeats.push(m);
         }
     }
     finish(run, &ctx, recorder, RunStatus::Succeeded, None).await
+}
+
+/// The correctness check before any load, where the settings ask for one; its
+/// result goes on the run. `Err` ends the run: `None` when it was halted
+/// meanwhile, else why it failed (a wrong answer that aborts it, or no answer).
+async fn check_first(
+    run: &mut BenchRun,
+    ctx: &RunContext,
+    client: &reqwest::Client,
+) -> Result<(), Option<String>> {
+    let s = &run.settings;
+    let Some(c) = &s.correctness else {
+        return Ok(());
+    };
+    let abort = s.abort_on_wrong_answer;
+    let mut cancel = ctx.cancel.clone();
+    let checked = tokio::select! {
+        r = check(client, &ctx.target, &c.prompt, &c.expect) => r,
+        _ = cancel.wait_for(|c| c.stops_sending()) => return Err(None),
+    };
+    let result = checked.map_err(Some)?;
+    let wrong = !result.passed && abort;
+    run.correctness = Some(result);
+    match wrong {
+        true => Err(Some(WRONG_ANSWER.to_owned())),
+        false => Ok(()),
+    }
+}
+
+/// One repeat's metrics from its outcomes: the open loop's and goodput's where
+/// the settings ask, what the client itself could keep up with, logged.
+async fn measured(
+    run_id: i64,
+    s: &BenchSettings,
+    key: &shared::bench::LevelKey,
+    repeat: u32,
+    asked: Option<u32>,
+    (outcomes, duration): (&[load::Outcome], f64),
+    monitor: saturation::Monitor,
+) -> shared::bench::RunMetrics {
+    let c = key.concurrency;
+    let mut m = stats::metrics(c, repeat, outcomes, duration);
+    m.prompt_tokens_asked = asked;
+    if let Some(rate) = key.request_rate {
+        stats::open_loop(&mut m, rate, outcomes);
+    }
+    if let Some(slo) = &s.slo {
+        stats::goodput(&mut m, outcomes, slo);
+    }
+    let client = monitor.finish(outcomes, key.request_rate.is_some()).await;
+    if let Some(why) = &client.saturated {
+        tracing::warn!(run = run_id, c, repeat, "{why}");
+    }
+    m.client = Some(client);
+    tracing::info!(
+        run = run_id,
+        c,
+        rate = key.request_rate,
+        repeat,
+        output_tok_s = m.output_tok_s,
+        goodput_req_s = m.goodput_req_s,
+        failed = m.failed,
+        "benchmark repeat"
+    );
+    m
+}
+
+/// One repeat's requests at `progress`'s level, closed-loop or at its request
+/// rate (arrivals drawn from `seed`), with the progress published every 500 ms.
+async fn send_repeat(
+    client: &reqwest::Client,
+    ctx: &RunContext,
+    s: &BenchSettings,
+    prompts: prompts::Prompts,
+    seed: u64,
+    counters: &Arc<Counters>,
+    mut progress: BenchProgress,
+) -> (Vec<load::Outcome>, f64) {
+    let c = progress.concurrency;
+    let before = counters.output_tokens.load(Ordering::Relaxed);
+    let started = tokio::time::Instant::now();
+    let level_run = async {
+        match progress.request_rate {
+            None => {
+                let counters = Arc::clone(counters);
+                load::level(
+                    client,
+                    &ctx.target,
+                    prompts,
+                    c,
+                    s.output_len,
+                    counters,
+                    ctx.cancel.clone(),
+                )
+                .await
+            }
+            Some(rate) => {
+                let schedule = load::arrivals(s.num_prompts, rate, s.burstiness, seed);
+                load::open_level(
+                    client,
+                    &ctx.target,
+                    prompts,
+                    &schedule,
+                    c,
+                    s.output_len,
+                    Arc::clone(counters),
+                    ctx.cancel.clone(),
+                )
+                .await
+            }
+        }
+    };
+    tokio::pin!(level_run);
+    loop {
+        tokio::select! {
+            r = &mut level_run => break r,
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                let tokens = counters.output_tokens.load(Ordering::Relaxed) - before;
+                progress.done = counters.done.load(Ordering::Relaxed);
+                progress.output_tok_s = tokens as f64 / started.elapsed().as_secs_f64();
+                ctx.hub.publish_bench(progress.clone());
+            }
+        }
+    }
 }
 
 /// A run stopped from outside: cancelled, or cut short by a restart, whose
