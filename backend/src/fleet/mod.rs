@@ -164,9 +164,9 @@ pub async fn serve(
         ),
         None => Auth::open(),
     };
-    let records = Records::open(&args.data_dir).map_err(anyhow::Error::msg)?;
+    let records = Records::open(&args.data_dir)?;
     // What a hub that stopped left running is taken up before anything new.
-    let unfinished = records.unfinished().map_err(anyhow::Error::msg)?;
+    let unfinished = records.unfinished()?;
     let agents = cfg.agents.clone();
     let listener = TcpListener::bind(args.bind).await?;
     let shared = Shared {
@@ -402,11 +402,17 @@ async fn coordinated(
             ));
         }
     };
-    s.coord
-        .records()
-        .list(n)
-        .map(Json)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))
+    s.coord.records().list(n).map(Json).map_err(unreadable)
+}
+
+/// A failed read of the hub's records: the log says why, the caller only that
+/// it failed.
+fn unreadable(e: crate::store::StoreError) -> ApiError {
+    tracing::error!(error = %e, "reading the hub's records failed");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "reading the hub's records failed; its log says why",
+    )
 }
 
 /// `GET /api/coordinated/panel`: the fleet page's panel of coordinated
@@ -415,11 +421,7 @@ async fn coordinated_panel(
     State(s): State<HubState>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Response, ApiError> {
-    let records = s
-        .coord
-        .records()
-        .list(8)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    let records = s.coord.records().list(8).map_err(unreadable)?;
     let html = view::panel(
         &s.coord.config().targets(),
         &records,
@@ -450,7 +452,7 @@ async fn coordinated_one(
             StatusCode::NOT_FOUND,
             format!("no coordinated restart #{id}"),
         )),
-        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Err(e) => Err(unreadable(e)),
     }
 }
 

@@ -12,6 +12,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use shared::fleet::CoordRecord;
 use shared::restart::Outcome;
 
+use super::StoreError;
+
 /// The newest records a listing returns at most.
 pub const MAX_LIST: u32 = 200;
 /// Records kept: the oldest go as new ones come (a few KiB each).
@@ -24,12 +26,17 @@ pub struct Records {
 
 impl Records {
     /// Opens (or creates) `dir/hub.db`.
-    pub fn open(dir: &Path) -> Result<Self, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Folder {
+            path: dir.to_owned(),
+            source,
+        })?;
         let path = dir.join("hub.db");
-        let db =
-            Connection::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let open = |source| StoreError::Open {
+            path: path.clone(),
+            source,
+        };
+        let db = Connection::open(&path).map_err(open)?;
         db.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -46,14 +53,14 @@ impl Records {
                  PRIMARY KEY (target, outcome)
              );",
         )
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(open)?;
         Ok(Self {
             db: Arc::new(Mutex::new(db)),
         })
     }
 
     /// The records a hub that stopped left running, oldest first.
-    pub fn unfinished(&self) -> Result<Vec<CoordRecord>, String> {
+    pub fn unfinished(&self) -> Result<Vec<CoordRecord>, StoreError> {
         let mut out: Vec<CoordRecord> = self
             .list(MAX_LIST)?
             .into_iter()
@@ -68,36 +75,34 @@ impl Records {
     }
 
     /// A new record: its id is filled in.
-    pub fn begin(&self, rec: &mut CoordRecord) -> Result<(), String> {
+    pub fn begin(&self, rec: &mut CoordRecord) -> Result<(), StoreError> {
         let db = self.conn();
         db.execute(
             "INSERT INTO coordinated (target, started_at_ms, record) VALUES (?1, ?2, '{}')",
             params![rec.target, rec.started_at_ms as i64],
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         rec.id = db.last_insert_rowid();
         db.execute(
             "DELETE FROM coordinated WHERE id <= ?1",
             params![rec.id - KEEP],
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         drop(db);
         self.save(rec)
     }
 
     /// Writes the record whole.
-    pub fn save(&self, rec: &CoordRecord) -> Result<(), String> {
-        let text = serde_json::to_string(rec).map_err(|e| e.to_string())?;
+    pub fn save(&self, rec: &CoordRecord) -> Result<(), StoreError> {
+        let text = serde_json::to_string(rec)?;
         self.conn()
             .execute(
                 "UPDATE coordinated SET record = ?1 WHERE id = ?2",
                 params![text, rec.id],
             )
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(StoreError::from)
     }
 
-    pub fn get(&self, id: i64) -> Result<Option<CoordRecord>, String> {
+    pub fn get(&self, id: i64) -> Result<Option<CoordRecord>, StoreError> {
         let text: Option<String> = self
             .conn()
             .query_row(
@@ -105,29 +110,23 @@ impl Records {
                 params![id],
                 |r| r.get(0),
             )
-            .optional()
-            .map_err(|e| e.to_string())?;
-        text.map(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            .transpose()
+            .optional()?;
+        Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
     }
 
     /// The newest `n` records, newest first.
-    pub fn list(&self, n: u32) -> Result<Vec<CoordRecord>, String> {
+    pub fn list(&self, n: u32) -> Result<Vec<CoordRecord>, StoreError> {
         let db = self.conn();
-        let mut q = db
-            .prepare("SELECT record FROM coordinated ORDER BY id DESC LIMIT ?1")
-            .map_err(|e| e.to_string())?;
-        let rows = q
-            .query_map(params![n.min(MAX_LIST)], |r| r.get::<_, String>(0))
-            .map_err(|e| e.to_string())?;
+        let mut q = db.prepare("SELECT record FROM coordinated ORDER BY id DESC LIMIT ?1")?;
+        let rows = q.query_map(params![n.min(MAX_LIST)], |r| r.get::<_, String>(0))?;
         rows.filter_map(Result::ok)
-            .map(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .map(|t| serde_json::from_str(&t).map_err(StoreError::from))
             .collect()
     }
 
     /// Counts one finished record of `target` with `outcome`: counts that
     /// only grow (pruning old records leaves them), for the hub's `/metrics`.
-    pub fn count(&self, target: &str, outcome: Outcome) -> Result<(), String> {
+    pub fn count(&self, target: &str, outcome: Outcome) -> Result<(), StoreError> {
         if outcome == Outcome::Running {
             return Ok(());
         }
@@ -139,28 +138,24 @@ impl Records {
                 params![target, outcome],
             )
             .map(drop)
-            .map_err(|e| e.to_string())
+            .map_err(StoreError::from)
     }
 
     /// Finished records by target and outcome (`succeeded`, `failed`,
     /// `interrupted`), since the hub's records began.
-    pub fn outcomes(&self) -> Result<Vec<(String, String, u64)>, String> {
+    pub fn outcomes(&self) -> Result<Vec<(String, String, u64)>, StoreError> {
         let db = self.conn();
-        let mut q = db
-            .prepare("SELECT target, outcome, n FROM coordinated_counts")
-            .map_err(|e| e.to_string())?;
-        let rows = q
-            .query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(|e| e.to_string())?;
+        let mut q = db.prepare("SELECT target, outcome, n FROM coordinated_counts")?;
+        let rows = q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })?;
         rows.map(|r| {
             r.map(|(t, o, n)| (t, o, n.max(0) as u64))
-                .map_err(|e| e.to_string())
+                .map_err(StoreError::from)
         })
         .collect()
     }

@@ -49,6 +49,13 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("the database writer has stopped")]
     WriterGone,
+    #[error("cannot create {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("a stored record does not read: {0}")]
+    Record(#[from] serde_json::Error),
 }
 
 /// A server instance drainwatch launched or adopted, as recorded.

@@ -104,7 +104,12 @@ impl Coordinator {
                     "coordinated restart #{id} is not running"
                 ))),
                 Ok(None) => Err(Refused::NotFound(format!("no coordinated restart #{id}"))),
-                Err(e) => Err(Refused::Internal(e)),
+                Err(e) => {
+                    tracing::error!(id, error = %e, "reading a coordinated record failed");
+                    Err(Refused::Internal(
+                        "reading the hub's records failed; its log says why".to_owned(),
+                    ))
+                }
             },
         }
     }
