@@ -106,8 +106,45 @@ fn unescape(s: &str) -> String {
     out
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+/// Why cgroup containment cannot be had here, or a leaf cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("turned off by --cgroup off")]
+    Off,
+    #[error("{} is not a cgroup v2 directory", .0.display())]
+    NotCgroup2(PathBuf),
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no cgroup v2 hierarchy is mounted (cgroup v1 only)")]
+    NoMount,
+    #[error("this process has no cgroup v2 entry in /proc/self/cgroup")]
+    NoEntry,
+    #[error("this process's cgroup {own} is not under the cgroup v2 mount of {mount_root}")]
+    Outside { own: String, mount_root: String },
+    #[error("{} is not a cgroup below the cgroup v2 hierarchy's root at {}", .subtree.display(), .mount.display())]
+    NotBelow { subtree: PathBuf, mount: PathBuf },
+    #[error("cannot create the cgroup {}: {source}", .path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot move drainwatch into {leaf}: {source}")]
+    MoveSelf {
+        leaf: String,
+        source: std::io::Error,
+    },
+    #[error("no free leaf for generation {generation} in {subtree}")]
+    NoFreeLeaf { generation: u64, subtree: String },
+}
+
+fn read(path: &Path) -> Result<String, CgroupError> {
+    std::fs::read_to_string(path).map_err(|source| CgroupError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Whether `dir` is on a cgroup v2 filesystem.
@@ -123,11 +160,14 @@ fn is_cgroup2(dir: &Path) -> bool {
     rc == 0 && st.f_type == libc::CGROUP2_SUPER_MAGIC
 }
 
-fn mkdir(dir: &Path) -> Result<(), String> {
+fn mkdir(dir: &Path) -> Result<(), CgroupError> {
     match std::fs::create_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("cannot create the cgroup {}: {e}", dir.display())),
+        Err(source) => Err(CgroupError::Create {
+            path: dir.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -147,27 +187,25 @@ fn subtree_for(own: &str, mount_root: &str) -> Option<String> {
 }
 
 /// Sets up cgroup containment, or says why it cannot be had here.
-pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
+pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, CgroupError> {
     if let Setting::Off = setting {
-        return Err("turned off by --cgroup off".to_owned());
+        return Err(CgroupError::Off);
     }
     if let Setting::Path(p) = setting
         && !is_cgroup2(p)
     {
-        return Err(format!("{} is not a cgroup v2 directory", p.display()));
+        return Err(CgroupError::NotCgroup2(p.clone()));
     }
     let mountinfo = read(Path::new("/proc/self/mountinfo"))?;
-    let (mount_root, mount) = find_mount(&mountinfo)
-        .ok_or("no cgroup v2 hierarchy is mounted (cgroup v1 only)".to_owned())?;
+    let (mount_root, mount) = find_mount(&mountinfo).ok_or(CgroupError::NoMount)?;
     let subtree = match setting {
         Setting::Path(p) => p.clone(),
         Setting::Off | Setting::Auto => {
-            let own = own_path(&read(Path::new("/proc/self/cgroup"))?)
-                .ok_or("this process has no cgroup v2 entry in /proc/self/cgroup")?;
-            let rel = subtree_for(&own, &mount_root).ok_or_else(|| {
-                format!(
-                    "this process's cgroup {own} is not under the cgroup v2 mount of {mount_root}"
-                )
+            let own =
+                own_path(&read(Path::new("/proc/self/cgroup"))?).ok_or(CgroupError::NoEntry)?;
+            let rel = subtree_for(&own, &mount_root).ok_or_else(|| CgroupError::Outside {
+                own: own.clone(),
+                mount_root: mount_root.clone(),
             })?;
             if rel.is_empty() {
                 // The hierarchy's root: a subtree of its own rather than leaves there.
@@ -178,11 +216,7 @@ pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
         }
     };
     if !subtree.starts_with(&mount) || subtree == mount {
-        return Err(format!(
-            "{} is not a cgroup below the cgroup v2 hierarchy's root at {}",
-            subtree.display(),
-            mount.display()
-        ));
+        return Err(CgroupError::NotBelow { subtree, mount });
     }
     mkdir(&subtree)?;
     let mut cg = Cgroups {
@@ -196,7 +230,10 @@ pub fn setup(setting: &Setting, server_port: u16) -> Result<Cgroups, String> {
     cg.kill_file = me.dir.join(KILL).exists();
     cg.freeze_file = me.dir.join(FREEZE).exists();
     me.add(std::process::id())
-        .map_err(|e| format!("cannot move drainwatch into {}: {e}", me.name))?;
+        .map_err(|source| CgroupError::MoveSelf {
+            leaf: me.name.clone(),
+            source,
+        })?;
     cg.remove_empty_leaves();
     Ok(cg)
 }
@@ -218,7 +255,7 @@ impl Cgroups {
         format!("/{}", rel.display())
     }
 
-    fn leaf_at(&self, name: &str) -> Result<Leaf, String> {
+    fn leaf_at(&self, name: &str) -> Result<Leaf, CgroupError> {
         let dir = self.subtree.join(name);
         mkdir(&dir)?;
         Ok(Leaf {
@@ -228,7 +265,7 @@ impl Cgroups {
     }
 
     /// A new, empty leaf for the server of `generation`.
-    pub fn new_leaf(&self, generation: u64) -> Result<Leaf, String> {
+    pub fn new_leaf(&self, generation: u64) -> Result<Leaf, CgroupError> {
         for n in 0..100u32 {
             let name = match n {
                 0 => format!("{}{generation}", self.prefix),
@@ -239,10 +276,10 @@ impl Cgroups {
                 return Ok(leaf);
             }
         }
-        Err(format!(
-            "no free leaf for generation {generation} in {}",
-            self.name()
-        ))
+        Err(CgroupError::NoFreeLeaf {
+            generation,
+            subtree: self.name(),
+        })
     }
 
     fn is_leaf_name(&self, name: &std::ffi::OsStr) -> bool {
@@ -572,6 +609,7 @@ mod tests {
     fn a_directory_that_is_not_a_cgroup_is_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let err = setup(&Setting::Path(dir.path().to_owned()), 1).expect_err("not a cgroup");
-        assert!(err.contains("not a cgroup v2 directory"), "{err}");
+        assert!(matches!(err, CgroupError::NotCgroup2(_)), "{err}");
+        assert!(err.to_string().contains("not a cgroup v2 directory"), "{err}");
     }
 }

@@ -150,7 +150,7 @@ pub fn contain(
             Ok(_) => ContainmentKind::Cgroup,
             Err(_) => ContainmentKind::ProcessGroup,
         },
-        reason: cgroups.as_ref().err().cloned(),
+        reason: cgroups.as_ref().err().map(ToString::to_string),
         cgroup: cgroups.as_ref().ok().map(cgroup::Cgroups::name),
         pidfd: pidfd.is_ok(),
         pidfd_reason: pidfd.err(),

@@ -224,9 +224,11 @@ impl Manager {
             // Empty leaves of earlier launches go on the manager's tick.
             Some(cg) => match cg.new_leaf(self.generation) {
                 Ok(leaf) => Some(leaf),
-                Err(message) => {
+                Err(e) => {
                     self.feed(Input::SpawnFailed(
-                        shared::restart::LaunchCause::SpawnError { message },
+                        shared::restart::LaunchCause::SpawnError {
+                            message: e.to_string(),
+                        },
                     ));
                     return;
                 }
