@@ -35,8 +35,54 @@ pub struct Dataset {
     pub entries: Vec<Entry>,
 }
 
+/// Why a dataset was not read: it names the dataset.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error(
+        "dataset `{0}`: give a file name in the datasets directory (letters, digits, `.`, `_`, `-`)"
+    )]
+    BadName(String),
+    #[error("dataset `{name}`: {source}")]
+    Io {
+        name: String,
+        source: std::io::Error,
+    },
+    #[error("dataset `{0}`: not a file")]
+    NotAFile(String),
+    #[error("dataset `{name}`: {mib} MiB, over the {} MiB a dataset may be", MAX_BYTES >> 20)]
+    TooLarge { name: String, mib: u64 },
+    #[error("dataset `{name}`: not UTF-8 text ({source})")]
+    NotUtf8 {
+        name: String,
+        source: std::str::Utf8Error,
+    },
+    #[error("dataset `{name}`: {error}")]
+    Content { name: String, error: ContentError },
+}
+
+/// What is wrong inside a dataset's text: it names the line where it can.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContentError {
+    #[error("no prompts in it")]
+    Empty,
+    #[error("line {line}, column {column}: not ShareGPT JSON ({message})")]
+    NotShareGpt {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("line {0}: expected {{\"prompt\": \"…\", \"output_len\": N}} ({1})")]
+    BadLine(usize, String),
+    #[error("line {0}: the prompt is empty")]
+    EmptyPrompt(usize),
+    #[error("line {line}: output_len must be from 1 to {MAX_OUTPUT}, got {got}")]
+    OutputLen { line: usize, got: u32 },
+    #[error("over {MAX_ENTRIES} prompts")]
+    TooMany,
+}
+
 /// A dataset's name: a plain file name, never a path.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), DatasetError> {
     let ok = !name.is_empty()
         && name.len() <= 128
         && !name.starts_with('.')
@@ -46,33 +92,43 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "dataset `{}`: give a file name in the datasets directory (letters, digits, `.`, `_`, `-`)",
-            name.chars().take(128).collect::<String>()
-        ))
+        Err(DatasetError::BadName(name.chars().take(128).collect()))
     }
 }
 
 /// Reads `name` from `dir`; `tokenizer` counts a ShareGPT answer's tokens
 /// (else its words do).
-pub fn load(dir: &Path, name: &str, tokenizer: Option<&Tokenizer>) -> Result<Dataset, String> {
+pub fn load(
+    dir: &Path,
+    name: &str,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Dataset, DatasetError> {
     check_name(name)?;
     let path = dir.join(name);
-    let meta = std::fs::metadata(&path).map_err(|e| format!("dataset `{name}`: {e}"))?;
+    let named = || name.to_owned();
+    let io = |source| DatasetError::Io {
+        name: named(),
+        source,
+    };
+    let meta = std::fs::metadata(&path).map_err(io)?;
     if !meta.is_file() {
-        return Err(format!("dataset `{name}`: not a file"));
+        return Err(DatasetError::NotAFile(named()));
     }
     if meta.len() > MAX_BYTES {
-        return Err(format!(
-            "dataset `{name}`: {} MiB, over the {} MiB a dataset may be",
-            meta.len() >> 20,
-            MAX_BYTES >> 20
-        ));
+        return Err(DatasetError::TooLarge {
+            name: named(),
+            mib: meta.len() >> 20,
+        });
     }
-    let bytes = std::fs::read(&path).map_err(|e| format!("dataset `{name}`: {e}"))?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| format!("dataset `{name}`: not UTF-8 text ({e})"))?;
-    let entries = parse(text, tokenizer).map_err(|e| format!("dataset `{name}`: {e}"))?;
+    let bytes = std::fs::read(&path).map_err(io)?;
+    let text = std::str::from_utf8(&bytes).map_err(|source| DatasetError::NotUtf8 {
+        name: named(),
+        source,
+    })?;
+    let entries = parse(text, tokenizer).map_err(|error| DatasetError::Content {
+        name: named(),
+        error,
+    })?;
     Ok(Dataset {
         name: name.to_owned(),
         sha256: hex(&Sha256::digest(&bytes)),
@@ -96,14 +152,14 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Either format, told apart by the first character.
-pub fn parse(text: &str, tokenizer: Option<&Tokenizer>) -> Result<Vec<Entry>, String> {
+pub fn parse(text: &str, tokenizer: Option<&Tokenizer>) -> Result<Vec<Entry>, ContentError> {
     let entries = if text.trim_start().starts_with('[') {
         sharegpt(text, tokenizer)?
     } else {
         jsonl(text)?
     };
     if entries.is_empty() {
-        return Err("no prompts in it".to_owned());
+        return Err(ContentError::Empty);
     }
     Ok(entries)
 }
@@ -122,14 +178,13 @@ struct Turn {
 
 /// ShareGPT: conversations without a human turn followed by an answer are
 /// left out (as `vllm bench serve` does).
-fn sharegpt(text: &str, tokenizer: Option<&Tokenizer>) -> Result<Vec<Entry>, String> {
-    let all: Vec<Conversation> = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "line {}, column {}: not ShareGPT JSON ({e})",
-            e.line(),
-            e.column()
-        )
-    })?;
+fn sharegpt(text: &str, tokenizer: Option<&Tokenizer>) -> Result<Vec<Entry>, ContentError> {
+    let all: Vec<Conversation> =
+        serde_json::from_str(text).map_err(|e| ContentError::NotShareGpt {
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
     let count = |t: &str| match tokenizer {
         Some(tk) => tk.count(t),
         None => t.split_whitespace().count() as u64,
@@ -161,28 +216,25 @@ struct Line {
 }
 
 /// JSONL: every line an object; an error names its line.
-fn jsonl(text: &str) -> Result<Vec<Entry>, String> {
+fn jsonl(text: &str) -> Result<Vec<Entry>, ContentError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let n = i + 1;
-        let l: Line = serde_json::from_str(line).map_err(|e| {
-            format!("line {n}: expected {{\"prompt\": \"…\", \"output_len\": N}} ({e})")
-        })?;
+        let l: Line =
+            serde_json::from_str(line).map_err(|e| ContentError::BadLine(n, e.to_string()))?;
         if l.prompt.trim().is_empty() {
-            return Err(format!("line {n}: the prompt is empty"));
+            return Err(ContentError::EmptyPrompt(n));
         }
         if let Some(len) = l.output_len
             && !(1..=MAX_OUTPUT).contains(&len)
         {
-            return Err(format!(
-                "line {n}: output_len must be from 1 to {MAX_OUTPUT}, got {len}"
-            ));
+            return Err(ContentError::OutputLen { line: n, got: len });
         }
         if out.len() == MAX_ENTRIES {
-            return Err(format!("over {MAX_ENTRIES} prompts"));
+            return Err(ContentError::TooMany);
         }
         out.push(Entry {
             prompt: l.prompt,
@@ -204,13 +256,19 @@ mod tests {
         assert_eq!(e[0].output_len, Some(7));
         assert_eq!(e[1].output_len, None);
         let bad = "{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"output_len\": 3\n";
-        let err = parse(bad, None).expect_err("line 2 is cut");
+        let err = parse(bad, None).expect_err("line 2 is cut").to_string();
         assert!(err.starts_with("line 2: "), "{err}");
-        let err = parse("{\"prompt\": \"a\", \"output_len\": 0}", None).expect_err("zero");
+        let err = parse("{\"prompt\": \"a\", \"output_len\": 0}", None)
+            .expect_err("zero")
+            .to_string();
         assert!(err.contains("line 1: output_len"), "{err}");
-        let err = parse("{\"prompt\": \" \"}", None).expect_err("empty");
+        let err = parse("{\"prompt\": \" \"}", None)
+            .expect_err("empty")
+            .to_string();
         assert!(err.contains("line 1: the prompt is empty"), "{err}");
-        let err = parse("{\"text\": \"a\"}", None).expect_err("unknown field");
+        let err = parse("{\"text\": \"a\"}", None)
+            .expect_err("unknown field")
+            .to_string();
         assert!(err.starts_with("line 1:"), "{err}");
 
         let sg = r#"[
@@ -235,9 +293,11 @@ mod tests {
                 },
             ]
         );
-        let err = parse("[{\"conversations\": [}]", None).expect_err("broken");
+        let err = parse("[{\"conversations\": [}]", None)
+            .expect_err("broken")
+            .to_string();
         assert!(err.starts_with("line 1, column "), "{err}");
-        assert!(parse("[]", None).expect_err("empty").contains("no prompts"));
+        assert!(parse("[]", None).expect_err("empty") == ContentError::Empty);
     }
 
     #[test]
@@ -248,7 +308,7 @@ mod tests {
         assert_eq!(d.entries.len(), 1);
         assert_eq!(d.sha256.len(), 64);
         for name in ["../etc/passwd", "/etc/passwd", ".hidden", "a/b", "", "x y"] {
-            let e = load(dir.path(), name, None).expect_err(name);
+            let e = load(dir.path(), name, None).expect_err(name).to_string();
             assert!(e.contains("give a file name"), "{name}: {e}");
         }
         assert!(load(dir.path(), "absent.jsonl", None).is_err());

@@ -610,6 +610,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let err = setup(&Setting::Path(dir.path().to_owned()), 1).expect_err("not a cgroup");
         assert!(matches!(err, CgroupError::NotCgroup2(_)), "{err}");
-        assert!(err.to_string().contains("not a cgroup v2 directory"), "{err}");
+        assert!(
+            err.to_string().contains("not a cgroup v2 directory"),
+            "{err}"
+        );
     }
 }

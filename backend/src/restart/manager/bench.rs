@@ -101,7 +101,7 @@ impl Manager {
         })
         .await
         .map_err(|_| Refusal::BadRequest("dataset: reading it failed".to_owned()))?
-        .map_err(Refusal::BadRequest)
+        .map_err(|e| Refusal::BadRequest(e.to_string()))
     }
 
     /// What a run's provenance takes from the host and the config.
