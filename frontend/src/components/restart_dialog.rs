@@ -352,18 +352,26 @@ fn confirm_field(name: String, typed: RwSignal<String>) -> impl IntoView {
             <label class="dlg-label" for="confirm-input">
                 "type " <code class="dlg-name">{name}</code> " to confirm"
             </label>
-            <input
-                id="confirm-input"
-                class="confirm-input"
-                data-testid="confirm-input"
-                type="text"
-                autocomplete="off"
-                spellcheck="false"
-                placeholder=placeholder
-                prop:value=move || typed.get()
-                on:input=move |ev| typed.set(event_target_value(&ev))
-            />
+            {typed_field("confirm-input", placeholder, typed)}
         </section>
+    }
+}
+
+/// A field for words to be typed exactly (the server's name, the refused
+/// GPUs), its id also its test id.
+fn typed_field(id: &'static str, placeholder: String, typed: RwSignal<String>) -> impl IntoView {
+    view! {
+        <input
+            id=id
+            class="confirm-input"
+            data-testid=id
+            type="text"
+            autocomplete="off"
+            spellcheck="false"
+            placeholder=placeholder
+            prop:value=move || typed.get()
+            on:input=move |ev| typed.set(event_target_value(&ev))
+        />
     }
 }
 
@@ -458,17 +466,7 @@ fn health_override(
                 "to launch anyway, this once, type " <code class="dlg-name">{phrase.clone()}</code>
                 " (recorded in the audit log); leave empty to keep the check"
             </label>
-            <input
-                id="override-input"
-                class="confirm-input"
-                data-testid="override-input"
-                type="text"
-                autocomplete="off"
-                spellcheck="false"
-                placeholder=phrase
-                prop:value=move || typed.get()
-                on:input=move |ev| typed.set(event_target_value(&ev))
-            />
+            {typed_field("override-input", phrase, typed)}
         </section>
     }
 }
