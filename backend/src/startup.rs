@@ -60,36 +60,46 @@ struct Managed {
     webhooks: Webhooks,
 }
 
+impl Managed {
+    /// The manager and the campaign runner of the configured server, over
+    /// the opened history.
+    async fn start(p: Parts) -> Self {
+        let recovered = &p.recovered;
+        if !recovered.interrupted.is_empty() {
+            tracing::warn!(ids = ?recovered.interrupted, "marked restarts interrupted by the last shutdown");
+        }
+        let (cfg, hub, store) = (Arc::clone(&p.cfg), Arc::clone(&p.hub), p.store.clone());
+        hub.set_restarts(store.restarts(20).await.unwrap_or_default());
+        let (manager, handle, requests) = Manager::new(p).await;
+        let webhooks = Webhooks::new(cfg.webhooks.clone());
+        let (runner, campaigns) = Runner::new(runner::Parts {
+            cfg: Arc::clone(&cfg),
+            hub,
+            store: store.clone(),
+            manager: handle.clone(),
+            webhooks: webhooks.clone(),
+        });
+        Self {
+            manager,
+            handle,
+            requests,
+            store,
+            runner,
+            campaigns,
+            cfg,
+            webhooks,
+        }
+    }
+}
+
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let auth = match &config.auth {
-            Some(path) => Auth::new(AuthConfig::load(path)?),
-            None if !config.bind.ip().is_loopback() => anyhow::bail!(
-                "refusing to listen on {} without authentication: anyone who can reach it could restart the server. \
-                 Make tokens with `drainwatch token --name NAME --role operator` and pass the auth file with --auth \
-                 (see docs/deploy.md), or bind 127.0.0.1 and reach it through `ssh -L`",
-                config.bind
-            ),
-            None => Auth::open(),
-        };
+        let auth = auth_for(&config)?;
         let server_cfg = match &config.config {
             Some(path) => Some(Arc::new(ServerConfig::load(path)?)),
             None => None,
         };
-        // The benchmark's tokenizer: one the config names and that does not
-        // read is a bad config, like any other of its errors.
-        let tokenizer = match (
-            &config.config,
-            server_cfg.as_ref().and_then(|c| c.bench.tokenizer.as_ref()),
-        ) {
-            (Some(path), Some(file)) => {
-                Tokenizer::configured(file).map_err(|message| ConfigError::Invalid {
-                    path: path.clone(),
-                    message,
-                })?
-            }
-            _ => None,
-        };
+        let tokenizer = tokenizer_for(&config, server_cfg.as_deref())?;
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| bind_error(config.bind, &e))?;
@@ -117,21 +127,7 @@ impl Application {
         let hint = Arc::new(ServerHint::default());
         let (lib, hint2) = (config.nvml_lib.clone(), Arc::clone(&hint));
         // XID errors are kept where the history is, for the health gate.
-        let xid_sink = opened.as_ref().map(|(store, _)| {
-            let (tx, mut rx) =
-                mpsc::channel::<(u32, Option<String>, shared::health::XidEvent)>(256);
-            let store = store.clone();
-            tokio::spawn(async move {
-                while let Some((gpu_index, gpu_uuid, event)) = rx.recv().await {
-                    store.xid(crate::store::StoredXid {
-                        gpu_index,
-                        gpu_uuid,
-                        event,
-                    });
-                }
-            });
-            tx
-        });
+        let xid_sink = opened.as_ref().map(|(store, _)| xid_sink(store.clone()));
         // Loading a driver library blocks: keep it off the async threads.
         let telemetry =
             tokio::task::spawn_blocking(move || Telemetry::new(&lib, server_port, hint2, xid_sink))
@@ -158,14 +154,10 @@ impl Application {
         .context("failed to start the sampler thread")?;
         let managed = match (server_cfg, opened) {
             (Some(cfg), Some((store, recovered))) => {
-                if !recovered.interrupted.is_empty() {
-                    tracing::warn!(ids = ?recovered.interrupted, "marked restarts interrupted by the last shutdown");
-                }
-                hub.set_restarts(store.restarts(20).await.unwrap_or_default());
-                let (manager, handle, requests) = Manager::new(Parts {
-                    cfg: Arc::clone(&cfg),
+                let parts = Parts {
+                    cfg,
                     hub: Arc::clone(&hub),
-                    store: store.clone(),
+                    store,
                     hint,
                     fast,
                     health_refresh,
@@ -173,26 +165,8 @@ impl Application {
                     recovered,
                     cgroup: config.cgroup.clone(),
                     tokenizer,
-                })
-                .await;
-                let webhooks = Webhooks::new(cfg.webhooks.clone());
-                let (runner, campaigns) = Runner::new(runner::Parts {
-                    cfg: Arc::clone(&cfg),
-                    hub: Arc::clone(&hub),
-                    store: store.clone(),
-                    manager: handle.clone(),
-                    webhooks: webhooks.clone(),
-                });
-                Some(Managed {
-                    manager,
-                    handle,
-                    requests,
-                    store,
-                    runner,
-                    campaigns,
-                    cfg,
-                    webhooks,
-                })
+                };
+                Some(Managed::start(parts).await)
             }
             _ => None,
         };
@@ -303,6 +277,58 @@ fn bind_error(addr: SocketAddr, e: &std::io::Error) -> anyhow::Error {
         ),
         _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
     }
+}
+
+/// The gate's tokens (`--auth`), or none where drainwatch listens only on
+/// this machine: off loopback, authentication is required.
+fn auth_for(config: &Config) -> anyhow::Result<Auth> {
+    Ok(match &config.auth {
+        Some(path) => Auth::new(AuthConfig::load(path)?),
+        None if !config.bind.ip().is_loopback() => anyhow::bail!(
+            "refusing to listen on {} without authentication: anyone who can reach it could restart the server. \
+             Make tokens with `drainwatch token --name NAME --role operator` and pass the auth file with --auth \
+             (see docs/deploy.md), or bind 127.0.0.1 and reach it through `ssh -L`",
+            config.bind
+        ),
+        None => Auth::open(),
+    })
+}
+
+/// The benchmark's tokenizer: one the config names and that does not read is
+/// a bad config, like any other of its errors.
+fn tokenizer_for(
+    config: &Config,
+    server_cfg: Option<&ServerConfig>,
+) -> Result<Option<Tokenizer>, ConfigError> {
+    Ok(
+        match (
+            &config.config,
+            server_cfg.and_then(|c| c.bench.tokenizer.as_ref()),
+        ) {
+            (Some(path), Some(file)) => {
+                Tokenizer::configured(file).map_err(|message| ConfigError::Invalid {
+                    path: path.clone(),
+                    message,
+                })?
+            }
+            _ => None,
+        },
+    )
+}
+
+/// Where the telemetry's XID errors go: into the store, for the health gate.
+fn xid_sink(store: Store) -> mpsc::Sender<(u32, Option<String>, shared::health::XidEvent)> {
+    let (tx, mut rx) = mpsc::channel::<(u32, Option<String>, shared::health::XidEvent)>(256);
+    tokio::spawn(async move {
+        while let Some((gpu_index, gpu_uuid, event)) = rx.recv().await {
+            store.xid(crate::store::StoredXid {
+                gpu_index,
+                gpu_uuid,
+                event,
+            });
+        }
+    });
+    tx
 }
 
 fn hostname() -> String {

@@ -134,34 +134,80 @@ pub(crate) fn fleet_markup(f: &Fleet, now_ms: u64) -> String {
     out
 }
 
+/// Reads the hub's fleet into `fleet`, or says in `error` why it could not.
+fn fetch_fleet(fleet: RwSignal<Option<Fleet>>, error: RwSignal<Option<String>>) {
+    spawn_local(async move {
+        let got = async {
+            let resp = gloo_net::http::Request::get("/api/fleet")
+                .send()
+                .await
+                .map_err(|e| format!("could not reach the hub: {e}"))?;
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            crate::json::from_str::<Fleet>(&text).map_err(|e| e.to_string())
+        }
+        .await;
+        match got {
+            Ok(f) => {
+                fleet.try_set(Some(f));
+                error.try_set(None);
+            }
+            Err(e) => {
+                error.try_set(Some(e));
+            }
+        }
+    });
+}
+
+/// A restart: the typed name and flag changes beside the button that was
+/// clicked go to the hub; what it answered is said in `said`.
+fn restart_clicked(
+    ev: &web_sys::MouseEvent,
+    said: RwSignal<String>,
+    ask_records: impl Fn() + Copy + 'static,
+) {
+    use wasm_bindgen::JsCast;
+    let Some(el) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .and_then(|t| t.closest("[data-act=coord-restart]").ok().flatten())
+    else {
+        return;
+    };
+    let target = el.get_attribute("data-target").unwrap_or_default();
+    let typed = document()
+        .query_selector(&format!(".coord-confirm[data-target='{target}']"))
+        .ok()
+        .flatten()
+        .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
+    let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
+    let flags_input = document()
+        .query_selector(&format!(".coord-flags[data-target='{target}']"))
+        .ok()
+        .flatten()
+        .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
+    let flags = flags_input.as_ref().map(|i| i.value()).unwrap_or_default();
+    spawn_local(async move {
+        match crate::api::coord_restart(&target, &confirm, &flags).await {
+            Ok(()) => {
+                said.set(format!("{target}: restart begun"));
+                // Typed for this restart: the next one starts afresh.
+                for i in [typed, flags_input].into_iter().flatten() {
+                    i.set_value("");
+                }
+            }
+            Err(e) => said.set(format!("{target}: {e}")),
+        }
+        ask_records();
+    });
+}
+
 /// The hub's whole page.
 #[component]
 pub(crate) fn FleetApp() -> impl IntoView {
     let fleet = RwSignal::new(None::<Fleet>);
     let error = RwSignal::new(None::<String>);
     let now = RwSignal::new(localtime::now_ms());
-    let ask = move || {
-        spawn_local(async move {
-            let got = async {
-                let resp = gloo_net::http::Request::get("/api/fleet")
-                    .send()
-                    .await
-                    .map_err(|e| format!("could not reach the hub: {e}"))?;
-                let text = resp.text().await.map_err(|e| e.to_string())?;
-                crate::json::from_str::<Fleet>(&text).map_err(|e| e.to_string())
-            }
-            .await;
-            match got {
-                Ok(f) => {
-                    fleet.try_set(Some(f));
-                    error.try_set(None);
-                }
-                Err(e) => {
-                    error.try_set(Some(e));
-                }
-            }
-        });
-    };
+    let ask = move || fetch_fleet(fleet, error);
     // The coordinated restarts' panel, as the hub renders it: its controls
     // and its records apart, each replaced only when it changed (what is
     // typed in the controls stays while the records move).
@@ -202,43 +248,7 @@ pub(crate) fn FleetApp() -> impl IntoView {
         POLL_MS,
     );
     document().set_title("fleet · drainwatch");
-    // A restart: the typed name beside the button that was clicked.
-    let on_click = move |ev: web_sys::MouseEvent| {
-        use wasm_bindgen::JsCast;
-        let Some(el) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-            .and_then(|t| t.closest("[data-act=coord-restart]").ok().flatten())
-        else {
-            return;
-        };
-        let target = el.get_attribute("data-target").unwrap_or_default();
-        let typed = document()
-            .query_selector(&format!(".coord-confirm[data-target='{target}']"))
-            .ok()
-            .flatten()
-            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
-        let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
-        let flags_input = document()
-            .query_selector(&format!(".coord-flags[data-target='{target}']"))
-            .ok()
-            .flatten()
-            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
-        let flags = flags_input.as_ref().map(|i| i.value()).unwrap_or_default();
-        spawn_local(async move {
-            match crate::api::coord_restart(&target, &confirm, &flags).await {
-                Ok(()) => {
-                    said.set(format!("{target}: restart begun"));
-                    // Typed for this restart: the next one starts afresh.
-                    for i in [typed, flags_input].into_iter().flatten() {
-                        i.set_value("");
-                    }
-                }
-                Err(e) => said.set(format!("{target}: {e}")),
-            }
-            ask_records();
-        });
-    };
+    let on_click = move |ev: web_sys::MouseEvent| restart_clicked(&ev, said, ask_records);
     view! {
         <header class="fleet-head">
             <span class="brand">"drainwatch"</span>

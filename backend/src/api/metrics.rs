@@ -253,6 +253,14 @@ fn health_values(h: &GpuHealth, xid_watched: bool) -> [Option<f64>; 22] {
 }
 
 async fn own(reg: &mut Registry, state: &AppState) {
+    agent(reg, state);
+    let Some(store) = &state.store else { return };
+    restarts(reg, store).await;
+    bench(reg, store).await;
+}
+
+/// This drainwatch, who is connected, and the managed server's phase.
+fn agent(reg: &mut Registry, state: &AppState) {
     let host = state.hub.host();
     let info = gauge(
         reg,
@@ -308,8 +316,11 @@ async fn own(reg: &mut Registry, state: &AppState) {
             );
         }
     }
+}
 
-    let Some(store) = &state.store else { return };
+/// The operations on the managed server, their failures and how long each
+/// part took, from the history.
+async fn restarts(reg: &mut Registry, store: &crate::store::Store) {
     let restarts = Family::<Labels, Counter>::default();
     reg.register(
         "drainwatch_restarts",
@@ -367,6 +378,10 @@ async fn own(reg: &mut Registry, state: &AppState) {
             }
         }
     }
+}
+
+/// The ledger's medians, per flag set and concurrency.
+async fn bench(reg: &mut Registry, store: &crate::store::Store) {
     let tok = gauge(
         reg,
         "drainwatch_bench_output_tokens_per_second",

@@ -195,25 +195,10 @@ pub(crate) async fn serve<S, R>(
                         // Pings are answered by the socket layer; pongs only prove liveness.
                         Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
                     };
-                    if let Some(reply) = reply {
-                        let reply = match reply {
-                            Reply::Msg(m) => send(&mut sink, timing.send_timeout, m).await,
-                            Reply::Snapshot if last_snapshot.elapsed() < RESYNC_EVERY => {
-                                send(&mut sink, timing.send_timeout, text(&ServerMsg::Error {
-                                    code: ErrorCode::TooSoon,
-                                    message: "one resync a second: the last snapshot is current".into(),
-                                })).await
-                            }
-                            Reply::Snapshot => {
-                                last_snapshot = Instant::now();
-                                send_snapshot(&hub, &mut sink, timing.send_timeout).await.map(|seq| {
-                                    last_seq = last_seq.max(seq);
-                                })
-                            }
-                        };
-                        if reply.is_err() {
-                            break End::SendFailed;
-                        }
+                    if let Some(reply) = reply
+                        && answer(&hub, &mut sink, timing.send_timeout, reply, &mut last_snapshot, &mut last_seq).await.is_err()
+                    {
+                        break End::SendFailed;
                     }
                 }
                 event = events.recv() => match event {
@@ -243,6 +228,45 @@ pub(crate) async fn serve<S, R>(
             }
         }
     };
+    close(sink, stream, &end, timing.close_timeout).await;
+    tracing::debug!(?end, "websocket closed");
+}
+
+/// Sends what a client's message asked for: a reply, or a fresh snapshot (at
+/// most one a second; sooner, an error says the last one is current).
+async fn answer<S: Sink<Message> + Unpin>(
+    hub: &Hub,
+    sink: &mut S,
+    limit: Duration,
+    reply: Reply,
+    last_snapshot: &mut Instant,
+    last_seq: &mut u64,
+) -> Result<(), ()> {
+    match reply {
+        Reply::Msg(m) => send(sink, limit, m).await,
+        Reply::Snapshot if last_snapshot.elapsed() < RESYNC_EVERY => {
+            let too_soon = ServerMsg::Error {
+                code: ErrorCode::TooSoon,
+                message: "one resync a second: the last snapshot is current".into(),
+            };
+            send(sink, limit, text(&too_soon)).await
+        }
+        Reply::Snapshot => {
+            *last_snapshot = Instant::now();
+            let seq = send_snapshot(hub, sink, limit).await?;
+            *last_seq = (*last_seq).max(seq);
+            Ok(())
+        }
+    }
+}
+
+/// Ends the connection: with a close frame that says why, where drainwatch
+/// ended it, and the close handshake flushed, all within `limit`.
+async fn close<S, R>(mut sink: S, mut stream: R, end: &End, limit: Duration)
+where
+    S: Sink<Message> + Unpin,
+    R: Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
     let close = match end {
         End::Shutdown => Some((1001, "drainwatch is shutting down")),
         End::PeerSilent => Some((1000, "no answer to pings")),
@@ -268,8 +292,7 @@ pub(crate) async fn serve<S, R>(
         // Flushes the close handshake (our frame, or the reply to the client's).
         let _ = sink.close().await;
     };
-    let _ = tokio::time::timeout(timing.close_timeout, goodbye).await;
-    tracing::debug!(?end, "websocket closed");
+    let _ = tokio::time::timeout(limit, goodbye).await;
 }
 
 enum Reply {

@@ -212,115 +212,136 @@ pub fn load(path: &Path) -> Result<FleetConfig, String> {
     }
     let mut cfg = FleetConfig::default();
     for a in raw.agent {
-        let name = check_name("agent", &a.name)?;
-        if cfg.agent(&name).is_some() {
-            return Err(format!("agent `{name}` is listed twice"));
-        }
-        let url = a.url.trim().to_owned();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(format!(
-                "agent `{name}`: url must start with http:// or https://"
-            ));
-        }
-        match reqwest::Url::parse(&url) {
-            Ok(u) if u.query().is_none() && u.fragment().is_none() && u.host().is_some() => {}
-            _ => {
-                return Err(format!(
-                    "agent `{name}`: url must be http(s)://host[:port][/path], without a query or fragment"
-                ));
-            }
-        }
-        // A relative token file is beside the config.
-        let token_file = a
-            .token_file
-            .map(|f| path.parent().map_or(f.clone(), |dir| dir.join(&f)));
-        let token = match token_file {
-            None => None,
-            Some(f) => Some(
-                std::fs::read_to_string(&f)
-                    .map_err(|e| format!("agent `{name}`: cannot read its token_file: {e}"))?
-                    .trim()
-                    .to_owned(),
-            )
-            .filter(|t| !t.is_empty()),
-        };
-        cfg.agents.push(AgentConfig { name, url, token });
+        let agent = agent(a, path, &cfg)?;
+        cfg.agents.push(agent);
     }
-    let taken = |cfg: &FleetConfig, n: &str| {
-        cfg.agent(n).is_some() || cfg.group(n).is_some() || cfg.deployment(n).is_some()
-    };
     for g in raw.group {
-        let name = check_name("group", &g.name)?;
-        if taken(&cfg, &name) {
-            return Err(format!("group `{name}`: the name is taken"));
-        }
-        if g.nodes.is_empty() || g.nodes.len() > MAX_NODES as usize {
-            return Err(format!(
-                "group `{name}`: nodes lists 1 to {MAX_NODES} agents"
-            ));
-        }
-        for (i, n) in g.nodes.iter().enumerate() {
-            if cfg.agent(n).is_none() {
-                return Err(format!("group `{name}`: node `{n}` is not an [[agent]]"));
-            }
-            if g.nodes[..i].contains(n) {
-                return Err(format!("group `{name}`: node `{n}` is listed twice"));
-            }
-            if let Some(other) = cfg.groups.iter().find(|o| o.nodes.contains(n)) {
-                return Err(format!(
-                    "group `{name}`: node `{n}` is already in group `{}`",
-                    other.name
-                ));
-            }
-        }
-        let group = GroupConfig {
-            name: name.clone(),
-            nodes: g.nodes,
-            dist_init_addr: g.dist_init_addr.trim().to_owned(),
-            verify_timeout: duration(
-                g.verify_timeout,
-                "2m",
-                &format!("group `{name}`: verify_timeout"),
-            )?,
-            launch_timeout: duration(
-                g.launch_timeout,
-                "5m",
-                &format!("group `{name}`: launch_timeout"),
-            )?,
-            tolerance_bytes: g.tolerance_mib.unwrap_or(64).min(1 << 20) << 20,
-        };
-        group
-            .role(0)
-            .check()
-            .map_err(|e| format!("group `{name}`: {e}"))?;
+        let group = group(g, &cfg)?;
         cfg.groups.push(group);
     }
     for d in raw.deployment {
-        let name = check_name("deployment", &d.name)?;
-        if taken(&cfg, &name) {
-            return Err(format!("deployment `{name}`: the name is taken"));
-        }
-        if d.order.is_empty() || d.order.len() > MAX_AGENTS {
-            return Err(format!(
-                "deployment `{name}`: order lists 1 to {MAX_AGENTS} agents or groups"
-            ));
-        }
-        for (i, m) in d.order.iter().enumerate() {
-            if cfg.agent(m).is_none() && cfg.group(m).is_none() {
-                return Err(format!(
-                    "deployment `{name}`: `{m}` is neither an [[agent]] nor a [[group]]"
-                ));
-            }
-            if d.order[..i].contains(m) {
-                return Err(format!("deployment `{name}`: `{m}` is listed twice"));
-            }
-        }
-        cfg.deployments.push(DeploymentConfig {
-            name,
-            order: d.order,
-        });
+        let deployment = deployment(d, &cfg)?;
+        cfg.deployments.push(deployment);
     }
     Ok(cfg)
+}
+
+/// Whether `n` already names an agent, a group or a deployment.
+fn taken(cfg: &FleetConfig, n: &str) -> bool {
+    cfg.agent(n).is_some() || cfg.group(n).is_some() || cfg.deployment(n).is_some()
+}
+
+/// One `[[agent]]`, checked against those before it; a relative token file
+/// is beside the config (`path`).
+fn agent(a: RawAgent, path: &Path, cfg: &FleetConfig) -> Result<AgentConfig, String> {
+    let name = check_name("agent", &a.name)?;
+    if cfg.agent(&name).is_some() {
+        return Err(format!("agent `{name}` is listed twice"));
+    }
+    let url = a.url.trim().to_owned();
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "agent `{name}`: url must start with http:// or https://"
+        ));
+    }
+    match reqwest::Url::parse(&url) {
+        Ok(u) if u.query().is_none() && u.fragment().is_none() && u.host().is_some() => {}
+        _ => {
+            return Err(format!(
+                "agent `{name}`: url must be http(s)://host[:port][/path], without a query or fragment"
+            ));
+        }
+    }
+    // A relative token file is beside the config.
+    let token_file = a
+        .token_file
+        .map(|f| path.parent().map_or(f.clone(), |dir| dir.join(&f)));
+    let token = match token_file {
+        None => None,
+        Some(f) => Some(
+            std::fs::read_to_string(&f)
+                .map_err(|e| format!("agent `{name}`: cannot read its token_file: {e}"))?
+                .trim()
+                .to_owned(),
+        )
+        .filter(|t| !t.is_empty()),
+    };
+    Ok(AgentConfig { name, url, token })
+}
+
+/// One `[[group]]`: its nodes are agents, each in one group only.
+fn group(g: RawGroup, cfg: &FleetConfig) -> Result<GroupConfig, String> {
+    let name = check_name("group", &g.name)?;
+    if taken(cfg, &name) {
+        return Err(format!("group `{name}`: the name is taken"));
+    }
+    if g.nodes.is_empty() || g.nodes.len() > MAX_NODES as usize {
+        return Err(format!(
+            "group `{name}`: nodes lists 1 to {MAX_NODES} agents"
+        ));
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        if cfg.agent(n).is_none() {
+            return Err(format!("group `{name}`: node `{n}` is not an [[agent]]"));
+        }
+        if g.nodes[..i].contains(n) {
+            return Err(format!("group `{name}`: node `{n}` is listed twice"));
+        }
+        if let Some(other) = cfg.groups.iter().find(|o| o.nodes.contains(n)) {
+            return Err(format!(
+                "group `{name}`: node `{n}` is already in group `{}`",
+                other.name
+            ));
+        }
+    }
+    let group = GroupConfig {
+        name: name.clone(),
+        nodes: g.nodes,
+        dist_init_addr: g.dist_init_addr.trim().to_owned(),
+        verify_timeout: duration(
+            g.verify_timeout,
+            "2m",
+            &format!("group `{name}`: verify_timeout"),
+        )?,
+        launch_timeout: duration(
+            g.launch_timeout,
+            "5m",
+            &format!("group `{name}`: launch_timeout"),
+        )?,
+        tolerance_bytes: g.tolerance_mib.unwrap_or(64).min(1 << 20) << 20,
+    };
+    group
+        .role(0)
+        .check()
+        .map_err(|e| format!("group `{name}`: {e}"))?;
+    Ok(group)
+}
+
+/// One `[[deployment]]`: its order names agents and groups, each once.
+fn deployment(d: RawDeployment, cfg: &FleetConfig) -> Result<DeploymentConfig, String> {
+    let name = check_name("deployment", &d.name)?;
+    if taken(cfg, &name) {
+        return Err(format!("deployment `{name}`: the name is taken"));
+    }
+    if d.order.is_empty() || d.order.len() > MAX_AGENTS {
+        return Err(format!(
+            "deployment `{name}`: order lists 1 to {MAX_AGENTS} agents or groups"
+        ));
+    }
+    for (i, m) in d.order.iter().enumerate() {
+        if cfg.agent(m).is_none() && cfg.group(m).is_none() {
+            return Err(format!(
+                "deployment `{name}`: `{m}` is neither an [[agent]] nor a [[group]]"
+            ));
+        }
+        if d.order[..i].contains(m) {
+            return Err(format!("deployment `{name}`: `{m}` is listed twice"));
+        }
+    }
+    Ok(DeploymentConfig {
+        name,
+        order: d.order,
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,60 @@ const MAX_RESERVED_ROWS: usize = 20;
 /// A row's height (`.proc-table td`: 2rem of the 14 px root, and its border), in CSS pixels.
 const ROW_PX: f64 = 29.0;
 
+/// The table's title, how many processes of each role, and why the process
+/// list could not be read, when it could not.
+fn head(state: AppState) -> impl IntoView {
+    let counts = Memo::new(move |_| {
+        state.latest.with(|l| {
+            l.as_ref().map_or((0, 0, 0), |s| {
+                let of = |role| s.processes.iter().filter(|p| p.role == role).count();
+                (
+                    of(ProcessRole::Server),
+                    of(ProcessRole::Foreign),
+                    of(ProcessRole::Outside),
+                )
+            })
+        })
+    });
+    let error = Memo::new(move |_| {
+        state
+            .latest
+            .with(|l| l.as_ref().and_then(|s| s.processes_error.clone()))
+    });
+    view! {
+    <div class="proc-head">
+        <h2 class="proc-title">"processes"</h2>
+        <span class="proc-counts num" data-testid="process-counts">
+            {move || {
+                let (server, foreign, outside) = counts.get();
+                if outside == 0 {
+                    format!("{server} server · {foreign} foreign")
+                } else {
+                    format!("{server} server · {foreign} foreign · {outside} host PIDs outside")
+                }
+            }}
+        </span>
+        <span class="proc-error-slot">
+            {move || {
+                error
+                    .get()
+                    .map(|text| {
+                        view! {
+                            <span
+                                class="proc-error"
+                                data-testid="processes-error"
+                                title=text.clone()
+                            >
+                                {text.clone()}
+                            </span>
+                        }
+                    })
+            }}
+        </span>
+    </div>
+    }
+}
+
 /// All processes of the latest sample.
 #[component]
 pub(crate) fn ProcessTable() -> impl IntoView {
@@ -41,23 +95,6 @@ pub(crate) fn ProcessTable() -> impl IntoView {
                 .collect::<Vec<_>>()
         })
     });
-    let counts = Memo::new(move |_| {
-        state.latest.with(|l| {
-            l.as_ref().map_or((0, 0, 0), |s| {
-                let of = |role| s.processes.iter().filter(|p| p.role == role).count();
-                (
-                    of(ProcessRole::Server),
-                    of(ProcessRole::Foreign),
-                    of(ProcessRole::Outside),
-                )
-            })
-        })
-    });
-    let error = Memo::new(move |_| {
-        state
-            .latest
-            .with(|l| l.as_ref().and_then(|s| s.processes_error.clone()))
-    });
     // The most rows seen (up to 20) keep their space: a server's processes
     // that go and come back with each restart never move what is below.
     let reserved = Memo::new(move |prev: Option<&usize>| {
@@ -74,36 +111,7 @@ pub(crate) fn ProcessTable() -> impl IntoView {
     };
 
     view! {
-        <div class="proc-head">
-            <h2 class="proc-title">"processes"</h2>
-            <span class="proc-counts num" data-testid="process-counts">
-                {move || {
-                    let (server, foreign, outside) = counts.get();
-                    if outside == 0 {
-                        format!("{server} server · {foreign} foreign")
-                    } else {
-                        format!("{server} server · {foreign} foreign · {outside} host PIDs outside")
-                    }
-                }}
-            </span>
-            <span class="proc-error-slot">
-                {move || {
-                    error
-                        .get()
-                        .map(|text| {
-                            view! {
-                                <span
-                                    class="proc-error"
-                                    data-testid="processes-error"
-                                    title=text.clone()
-                                >
-                                    {text.clone()}
-                                </span>
-                            }
-                        })
-                }}
-            </span>
-        </div>
+        {head(state)}
         <div class="proc-reserve" style:min-height=move || format!("{}px", reserved.get().max(1) as f64 * ROW_PX + ROW_PX + 2.0)>
         <table class="proc-table" data-testid="process-table">
             <colgroup>

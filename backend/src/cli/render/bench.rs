@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use shared::bench::{BenchRun, RunStatus, TokenSource};
+use shared::bench::{BenchRun, LevelSummary, RunStatus, TokenSource};
 use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, rate_num, tok_num, truncate};
 
 use super::table;
@@ -31,6 +31,28 @@ pub(in crate::cli) fn bench_run(run: &BenchRun) -> String {
     if run.levels.is_empty() {
         return out;
     }
+    out.push_str(&level_table(run));
+    if let Some(slo) = &run.settings.slo {
+        let _ = writeln!(out, "{}", slo_text(slo));
+    }
+    out.push_str(&level_notes(run));
+    let _ = writeln!(
+        out,
+        "medians of {} repeats; min–max is the output rate's spread",
+        run.settings.repeats
+    );
+    let source = TokenSource::least_exact(run.levels.iter().map(|l| l.token_source));
+    let per = if source.per_token() { "token" } else { "event" };
+    let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
+    if let Some(p) = &run.provenance {
+        out.push_str(&provenance_text(p));
+    }
+    out
+}
+
+/// One row per level: its rate or concurrency, output (median and spread),
+/// total and request rates, goodput and the SLOs where set, latencies, failures.
+fn level_table(run: &BenchRun) -> String {
     let open = run.settings.open_loop();
     let slo = run.settings.slo.as_ref();
     let rows: Vec<Vec<String>> = run
@@ -90,29 +112,35 @@ pub(in crate::cli) fn bench_run(run: &BenchRun) -> String {
     }
     head.extend(["TTFT P50/P99", "ITL P50/P99", "FAILED"]);
     let right: Vec<bool> = head.iter().map(|h| *h != "SLO").collect();
-    out.push_str(&table(&head, &right, &rows));
-    if let Some(slo) = slo {
-        let _ = writeln!(out, "{}", slo_text(slo));
+    table(&head, &right, &rows)
+}
+
+/// A level's name in a warning: `2 req/s` or `c=16`.
+fn level_name(l: &LevelSummary) -> String {
+    match l.request_rate {
+        Some(r) => format!("{} req/s", rate_num(r)),
+        None => format!("c={}", l.concurrency),
     }
+}
+
+/// What the numbers do not say by themselves: a level where the client could
+/// not keep up, a level whose prompts were not the length asked, and the
+/// prompt tokens the server counted.
+fn level_notes(run: &BenchRun) -> String {
+    let mut out = String::new();
     for l in &run.levels {
         if let Some(why) = &l.client_saturated {
-            let level = match l.request_rate {
-                Some(r) => format!("{} req/s", rate_num(r)),
-                None => format!("c={}", l.concurrency),
-            };
             let _ = writeln!(
                 out,
-                "WARNING at {level}: {why}; its numbers measure drainwatch, not the server"
+                "WARNING at {}: {why}; its numbers measure drainwatch, not the server",
+                level_name(l)
             );
         }
         if let Some(why) = &l.prompt_len_off {
             let _ = writeln!(
                 out,
                 "WARNING at {}: {why}; this result measured another workload than asked",
-                match l.request_rate {
-                    Some(r) => format!("{} req/s", rate_num(r)),
-                    None => format!("c={}", l.concurrency),
-                }
+                level_name(l)
             );
         }
     }
@@ -134,17 +162,6 @@ pub(in crate::cli) fn bench_run(run: &BenchRun) -> String {
             "prompt tokens a request, by the server's count: {}{asked}",
             counted.join(" / ")
         );
-    }
-    let _ = writeln!(
-        out,
-        "medians of {} repeats; min–max is the output rate's spread",
-        run.settings.repeats
-    );
-    let source = TokenSource::least_exact(run.levels.iter().map(|l| l.token_source));
-    let per = if source.per_token() { "token" } else { "event" };
-    let _ = writeln!(out, "ITL per {per}; token counts: {}", source.label());
-    if let Some(p) = &run.provenance {
-        out.push_str(&provenance_text(p));
     }
     out
 }
@@ -210,8 +227,16 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
                 .map_or_else(|| MISSING.to_owned(), |n| n.to_string()),
         );
     }
+    out.push_str(&gpu_conditions(&p.gpus));
+    out
+}
+
+/// The GPUs' load, power, cap and temperature while the run was measured, and
+/// any throttling; nothing when none was recorded.
+fn gpu_conditions(gpus: &[shared::bench::GpuConditions]) -> String {
+    let mut out = String::new();
     let spread = |f: fn(&shared::bench::GpuConditions) -> Option<shared::bench::Spread>| {
-        let v: Vec<shared::bench::Spread> = p.gpus.iter().filter_map(f).collect();
+        let v: Vec<shared::bench::Spread> = gpus.iter().filter_map(f).collect();
         (!v.is_empty()).then(|| {
             (
                 v.iter().map(|s| s.min).fold(f64::INFINITY, f64::min),
@@ -219,7 +244,7 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
             )
         })
     };
-    if p.gpus.is_empty() {
+    if gpus.is_empty() {
         return out;
     }
     let mut parts = Vec::new();
@@ -229,24 +254,14 @@ fn provenance_text(p: &shared::bench::Provenance) -> String {
     if let Some((lo, hi)) = spread(|g| g.power_w) {
         parts.push(format!("power {lo:.0}–{hi:.0} W"));
     }
-    if let Some(cap) = p
-        .gpus
-        .iter()
-        .filter_map(|g| g.power_limit_w)
-        .reduce(f64::min)
-    {
+    if let Some(cap) = gpus.iter().filter_map(|g| g.power_limit_w).reduce(f64::min) {
         parts.push(format!("cap {cap:.0} W"));
     }
     if let Some((lo, hi)) = spread(|g| g.temp_c) {
         parts.push(format!("temperature {lo:.0}–{hi:.0} °C"));
     }
-    let _ = writeln!(
-        out,
-        "GPUs meanwhile ({}): {}",
-        p.gpus.len(),
-        parts.join(", ")
-    );
-    for line in p.gpus.iter().filter_map(|g| g.throttle_line()) {
+    let _ = writeln!(out, "GPUs meanwhile ({}): {}", gpus.len(), parts.join(", "));
+    for line in gpus.iter().filter_map(|g| g.throttle_line()) {
         let _ = writeln!(out, "WARNING throttled: {line}");
     }
     out
