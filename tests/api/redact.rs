@@ -353,3 +353,52 @@ async fn redacted_forms_outlive_a_restart_of_drainwatch_and_relaunches_get_the_r
     assert_hidden("/api/restarts", &get_text(&app, "/api/restarts").await?);
     Ok(())
 }
+
+/// `drainwatch restart` against `app` with `args`: exit code, stdout, stderr.
+async fn cli_restart(app: &TestApp, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
+    let mut cmd = tokio::process::Command::new(bin("drainwatch"));
+    cmd.arg("restart").arg("--url").arg(app.url("")).args(args);
+    cmd.env_remove("DRAINWATCH_TOKEN")
+        .env_remove("DRAINWATCH_URL")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(T, cmd.output()).await??;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// The status shows a secret flag's allowed values redacted, so the CLI leaves
+/// a secret's value to drainwatch: a raw value the allow-list has restarts
+/// with it, and a refused one is quoted by neither.
+#[tokio::test]
+async fn the_cli_hands_a_secret_value_to_drainwatch_and_never_quotes_it() -> anyhow::Result<()> {
+    let host = SimHost::new(100);
+    let spec = spec();
+    let app = spawn(&host, &spec)?;
+    app.start_server().await?;
+
+    let (code, out, err) =
+        cli_restart(&app, &["--flag", &format!("--api-key={API_KEY2}"), "--yes"]).await?;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_hidden("drainwatch restart's output", &out);
+    assert_hidden("drainwatch restart's messages", &err);
+    let root = app.server().await?.root.expect("a root").pid;
+    assert!(raw_cmdline(root).iter().any(|a| a == API_KEY2));
+
+    let before = app.server().await?;
+    let (code, out, err) = cli_restart(
+        &app,
+        &["--flag", &format!("--api-key={WRONG_KEY}"), "--yes"],
+    )
+    .await?;
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("--api-key"), "{err}");
+    assert_hidden("a refused restart's messages", &err);
+    assert_hidden("a refused restart's output", &out);
+    let after = app.server().await?;
+    assert_eq!(after.generation, before.generation);
+    Ok(())
+}

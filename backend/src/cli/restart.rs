@@ -72,8 +72,8 @@ pub async fn restart(args: RestartArgs) -> Result<Exit, CliError> {
 /// The request's flag changes, checked here as drainwatch will check them (a
 /// name twice, one off the allow-list, a value its flag refuses) so that a wrong
 /// request fails before the confirmation; drainwatch checks them again. A
-/// secret flag's refused value is not quoted back (a secret by its name, or one
-/// whose value drainwatch shows redacted).
+/// secret flag's value is left to drainwatch: the status shows its allowed
+/// values redacted, and drainwatch's refusal does not quote it.
 fn changes(
     server: &ServerStatus,
     args: &RestartArgs,
@@ -82,31 +82,57 @@ fn changes(
     let resets = args.reset.iter().map(|k| (k.clone(), None));
     // The values as typed: drainwatch turns them canonical itself.
     let as_typed = |spec: &shared::flags::FlagSpec, v: &str| {
-        let redacted = |f: &Flags| {
-            f.get(&spec.name)
-                .is_some_and(|v| crate::redact::is_redacted(v))
-        };
-        let secret = crate::redact::secret_by_words(&spec.name)
-            || redacted(&server.flags)
-            || redacted(&server.default_flags);
-        let shown = match secret {
-            true => "(not shown: a secret)",
-            false => v,
-        };
+        if is_secret(server, spec) {
+            return Ok(v.to_owned());
+        }
         shared::flags::check(spec, v)
             .map(|_| v.to_owned())
-            .map_err(|r| r.message(spec, shown))
+            .map_err(|r| r.message(spec, v))
     };
     shared::flags::check_changes(&server.allowed, sets.chain(resets), as_typed)
         .map_err(|e| CliError::new(Exit::Usage, e.to_string()))
 }
 
-/// The flags the server will run with after the change.
+/// Whether drainwatch treats `spec`'s values as secret, as far as its status
+/// tells: by the flag's name, or because it shows a value of it redacted (its
+/// current value, its default, or one its allow-list offers).
+fn is_secret(server: &ServerStatus, spec: &shared::flags::FlagSpec) -> bool {
+    let shown = [
+        server.flags.get(&spec.name),
+        server.default_flags.get(&spec.name),
+    ];
+    let offered = match &spec.ty {
+        shared::flags::FlagType::Enum { values } => values.as_slice(),
+        _ => &[],
+    };
+    crate::redact::secret_by_words(&spec.name)
+        || shown
+            .into_iter()
+            .flatten()
+            .any(|v| crate::redact::is_redacted(v))
+        || offered.iter().any(|v| crate::redact::is_redacted(v))
+}
+
+/// A secret value typed for the restart is shown as this: the CLI has no way
+/// to its redacted form, and the plan goes to a terminal that may be logged.
+const SECRET_TYPED: &str = "(a secret value, not shown)";
+
+/// The flags the plan shows the server running with after the change.
 fn planned(server: &ServerStatus, changes: &BTreeMap<String, Option<String>>) -> Flags {
     let mut to = server.flags.clone();
     for (name, value) in changes {
-        match value.as_ref().or_else(|| server.default_flags.get(name)) {
-            Some(v) => to.insert(name.clone(), v.clone()),
+        let secret = || {
+            (server.allowed.iter().find(|s| s.name == *name))
+                .is_none_or(|spec| is_secret(server, spec))
+        };
+        let typed = value
+            .as_ref()
+            .map(|v| match !crate::redact::is_redacted(v) && secret() {
+                true => SECRET_TYPED.to_owned(),
+                false => v.clone(),
+            });
+        match typed.or_else(|| server.default_flags.get(name).cloned()) {
+            Some(v) => to.insert(name.clone(), v),
             None => to.remove(name),
         };
     }
