@@ -290,26 +290,46 @@ pub(super) async fn launch(
     changes: &Changes,
 ) -> Result<i64, String> {
     let (_, sv) = state(c).await?;
-    let acc: Accepted = c
-        .post(
-            "api/start",
-            &RestartRequest {
-                generation: sv.generation,
-                flags: changes.clone(),
-                confirm: sv.name.clone(),
-                override_health: None,
-                node: Some(role.clone()),
-                coordinated: Some(log.id()),
-            },
-        )
-        .await
-        .map_err(|e| e.message)?;
-    log.op(m, acc.id);
+    let id = ask(
+        log,
+        m,
+        c,
+        "api/start",
+        &sv,
+        changes.clone(),
+        Some(role.clone()),
+    )
+    .await?;
     log.event(
         m,
         CoordStep::Launch,
-        format!("start #{} on its agent: {}", acc.id, role.describe()),
+        format!("start #{id} on its agent: {}", role.describe()),
     );
+    Ok(id)
+}
+
+/// Asks the agent for the operation at `path` on its server as `sv` shows it
+/// (its generation and name confirm it), as a step of this record; returns
+/// the operation's id, recorded as the member's.
+pub(super) async fn ask(
+    log: &Log,
+    m: usize,
+    c: &Client,
+    path: &str,
+    sv: &ServerStatus,
+    flags: Changes,
+    node: Option<NodeRole>,
+) -> Result<i64, String> {
+    let req = RestartRequest {
+        generation: sv.generation,
+        flags,
+        confirm: sv.name.clone(),
+        override_health: None,
+        node,
+        coordinated: Some(log.id()),
+    };
+    let acc: Accepted = c.post(path, &req).await.map_err(|e| e.message)?;
+    log.op(m, acc.id);
     Ok(acc.id)
 }
 

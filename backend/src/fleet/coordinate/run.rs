@@ -1,7 +1,7 @@
 //! A group's and a deployment's whole operation, step by step, and the unwind
 //! after a failure.
 
-use super::agent::{humanize, launch, wait_op, wait_spawned, why_failed};
+use super::agent::{ask, humanize, launch, wait_op, wait_spawned, why_failed};
 use super::*;
 
 /// The coordinated restart of group `g`, whose nodes are the record's
@@ -261,21 +261,7 @@ pub(super) async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), S
     } else {
         "api/start"
     };
-    let acc: Accepted = c
-        .post(
-            path,
-            &RestartRequest {
-                generation: sv.generation,
-                flags: Default::default(),
-                confirm: sv.name.clone(),
-                override_health: None,
-                node: None,
-                coordinated: Some(log.id()),
-            },
-        )
-        .await
-        .map_err(|e| e.message)?;
-    log.op(m, acc.id);
+    let id = ask(log, m, c, path, &sv, Changes::new(), None).await?;
     log.event(
         m,
         CoordStep::Launch,
@@ -286,17 +272,17 @@ pub(super) async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), S
             } else {
                 "start"
             },
-            acc.id
+            id
         ),
     );
-    let s = wait_op(c, acc.id, OP_LIMIT).await?;
+    let s = wait_op(c, id, OP_LIMIT).await?;
     if s.outcome != Outcome::Succeeded {
         return Err(why_failed(&s));
     }
     log.event(
         m,
         CoordStep::Ready,
-        format!("ready: its agent's #{} ended with a completion", acc.id),
+        format!("ready: its agent's #{id} ended with a completion"),
     );
     Ok(())
 }
