@@ -128,6 +128,9 @@ fn sync_dir(src: &std::path::Path, dst: &std::path::Path) -> anyhow::Result<()> 
 /// fake. The same package set as the tests build, so features unify the same way
 /// and switching between demo and tests rebuilds nothing.
 pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
+    // The workspace's host binaries include the tests' kernel emulation, which
+    // links Debian's libseccomp.
+    tools::ensure_libseccomp()?;
     let mut cmd = cargo();
     cmd.arg("build");
     if release {
@@ -135,6 +138,22 @@ pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
     }
     run_cmd(&mut cmd)?;
     link_nvml(release).map(|_| ())
+}
+
+/// What the demo runs and nothing more: drainwatch, the simulated server and
+/// the fake NVML (debug builds). A first demo on a bare machine builds no test
+/// tool and installs no system package.
+pub(crate) fn demo_binaries() -> anyhow::Result<()> {
+    run_cmd(cargo().args([
+        "build",
+        "-p",
+        "drainwatch",
+        "-p",
+        "simserver",
+        "-p",
+        "fake-nvml",
+    ]))?;
+    link_nvml(false).map(|_| ())
 }
 
 /// `target/<profile>/nvml/libnvidia-ml.so.1` → the fake; returns the link's path.

@@ -35,7 +35,7 @@ pub(crate) fn run(args: &[String]) -> anyhow::Result<()> {
         .context("--server-port takes a port number")?;
 
     build::ui()?;
-    build::binaries(false)?;
+    build::demo_binaries()?;
     let bin = build::profile_dir(false);
     let nvml = build::link_nvml(false)?;
     let (host, data) = (
