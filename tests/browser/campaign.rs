@@ -102,12 +102,22 @@ async fn a_plan_built_in_the_ui_runs_and_its_rows_and_chart_fill_in() -> anyhow:
     assert_eq!(progress, "4 of 4 steps");
     b.screenshot("campaign").await?;
 
-    // A point opens its step: its flags, its restart record. The point drawn
-    // last: two steps that measured alike are drawn one over the other, and a
-    // click lands on the one on top.
+    // A point opens its step: its flags, its restart record. Every point is
+    // reachable: steps that measured alike are drawn side by side, not one
+    // over the other, so the first one drawn takes a click too.
+    let first = "[data-testid=pareto-point]";
+    let step = b.attr(first, "data-step").await?.expect("a step");
+    b.click(&format!("{first} .hit")).await?;
+    b.wait_count(
+        &format!("[data-testid=campaign-point][data-step='{step}']"),
+        1,
+        T,
+    )
+    .await?;
+    // And from the keyboard: Enter on a focused point opens it as a click does.
     let last = "[data-testid=pareto-point]:last-of-type";
     let step = b.attr(last, "data-step").await?.expect("a step");
-    b.click(&format!("{last} .hit")).await?;
+    b.press(last, '\u{E007}').await?;
     b.wait_count(
         &format!("[data-testid=campaign-point][data-step='{step}']"),
         1,

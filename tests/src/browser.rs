@@ -160,6 +160,25 @@ impl Browser {
         }
     }
 
+    /// Focuses the first element matching `css` and presses `key` (a
+    /// WebDriver key, such as `'\u{E007}'` for Enter) as a keyboard does: a
+    /// real key down and up to whatever has the focus.
+    pub async fn press(&self, css: &str, key: char) -> anyhow::Result<()> {
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let el = self.client.find(Locator::Css(css)).await?;
+        self.client
+            .execute(
+                "arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus();",
+                vec![serde_json::to_value(&el)?],
+            )
+            .await?;
+        let keys = KeyActions::new("keyboard".to_owned())
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+        self.client.perform_actions(keys).await?;
+        Ok(())
+    }
+
     /// Types `text` into the first field matching `css`, replacing what it held.
     pub async fn fill(&self, css: &str, text: &str) -> anyhow::Result<()> {
         let el = self.client.find(Locator::Css(css)).await?;

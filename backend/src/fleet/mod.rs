@@ -242,6 +242,24 @@ async fn fleet(State(s): State<Shared>) -> Json<Fleet> {
     Json(s.fleet())
 }
 
+/// `GET /api/fleet/panel`: the fleet page's rows, as HTML (`view.rs`), from
+/// the same state as `/api/fleet`.
+async fn fleet_panel(State(s): State<Shared>) -> Response {
+    html(view::fleet_markup(&s.fleet(), now_ms()))
+}
+
+/// An HTML fragment for the fleet page, never cached.
+fn html(body: String) -> Response {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (axum::http::header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such API on the hub")
 }
@@ -331,6 +349,7 @@ fn table() -> Table<HubState> {
     const POST: &[(&str, Q)] = &[("POST", NONE)];
     gate::session_routes(Table::default())
         .route("/api/fleet", get(fleet), GET)
+        .route("/api/fleet/panel", get(fleet_panel), GET)
         .route("/api/groups", get(groups), GET)
         .route("/api/groups/{name}/restart", post(restart_group), POST)
         .route(
@@ -428,14 +447,7 @@ async fn coordinated_panel(
         caller.role.may_operate(),
         now_ms(),
     );
-    Ok((
-        [
-            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (axum::http::header::CACHE_CONTROL, "no-store"),
-        ],
-        html,
-    )
-        .into_response())
+    Ok(self::html(html))
 }
 
 /// `GET /api/coordinated/{id}`.

@@ -1,5 +1,6 @@
-//! The fleet page's coordinated restarts, rendered by the hub as one HTML
-//! fragment (`GET /api/coordinated/panel`): each group (a server that spans
+//! The fleet page as the hub renders it. Its rows (`GET /api/fleet/panel`):
+//! every agent, its GPUs compact, its server. Its coordinated restarts, one
+//! HTML fragment (`GET /api/coordinated/panel`): each group (a server that spans
 //! nodes) and deployment the config declares, with a restart guarded by
 //! typing its name (for an operator), and the newest records, each with a
 //! timeline per node. The page sets it as it comes and delegates the clicks
@@ -7,7 +8,8 @@
 
 use std::fmt::Write as _;
 
-use shared::fleet::{CoordKind, CoordRecord, CoordTarget};
+use shared::fleet::{AgentView, CoordKind, CoordRecord, CoordTarget, Fleet};
+use shared::units::{fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_tok_s, fraction};
 use shared::html::escape;
 use shared::restart::Outcome;
 
@@ -157,9 +159,125 @@ fn records_markup(records: &[CoordRecord], now_ms: u64) -> String {
     out
 }
 
+/// One agent's row as HTML text.
+fn row(a: &AgentView, now_ms: u64) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<div class="fleet-row{}" data-testid="fleet-row" data-agent="{}" data-reachable="{}">"#,
+        if a.reachable { "" } else { " fleet-gone" },
+        escape(&a.name),
+        a.reachable
+    );
+    let _ = write!(
+        out,
+        r#"<div class="fleet-name"><a class="fleet-link" data-testid="fleet-link" href="/agents/{}/" title="open its dashboard through the hub">{}</a><span class="fleet-host">{}</span>{}</div>"#,
+        escape(&a.name),
+        escape(&a.name),
+        escape(a.hostname.as_deref().unwrap_or("—")),
+        if a.simulated == Some(true) {
+            r#"<span class="fleet-sim" title="this agent reads a simulated host, not real GPUs">simulated host</span>"#
+        } else {
+            ""
+        }
+    );
+    let seen = a
+        .last_seen_ms
+        .map(|t| format!("last seen {} ago", fmt_age_ms(now_ms.saturating_sub(t))));
+    if a.reachable {
+        out.push_str(r#"<div class="fleet-state" data-testid="fleet-state" data-state="live"><span class="fleet-dot"></span>live</div>"#);
+    } else {
+        let _ = write!(
+            out,
+            r#"<div class="fleet-state" data-testid="fleet-state" data-state="unreachable" title="{}">unreachable · {}</div>"#,
+            escape(a.error.as_deref().unwrap_or("")),
+            escape(seen.as_deref().unwrap_or("never seen"))
+        );
+    }
+    out.push_str(r#"<div class="fleet-gpus">"#);
+    for g in &a.gpus {
+        let share = match (g.mem_used_bytes, g.mem_total_bytes) {
+            (Some(u), Some(t)) => fraction(u, t),
+            _ => 0.0,
+        };
+        let mem = match (g.mem_used_bytes, g.mem_total_bytes) {
+            (Some(u), Some(t)) => fmt_bytes_of(u, t),
+            (Some(u), None) => fmt_bytes(u),
+            _ => "memory not read".to_owned(),
+        };
+        let mut title = format!("GPU {}: {mem}", g.index);
+        if let Some(u) = g.util_gpu_percent {
+            let _ = write!(title, ", util {u} %");
+        }
+        for i in &g.issues {
+            let _ = write!(title, "\n{i}");
+        }
+        let _ = write!(
+            out,
+            r#"<span class="fleet-gpu{}" data-testid="fleet-gpu" title="{}"><span class="fleet-gpu-fill" style="height: {:.0}%"></span></span>"#,
+            if g.issues.is_empty() {
+                ""
+            } else {
+                " fleet-gpu-bad"
+            },
+            escape(&title),
+            share * 100.0
+        );
+    }
+    out.push_str("</div>");
+    match &a.server {
+        Some(s) => {
+            let flags = s
+                .flags
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let _ = write!(
+                out,
+                r#"<div class="fleet-server">{}<span class="phase" data-phase="{}" data-testid="fleet-phase">{}</span><span class="fleet-flags" title="{}">{} · gen {}</span></div>"#,
+                if a.reachable {
+                    ""
+                } else {
+                    r#"<span class="fleet-muted">last known</span>"#
+                },
+                s.phase.as_str(),
+                s.phase.as_str().replace('_', " "),
+                escape(&flags),
+                escape(&s.name),
+                s.generation
+            );
+            let _ = write!(
+                out,
+                r#"<div class="fleet-tok num">{}</div>"#,
+                escape(&fmt_tok_s(s.output_tok_s))
+            );
+        }
+        None => out.push_str(
+            r#"<div class="fleet-server"><span class="fleet-muted">no server</span></div><div class="fleet-tok num">—</div>"#,
+        ),
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// The fleet's rows, and a line on how many agents answer.
+pub(super) fn fleet_markup(f: &Fleet, now_ms: u64) -> String {
+    let live = f.agents.iter().filter(|a| a.reachable).count();
+    let mut out = format!(
+        r#"<div class="fleet-count" data-testid="fleet-count">{live} of {} agents reachable</div>"#,
+        f.agents.len()
+    );
+    for a in &f.agents {
+        out.push_str(&row(a, now_ms));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use shared::fleet::{CoordEvent, CoordFailure, CoordStep, MemberTimeline};
+    use shared::fleet::{CoordEvent, CoordFailure, CoordStep, GpuBrief, MemberTimeline, ServerBrief};
+    use shared::restart::Phase;
 
     use super::*;
 
@@ -220,5 +338,59 @@ mod tests {
             html.contains("+0.3 s</span> <span class=\"coord-step\">drain</span> stop #7"),
             "{html}"
         );
+    }
+
+    fn agent(reachable: bool) -> AgentView {
+        AgentView {
+            name: "gpu-07".into(),
+            url: "http://node7:7878/".into(),
+            reachable,
+            last_seen_ms: Some(1_000),
+            sample_at_ms: Some(900),
+            error: (!reachable).then(|| "connection refused".into()),
+            hostname: Some("node7".into()),
+            simulated: Some(true),
+            version: Some("0.1.0".into()),
+            gpus: vec![GpuBrief {
+                index: 0,
+                mem_used_bytes: Some(48 << 30),
+                mem_total_bytes: Some(96 << 30),
+                util_gpu_percent: Some(90),
+                issues: vec!["GPU 0: XID error (XID 79)".into()],
+            }],
+            server: Some(ServerBrief {
+                name: "sglang".into(),
+                phase: Phase::Ready,
+                generation: 3,
+                flags: [("--tp".to_owned(), "8".to_owned())].into(),
+                flagset: None,
+                output_tok_s: Some(28.0),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_row_shows_the_agent_and_an_unreachable_one_says_since_when() {
+        let live = row(&agent(true), 2_000);
+        assert!(live.contains(r#"data-reachable="true""#), "{live}");
+        assert!(live.contains(">simulated host<"), "{live}");
+        assert!(live.contains(r#"href="/agents/gpu-07/""#), "{live}");
+        assert!(live.contains(r#"style="height: 50%""#), "{live}");
+        assert!(
+            live.contains("GPU 0: 48.0 GiB / 96.0 GiB, util 90 %\nGPU 0: XID error"),
+            "{live}"
+        );
+        assert!(live.contains(r#"data-phase="ready""#), "{live}");
+        assert!(live.contains("sglang · gen 3"), "{live}");
+        let gone = row(&agent(false), 13_000);
+        assert!(gone.contains("fleet-gone"), "{gone}");
+        assert!(gone.contains("unreachable · last seen 12 s ago"), "{gone}");
+        assert!(gone.contains(r#"title="connection refused""#), "{gone}");
+        assert!(gone.contains(">last known</span>"), "{gone}");
+        let f = Fleet {
+            at_ms: 0,
+            agents: vec![agent(true), agent(false)],
+        };
+        assert!(fleet_markup(&f, 2_000).contains(">1 of 2 agents reachable<"));
     }
 }

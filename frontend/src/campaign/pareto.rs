@@ -103,11 +103,11 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
             frontier.join(" ")
         );
     }
-    for p in &pts {
-        let (x, y) = (x_of(p.x), y_of(p.y));
+    let at = dodged(pts.iter().map(|p| (x_of(p.x), y_of(p.y))).collect());
+    for (p, &(x, y)) in pts.iter().zip(&at) {
         let _ = write!(
             out,
-            r#"<g class="pt{}{}" data-testid="pareto-point" data-act="point" data-step="{}" role="button" tabindex="0"><title>step {}: {} {unit}, p99 TTFT {:.0} ms</title><line class="spread" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><circle cx="{x:.1}" cy="{y:.1}" r="5"/><text class="pt-label" x="{:.1}" y="{:.1}">{}</text><rect class="hit" x="{:.1}" y="{:.1}" width="22" height="22"/></g>"#,
+            r#"<g class="pt{}{}" data-testid="pareto-point" data-act="point" data-step="{}" role="button" tabindex="0"><title>step {}: {} {unit}, p99 TTFT {:.0} ms</title><line class="spread" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"/><circle cx="{x:.1}" cy="{y:.1}" r="5"/><text class="pt-label" x="{:.1}" y="{:.1}">{}</text><rect class="hit" x="{:.1}" y="{:.1}" width="{HIT}" height="{HIT}"/></g>"#,
             if p.on_frontier { " on-frontier" } else { "" },
             if selected == Some(p.step) {
                 " selected"
@@ -123,11 +123,32 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
             x + 8.0,
             y - 6.0,
             p.step + 1,
-            x - 11.0,
-            y - 11.0
+            x - HIT / 2.0,
+            y - HIT / 2.0
         );
     }
     out
+}
+
+/// A point's clickable box is this wide; points drawn closer than this
+/// would hide one another.
+const HIT: f64 = 22.0;
+
+/// The points' drawn places: where one would cover one drawn before it
+/// (two steps that measured alike), it moves right until it is clear, so
+/// every point stays visible and clickable. Its title keeps its values.
+fn dodged(mut at: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    for i in 0..at.len() {
+        let (head, rest) = at.split_at_mut(i);
+        let p = &mut rest[0];
+        while head
+            .iter()
+            .any(|q| (q.0 - p.0).abs() < HIT && (q.1 - p.1).abs() < HIT)
+        {
+            p.0 += HIT / 2.0;
+        }
+    }
+    at
 }
 
 #[cfg(test)]
@@ -159,5 +180,40 @@ mod tests {
             svg.contains(r#"class="pt" data-testid="pareto-point" data-act="point" data-step="0""#),
             "{svg}"
         );
+    }
+
+    /// The centres of the drawn points, in drawing order.
+    fn centres(svg: &str) -> Vec<(f64, f64)> {
+        svg.split("<circle cx=\"")
+            .skip(1)
+            .map(|rest| {
+                let num = |s: &str| s.split('"').next().unwrap().parse::<f64>().unwrap();
+                let cy = rest.split("cy=\"").nth(1).unwrap();
+                (num(rest), num(cy))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn points_that_measured_alike_are_drawn_apart() {
+        let mut c = campaign();
+        c.steps = (0..3)
+            .map(|i| step(i, "1", StepState::Done, Some(900.0)))
+            .collect();
+        let svg = pareto_markup(&c, None);
+        let at = centres(&svg);
+        assert_eq!(at.len(), 3, "{svg}");
+        for (i, a) in at.iter().enumerate() {
+            for b in &at[i + 1..] {
+                assert!(
+                    (a.0 - b.0).abs() >= HIT || (a.1 - b.1).abs() >= HIT,
+                    "two points cover each other: {at:?}"
+                );
+            }
+        }
+        // Each keeps its own values in its title.
+        assert_eq!(svg.matches("900 tok/s, p99 TTFT").count(), 3, "{svg}");
+        // Apart points stay where their values put them.
+        assert_eq!(dodged(vec![(0.0, 0.0), (40.0, 0.0)]), vec![(0.0, 0.0), (40.0, 0.0)]);
     }
 }

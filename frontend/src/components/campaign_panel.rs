@@ -70,6 +70,28 @@ fn follow(state: AppState) {
     });
 }
 
+/// Enter or Space on a focused element of a text block that acts when
+/// clicked (a chart's point is an SVG `role="button"`, which the browser
+/// does not click for a key as it does a `<button>`): a click on it.
+fn press(ev: web_sys::KeyboardEvent) {
+    if !matches!(ev.key().as_str(), "Enter" | " ") {
+        return;
+    }
+    let Some(el) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+        .filter(|el| el.get_attribute("role").as_deref() == Some("button"))
+    else {
+        return;
+    };
+    let init = web_sys::MouseEventInit::new();
+    init.set_bubbles(true);
+    if let Ok(click) = web_sys::MouseEvent::new_with_mouse_event_init_dict("click", &init) {
+        ev.prevent_default();
+        let _ = el.dispatch_event(&click);
+    }
+}
+
 /// One handler for every button of the text blocks: pause, resume, cancel;
 /// the webhook test; a step's record and a point's actions.
 fn click_handler(
@@ -339,7 +361,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         })
     });
     view! {
-        <div class="proc-head" on:click=on_click inner_html=head></div>
+        <div class="proc-head" on:click=on_click on:keydown=press inner_html=head></div>
         <div class="notice-line" data-testid="campaign-message">{move || message.get()}</div>
         {move || match loaded.get() {
             false => view! {
@@ -350,7 +372,7 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
             }.into_any(),
             true => view! {
                 <div class="cpg-summary" inner_html=summary></div>
-                <div class="cpg-body" on:click=on_click>
+                <div class="cpg-body" on:click=on_click on:keydown=press>
                     <div class="cpg-main">
                         {steps_table(state, current)}
                         <div class="cpg-live" data-testid="campaign-live">{live_view(state)}</div>

@@ -44,6 +44,8 @@ fn cases(generation: u64, mark: &str, val: &str, big: &str) -> Vec<Case> {
     cases.extend([
         call("GET", "/api/fleet", read(200)),
         call("POST", "/api/fleet", change(405)),
+        call("GET", "/api/fleet/panel", read(200)),
+        call("POST", "/api/fleet/panel", change(405)),
         call("GET", "/api/groups", read(200)),
         call("DELETE", "/api/groups", change(405)),
         super::send_json(
