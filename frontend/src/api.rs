@@ -293,7 +293,12 @@ pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
 /// `GET /api/fleet/panel` at the hub: the fleet's rows as HTML, rendered
 /// there.
 pub(crate) async fn fleet_panel() -> Result<String, String> {
-    body_of(Request::get("/api/fleet/panel").build().map_err(unreachable)?).await
+    body_of(
+        Request::get("/api/fleet/panel")
+            .build()
+            .map_err(unreachable)?,
+    )
+    .await
 }
 
 /// `GET /api/coordinated/panel` at the hub: the coordinated restarts'

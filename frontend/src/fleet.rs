@@ -113,10 +113,7 @@ pub(crate) fn FleetApp() -> impl IntoView {
         ask_records();
     };
     ask();
-    use_interval_fn(
-        ask,
-        POLL_MS,
-    );
+    use_interval_fn(ask, POLL_MS);
     document().set_title("fleet · drainwatch");
     let on_click = move |ev: web_sys::MouseEvent| restart_clicked(&ev, said, ask_records);
     view! {

@@ -118,6 +118,59 @@ enum End {
 }
 
 /// Serves one client over any sink/stream pair (a real socket, or channels in tests).
+/// The hello and the first snapshot; the snapshot's sequence number.
+async fn greet<S: Sink<Message> + Unpin>(
+    hub: &Hub,
+    sink: &mut S,
+    timeout: Duration,
+) -> Result<u64, ()> {
+    let hello = ServerMsg::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        server_version: hub.host().version.clone(),
+    };
+    send(sink, timeout, text(&hello)).await?;
+    send_snapshot(hub, sink, timeout).await
+}
+
+/// How many frames a client sent in the current second.
+struct Chatter {
+    window: Instant,
+    count: u32,
+}
+
+impl Chatter {
+    fn new() -> Self {
+        Self {
+            window: Instant::now(),
+            count: 0,
+        }
+    }
+
+    /// One more frame heard at `now`: whether the client is now over
+    /// [`MAX_CLIENT_RATE`] frames a second.
+    fn too_much(&mut self, now: Instant) -> bool {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            (self.window, self.count) = (now, 0);
+        }
+        self.count += 1;
+        self.count > MAX_CLIENT_RATE
+    }
+}
+
+/// What a frame from the client asks for; `Err` when it ends the connection.
+fn on_frame(incoming: Option<Result<Message, axum::Error>>) -> Result<Option<Reply>, End> {
+    match incoming {
+        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => Err(End::ClientClosed),
+        Some(Ok(Message::Text(t))) => Ok(on_text(t.as_str())),
+        Some(Ok(Message::Binary(_))) => Ok(Some(Reply::Msg(text(&ServerMsg::Error {
+            code: ErrorCode::Unsupported,
+            message: "binary frames are not part of this protocol; send JSON text".into(),
+        })))),
+        // Pings are answered by the socket layer; pongs only prove liveness.
+        Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(None),
+    }
+}
+
 pub(crate) async fn serve<S, R>(
     hub: Arc<Hub>,
     mut sink: S,
@@ -131,22 +184,12 @@ pub(crate) async fn serve<S, R>(
     // Subscribe before the snapshot: nothing published in between is lost.
     let mut rx = hub.subscribe();
     let mut events = hub.subscribe_events();
-    let hello = ServerMsg::Hello {
-        protocol_version: PROTOCOL_VERSION,
-        server_version: hub.host().version.clone(),
-    };
     let mut last_seq;
     let end = 'conn: {
         if *shutdown.borrow_and_update() {
             break 'conn End::Shutdown;
         }
-        if send(&mut sink, timing.send_timeout, text(&hello))
-            .await
-            .is_err()
-        {
-            break 'conn End::SendFailed;
-        }
-        match send_snapshot(&hub, &mut sink, timing.send_timeout).await {
+        match greet(&hub, &mut sink, timing.send_timeout).await {
             Ok(seq) => last_seq = seq,
             Err(()) => break 'conn End::SendFailed,
         }
@@ -154,7 +197,7 @@ pub(crate) async fn serve<S, R>(
             tokio::time::interval_at(Instant::now() + timing.ping_every, timing.ping_every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_heard = Instant::now();
-        let (mut window, mut in_window) = (Instant::now(), 0u32);
+        let mut chatter = Chatter::new();
         let mut last_snapshot = Instant::now();
         loop {
             tokio::select! {
@@ -178,22 +221,12 @@ pub(crate) async fn serve<S, R>(
                 },
                 incoming = stream.next() => {
                     last_heard = Instant::now();
-                    if last_heard.duration_since(window) >= Duration::from_secs(1) {
-                        (window, in_window) = (last_heard, 0);
-                    }
-                    in_window += 1;
-                    if in_window > MAX_CLIENT_RATE {
+                    if chatter.too_much(last_heard) {
                         break End::TooChatty;
                     }
-                    let reply = match incoming {
-                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break End::ClientClosed,
-                        Some(Ok(Message::Text(t))) => on_text(t.as_str()),
-                        Some(Ok(Message::Binary(_))) => Some(Reply::Msg(text(&ServerMsg::Error {
-                            code: ErrorCode::Unsupported,
-                            message: "binary frames are not part of this protocol; send JSON text".into(),
-                        }))),
-                        // Pings are answered by the socket layer; pongs only prove liveness.
-                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => None,
+                    let reply = match on_frame(incoming) {
+                        Ok(reply) => reply,
+                        Err(end) => break end,
                     };
                     if let Some(reply) = reply
                         && answer(&hub, &mut sink, timing.send_timeout, reply, &mut last_snapshot, &mut last_seq).await.is_err()

@@ -20,95 +20,14 @@ pub async fn campaign(args: CampaignArgs) -> Result<Exit, CliError> {
             plan,
             dry_run,
             no_wait,
-        } => {
-            let text = std::fs::read_to_string(&plan).map_err(|e| {
-                CliError::new(Exit::Usage, format!("cannot read {}: {e}", plan.display()))
-            })?;
-            let is_json = plan.extension().is_some_and(|e| e == "json");
-            let ct = if is_json {
-                "application/json"
-            } else {
-                "application/toml"
-            };
-            if dry_run {
-                let c: Campaign = client
-                    .post_text("api/campaigns?dry_run=true", ct, text)
-                    .await?;
-                if json_out {
-                    print_json(&c)?;
-                } else {
-                    print!("{}", table(&c, crate::clock::now_ms()));
-                }
-                return Ok(Exit::Ok);
-            }
-            let events = if no_wait {
-                None
-            } else {
-                Some((Interrupt::catch(), client.events().await?))
-            };
-            let a: CampaignAccepted = client.post_text("api/campaigns", ct, text).await?;
-            let Some((mut interrupt, mut events)) = events else {
-                if json_out {
-                    print_json(&a)?;
-                } else {
-                    println!("campaign #{} started", a.id);
-                }
-                return Ok(Exit::Ok);
-            };
-            eprintln!(
-                "campaign #{} started; Ctrl-C stops waiting (`drainwatch campaign cancel` cancels it)",
-                a.id
-            );
-            let id = a.id;
-            let follow = async {
-                while let Some((_, msg)) = events.next().await? {
-                    match msg {
-                        ServerMsg::CampaignStep { campaign_id, step }
-                            if campaign_id == id && step.state != StepState::Pending =>
-                        {
-                            eprintln!("{}", step_line(&step));
-                        }
-                        ServerMsg::Campaign(info)
-                            if info.id == id
-                                && (info.state.is_over()
-                                    || info.state == CampaignState::Paused) =>
-                        {
-                            return Ok(Some(info));
-                        }
-                        _ => {}
-                    }
-                }
-                Ok::<_, CliError>(None)
-            };
-            let what = format!("campaign #{id}");
-            let Some(info) = until_done(&what, &mut interrupt, follow).await? else {
-                return Ok(Exit::StoppedWaiting);
-            };
-            let Some(info) = info else {
-                return Err(CliError::new(
-                    Exit::Unreachable,
-                    "drainwatch closed the stream before the campaign ended",
-                ));
-            };
-            let c: Campaign = client.get(&format!("api/campaigns/{}", info.id)).await?;
-            if json_out {
-                print_json(&c)?;
-            } else {
-                print!("{}", table(&c, crate::clock::now_ms()));
-            }
-            Ok(exit_of(&c.info))
-        }
+        } => start(&client, &plan, dry_run, no_wait, json_out).await,
         CampaignVerb::Status { id } => {
             let id = match id {
                 Some(id) => id,
                 None => newest(&client).await?.id,
             };
             let c: Campaign = client.get(&format!("api/campaigns/{id}")).await?;
-            if json_out {
-                print_json(&c)?;
-            } else {
-                print!("{}", table(&c, crate::clock::now_ms()));
-            }
+            show(&c, json_out)?;
             Ok(Exit::Ok)
         }
         CampaignVerb::Pause { id } | CampaignVerb::Resume { id } | CampaignVerb::Cancel { id } => {
@@ -132,6 +51,93 @@ pub async fn campaign(args: CampaignArgs) -> Result<Exit, CliError> {
             Ok(Exit::Ok)
         }
     }
+}
+
+/// A campaign as JSON or as its table.
+fn show(c: &Campaign, json_out: bool) -> Result<(), CliError> {
+    if json_out {
+        print_json(c)?;
+    } else {
+        print!("{}", table(c, crate::clock::now_ms()));
+    }
+    Ok(())
+}
+
+/// `campaign start`: the plan file sent (only laid out, with `dry_run`);
+/// unless `no_wait`, its steps followed until it ends or pauses.
+async fn start(
+    client: &Client,
+    plan: &std::path::Path,
+    dry_run: bool,
+    no_wait: bool,
+    json_out: bool,
+) -> Result<Exit, CliError> {
+    let text = std::fs::read_to_string(plan)
+        .map_err(|e| CliError::new(Exit::Usage, format!("cannot read {}: {e}", plan.display())))?;
+    let is_json = plan.extension().is_some_and(|e| e == "json");
+    let ct = if is_json {
+        "application/json"
+    } else {
+        "application/toml"
+    };
+    if dry_run {
+        let c: Campaign = client
+            .post_text("api/campaigns?dry_run=true", ct, text)
+            .await?;
+        show(&c, json_out)?;
+        return Ok(Exit::Ok);
+    }
+    let events = if no_wait {
+        None
+    } else {
+        Some((Interrupt::catch(), client.events().await?))
+    };
+    let a: CampaignAccepted = client.post_text("api/campaigns", ct, text).await?;
+    let Some((mut interrupt, mut events)) = events else {
+        if json_out {
+            print_json(&a)?;
+        } else {
+            println!("campaign #{} started", a.id);
+        }
+        return Ok(Exit::Ok);
+    };
+    eprintln!(
+        "campaign #{} started; Ctrl-C stops waiting (`drainwatch campaign cancel` cancels it)",
+        a.id
+    );
+    let id = a.id;
+    let follow = async {
+        while let Some((_, msg)) = events.next().await? {
+            match msg {
+                ServerMsg::CampaignStep { campaign_id, step }
+                    if campaign_id == id && step.state != StepState::Pending =>
+                {
+                    eprintln!("{}", step_line(&step));
+                }
+                ServerMsg::Campaign(info)
+                    if info.id == id
+                        && (info.state.is_over() || info.state == CampaignState::Paused) =>
+                {
+                    return Ok(Some(info));
+                }
+                _ => {}
+            }
+        }
+        Ok::<_, CliError>(None)
+    };
+    let what = format!("campaign #{id}");
+    let Some(info) = until_done(&what, &mut interrupt, follow).await? else {
+        return Ok(Exit::StoppedWaiting);
+    };
+    let Some(info) = info else {
+        return Err(CliError::new(
+            Exit::Unreachable,
+            "drainwatch closed the stream before the campaign ended",
+        ));
+    };
+    let c: Campaign = client.get(&format!("api/campaigns/{}", info.id)).await?;
+    show(&c, json_out)?;
+    Ok(exit_of(&c.info))
 }
 
 /// The newest campaign (what `status`, `pause`… mean without an id).

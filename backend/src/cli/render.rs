@@ -71,6 +71,27 @@ pub(super) fn command_cell(argv: &[String]) -> String {
 }
 
 /// The whole state: host, server, GPUs, processes, last restart.
+/// A process's row in the snapshot's table.
+fn process_row(p: &shared::process::ProcessInfo) -> Vec<String> {
+    let gpus: Vec<String> = p.gpu_mem.iter().map(|m| m.gpu_index.to_string()).collect();
+    vec![
+        p.pid.to_string(),
+        match p.role {
+            ProcessRole::Server => "server".to_owned(),
+            ProcessRole::Foreign => "foreign".to_owned(),
+            ProcessRole::Outside => "host pid (outside)".to_owned(),
+        },
+        p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
+        if gpus.is_empty() {
+            MISSING.to_owned()
+        } else {
+            gpus.join(",")
+        },
+        gpu_mem_cell(p),
+        command_cell(&p.cmdline),
+    ]
+}
+
 pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
     let mut out = String::new();
     let host = &s.host;
@@ -141,29 +162,7 @@ pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
     {
         let _ = writeln!(out, "health: {}", issue.line());
     }
-    let procs: Vec<Vec<String>> = sample
-        .processes
-        .iter()
-        .map(|p| {
-            let gpus: Vec<String> = p.gpu_mem.iter().map(|m| m.gpu_index.to_string()).collect();
-            vec![
-                p.pid.to_string(),
-                match p.role {
-                    ProcessRole::Server => "server".to_owned(),
-                    ProcessRole::Foreign => "foreign".to_owned(),
-                    ProcessRole::Outside => "host pid (outside)".to_owned(),
-                },
-                p.user.clone().unwrap_or_else(|| MISSING.to_owned()),
-                if gpus.is_empty() {
-                    MISSING.to_owned()
-                } else {
-                    gpus.join(",")
-                },
-                gpu_mem_cell(p),
-                command_cell(&p.cmdline),
-            ]
-        })
-        .collect();
+    let procs: Vec<Vec<String>> = sample.processes.iter().map(process_row).collect();
     out.push('\n');
     if procs.is_empty() {
         out.push_str("no process holds GPU memory\n");

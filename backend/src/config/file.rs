@@ -269,34 +269,7 @@ impl ServerConfig {
     fn parse_in(text: &str, dir: &Path) -> Result<Self, String> {
         let raw: RawFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
         let s = raw.server;
-        if s.name.trim().is_empty() {
-            return Err("server.name must not be empty".to_owned());
-        }
-        if s.program.as_os_str().is_empty() {
-            return Err("server.program must not be empty".to_owned());
-        }
-        if s.port == 0 {
-            return Err("server.port must be a port number (1–65535)".to_owned());
-        }
-        if s.gpus.is_empty() {
-            return Err(
-                "server.gpus must list the GPUs the server uses, e.g. [0, 1, 2, 3]".to_owned(),
-            );
-        }
-        for (k, v) in &s.env {
-            check_env_name(k).map_err(|e| format!("server.env: {e}"))?;
-            if v.contains('\0') {
-                return Err(format!("server.env.{k}: values cannot contain NUL"));
-            }
-        }
-        if s.args.iter().any(|a| a.contains('\0')) {
-            return Err("server.args: arguments cannot contain NUL".to_owned());
-        }
-        let redact = s
-            .redact
-            .iter()
-            .map(|n| check_secret_name(n).map_err(|e| format!("server.redact: {e}")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let redact = check_server(&s)?;
         let api_key = api_key::KeySource {
             file: s.api_key_file.clone(),
             env: s.api_key_env.clone(),
@@ -311,44 +284,14 @@ impl ServerConfig {
                 s.port
             )
         );
-        let path_of = |p: Option<String>, default: &str, key: &str| -> Result<String, String> {
-            let p = p.unwrap_or_else(|| default.to_owned());
-            if !p.starts_with('/') {
-                return Err(format!("server.{key} must start with `/`, got `{p}`"));
-            }
-            Ok(format!("{base}{p}"))
-        };
+        let path_of = |p: Option<String>, default: &str, key: &str| url_of(&base, p, default, key);
         let readiness = Readiness {
             url: path_of(s.readiness.path, "/v1/completions", "readiness.path")?,
-            body: match s.readiness.body {
-                Some(v) => {
-                    serde_json::to_value(v).map_err(|e| format!("server.readiness.body: {e}"))?
-                }
-                None => serde_json::json!({
-                    "model": "default",
-                    "prompt": "Say OK.",
-                    "max_tokens": 4,
-                    "temperature": 0,
-                }),
-            },
+            body: readiness_body(s.readiness.body)?,
             timeout: duration(s.readiness.timeout, "30s", "server.readiness.timeout")?,
         };
-        let t = raw.timeouts;
-        let timeouts = Timeouts {
-            drain: duration(t.drain, "60s", "timeouts.drain")?,
-            kill_grace: duration(t.kill_grace, "10s", "timeouts.kill_grace")?,
-            verify: duration(t.verify, "60s", "timeouts.verify")?,
-            warmup: duration(t.warmup, "15m", "timeouts.warmup")?,
-        };
-        let v = raw.verify;
-        let verify = Verify {
-            tolerance_bytes: v.tolerance_mib.unwrap_or(64) << 20,
-            baseline_bytes: v.baseline_mib.unwrap_or(4) << 20,
-            samples: match v.samples.unwrap_or(3) {
-                0 => return Err("verify.samples must be at least 1".to_owned()),
-                n => n,
-            },
-        };
+        let timeouts = timeouts(raw.timeouts)?;
+        let verify = verify(raw.verify)?;
         let specs = raw
             .flags
             .into_iter()
@@ -389,6 +332,77 @@ impl ServerConfig {
             spans_nodes,
         })
     }
+}
+
+/// The `[server]` table's own rules; its `redact` names, checked.
+fn check_server(s: &RawServer) -> Result<Vec<String>, String> {
+    if s.name.trim().is_empty() {
+        return Err("server.name must not be empty".to_owned());
+    }
+    if s.program.as_os_str().is_empty() {
+        return Err("server.program must not be empty".to_owned());
+    }
+    if s.port == 0 {
+        return Err("server.port must be a port number (1–65535)".to_owned());
+    }
+    if s.gpus.is_empty() {
+        return Err("server.gpus must list the GPUs the server uses, e.g. [0, 1, 2, 3]".to_owned());
+    }
+    for (k, v) in &s.env {
+        check_env_name(k).map_err(|e| format!("server.env: {e}"))?;
+        if v.contains('\0') {
+            return Err(format!("server.env.{k}: values cannot contain NUL"));
+        }
+    }
+    if s.args.iter().any(|a| a.contains('\0')) {
+        return Err("server.args: arguments cannot contain NUL".to_owned());
+    }
+    s.redact
+        .iter()
+        .map(|n| check_secret_name(n).map_err(|e| format!("server.redact: {e}")))
+        .collect()
+}
+
+/// The server's URL for path `p` (`default` when not given) under `base`.
+fn url_of(base: &str, p: Option<String>, default: &str, key: &str) -> Result<String, String> {
+    let p = p.unwrap_or_else(|| default.to_owned());
+    if !p.starts_with('/') {
+        return Err(format!("server.{key} must start with `/`, got `{p}`"));
+    }
+    Ok(format!("{base}{p}"))
+}
+
+/// The readiness probe's request body: the one given, else a short completion.
+fn readiness_body(body: Option<toml::Value>) -> Result<serde_json::Value, String> {
+    match body {
+        Some(v) => serde_json::to_value(v).map_err(|e| format!("server.readiness.body: {e}")),
+        None => Ok(serde_json::json!({
+            "model": "default",
+            "prompt": "Say OK.",
+            "max_tokens": 4,
+            "temperature": 0,
+        })),
+    }
+}
+
+fn timeouts(t: RawTimeouts) -> Result<Timeouts, String> {
+    Ok(Timeouts {
+        drain: duration(t.drain, "60s", "timeouts.drain")?,
+        kill_grace: duration(t.kill_grace, "10s", "timeouts.kill_grace")?,
+        verify: duration(t.verify, "60s", "timeouts.verify")?,
+        warmup: duration(t.warmup, "15m", "timeouts.warmup")?,
+    })
+}
+
+fn verify(v: RawVerify) -> Result<Verify, String> {
+    Ok(Verify {
+        tolerance_bytes: v.tolerance_mib.unwrap_or(64) << 20,
+        baseline_bytes: v.baseline_mib.unwrap_or(4) << 20,
+        samples: match v.samples.unwrap_or(3) {
+            0 => return Err("verify.samples must be at least 1".to_owned()),
+            n => n,
+        },
+    })
 }
 
 /// The model named on the command line: `--model-path X`, `--model X`, or

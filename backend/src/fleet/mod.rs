@@ -245,19 +245,7 @@ async fn fleet(State(s): State<Shared>) -> Json<Fleet> {
 /// `GET /api/fleet/panel`: the fleet page's rows, as HTML (`view.rs`), from
 /// the same state as `/api/fleet`.
 async fn fleet_panel(State(s): State<Shared>) -> Response {
-    html(view::fleet_markup(&s.fleet(), now_ms()))
-}
-
-/// An HTML fragment for the fleet page, never cached.
-fn html(body: String) -> Response {
-    (
-        [
-            (axum::http::header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (axum::http::header::CACHE_CONTROL, "no-store"),
-        ],
-        body,
-    )
-        .into_response()
+    crate::http::html_fragment(view::fleet_markup(&s.fleet(), now_ms()))
 }
 
 async fn not_found() -> ApiError {
@@ -447,7 +435,7 @@ async fn coordinated_panel(
         caller.role.may_operate(),
         now_ms(),
     );
-    Ok(self::html(html))
+    Ok(crate::http::html_fragment(html))
 }
 
 /// `GET /api/coordinated/{id}`.

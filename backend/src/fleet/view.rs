@@ -9,9 +9,9 @@
 use std::fmt::Write as _;
 
 use shared::fleet::{AgentView, CoordKind, CoordRecord, CoordTarget, Fleet};
-use shared::units::{fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_tok_s, fraction};
 use shared::html::escape;
 use shared::restart::Outcome;
+use shared::units::{fmt_age_ms, fmt_bytes, fmt_bytes_of, fmt_tok_s, fraction};
 
 /// Where the records begin in the panel.
 pub(super) const RECORDS_MARK: &str = "<!--records-->";
@@ -276,7 +276,9 @@ pub(super) fn fleet_markup(f: &Fleet, now_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use shared::fleet::{CoordEvent, CoordFailure, CoordStep, GpuBrief, MemberTimeline, ServerBrief};
+    use shared::fleet::{
+        CoordEvent, CoordFailure, CoordStep, GpuBrief, MemberTimeline, ServerBrief,
+    };
     use shared::restart::Phase;
 
     use super::*;

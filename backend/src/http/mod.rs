@@ -3,7 +3,8 @@
 //! of every route ([`gate`]), the route tables ([`routes`]), the UI's files
 //! ([`assets`]), the answers to refusals ([`refusals`]), the headers every
 //! response carries ([`browser_headers`]) and OpenMetrics answers
-//! ([`openmetrics`]). Nothing here knows the agent's or the hub's state.
+//! ([`openmetrics`]), HTML fragments a page sets as they come
+//! ([`html_fragment`]). Nothing here knows the agent's or the hub's state.
 
 pub(crate) mod assets;
 mod error;
@@ -46,6 +47,18 @@ pub const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval';
 
 fn always(name: header::HeaderName, value: &'static str) -> SetResponseHeaderLayer<HeaderValue> {
     SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
+}
+
+/// An HTML fragment rendered for a page to set as it comes, never cached.
+pub(crate) fn html_fragment(body: String) -> Response {
+    (
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// `reg` as an OpenMetrics answer (the agent's and the hub's `/metrics`).

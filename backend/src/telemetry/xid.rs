@@ -92,10 +92,44 @@ fn watch(
             *slot = Some(reason);
         }
     };
+    let Some((set, uuids)) = register(nvml, count, &set_error) else {
+        return;
+    };
+    tracing::debug!(gpus = count, "watching XID errors");
+    while !stop.load(Ordering::Relaxed) {
+        match set.wait(XID_WAIT_MS) {
+            Ok(event) => {
+                let code = match event.event_data {
+                    Some(XidError::Value(code)) => code,
+                    Some(XidError::Unknown) | None => 999,
+                };
+                let Ok(index) = event.device.index() else {
+                    continue;
+                };
+                let uuid = uuids.get(index as usize).cloned().flatten();
+                record(seen, sink, index, uuid, code);
+            }
+            Err(NvmlError::Timeout) => {}
+            Err(e) => {
+                // A GPU lost, or the driver gone: say so, and do not spin.
+                tracing::warn!(error = %describe(&e), "waiting for XID errors failed");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// An event set with every GPU that supports XID events registered, and
+/// each GPU's UUID; `None` when no GPU can be watched. Why a GPU cannot is
+/// given to `set_error`. nvml-wrapper frees a set whose registration failed,
+/// so a GPU that fails to register is dropped and the set made again with
+/// the others.
+fn register<'n>(
+    nvml: &'n Nvml,
+    count: usize,
+    set_error: &dyn Fn(usize, String),
+) -> Option<(nvml_wrapper::EventSet<'n>, Vec<Option<String>>)> {
     let mut uuids = vec![None; count];
-    // GPUs that support XID events; nvml-wrapper frees a set whose
-    // registration failed, so a GPU that fails to register is dropped and the
-    // set made again with the others.
     let mut watched: Vec<u32> = Vec::new();
     for (i, uuid) in uuids.iter_mut().enumerate() {
         let Ok(dev) = nvml.device_by_index(i as u32) else {
@@ -109,9 +143,9 @@ fn watch(
             Err(e) => set_error(i, describe(&e)),
         }
     }
-    let set = loop {
+    loop {
         if watched.is_empty() {
-            return;
+            return None;
         }
         let set = match nvml.create_event_set() {
             Ok(s) => s,
@@ -120,7 +154,7 @@ fn watch(
                 for i in 0..count {
                     set_error(i, reason.clone());
                 }
-                return;
+                return None;
             }
         };
         let mut failed = None;
@@ -140,56 +174,43 @@ fn watch(
             }
         }
         let Some((i, reason)) = failed else {
-            match held {
-                Some(s) => break s,
-                None => return,
-            }
+            return held.map(|s| (s, uuids));
         };
         set_error(i as usize, reason);
         watched.retain(|w| *w != i);
+    }
+}
+
+/// XID `code` on GPU `index`: logged, kept among the GPU's recent ones, and
+/// handed to the store's sink.
+fn record(
+    seen: &Mutex<XidSeen>,
+    sink: Option<&XidSink>,
+    index: u32,
+    uuid: Option<String>,
+    code: u64,
+) {
+    let xid = XidEvent {
+        code,
+        at_ms: now_ms(),
     };
-    tracing::debug!(gpus = count, "watching XID errors");
-    while !stop.load(Ordering::Relaxed) {
-        match set.wait(XID_WAIT_MS) {
-            Ok(event) => {
-                let code = match event.event_data {
-                    Some(XidError::Value(code)) => code,
-                    Some(XidError::Unknown) | None => 999,
-                };
-                let Ok(index) = event.device.index() else {
-                    continue;
-                };
-                let xid = XidEvent {
-                    code,
-                    at_ms: now_ms(),
-                };
-                let uuid = uuids.get(index as usize).cloned().flatten();
-                tracing::warn!(gpu = index, uuid = ?uuid, xid = code, "XID error");
-                {
-                    let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(q) = s.recent.get_mut(index as usize) {
-                        if q.len() == XID_SHOWN {
-                            q.pop_front();
-                        }
-                        q.push_back(xid);
-                    }
-                }
-                if let Some(sink) = sink
-                    && sink.try_send((index, uuid, xid)).is_err()
-                {
-                    tracing::warn!(
-                        gpu = index,
-                        xid = code,
-                        "XID not stored: the store is behind"
-                    );
-                }
+    tracing::warn!(gpu = index, uuid = ?uuid, xid = code, "XID error");
+    {
+        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(q) = s.recent.get_mut(index as usize) {
+            if q.len() == XID_SHOWN {
+                q.pop_front();
             }
-            Err(NvmlError::Timeout) => {}
-            Err(e) => {
-                // A GPU lost, or the driver gone: say so, and do not spin.
-                tracing::warn!(error = %describe(&e), "waiting for XID errors failed");
-                std::thread::sleep(Duration::from_secs(1));
-            }
+            q.push_back(xid);
         }
+    }
+    if let Some(sink) = sink
+        && sink.try_send((index, uuid, xid)).is_err()
+    {
+        tracing::warn!(
+            gpu = index,
+            xid = code,
+            "XID not stored: the store is behind"
+        );
     }
 }

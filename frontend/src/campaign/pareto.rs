@@ -214,6 +214,9 @@ mod tests {
         // Each keeps its own values in its title.
         assert_eq!(svg.matches("900 tok/s, p99 TTFT").count(), 3, "{svg}");
         // Apart points stay where their values put them.
-        assert_eq!(dodged(vec![(0.0, 0.0), (40.0, 0.0)]), vec![(0.0, 0.0), (40.0, 0.0)]);
+        assert_eq!(
+            dodged(vec![(0.0, 0.0), (40.0, 0.0)]),
+            vec![(0.0, 0.0), (40.0, 0.0)]
+        );
     }
 }

@@ -12,6 +12,18 @@ pub(in crate::fleet) struct Member {
     pub(super) rank: Option<u32>,
 }
 
+impl Member {
+    /// Its timeline in a new record: empty.
+    pub(super) fn timeline(&self) -> shared::fleet::MemberTimeline {
+        shared::fleet::MemberTimeline {
+            name: self.label.clone(),
+            rank: self.rank,
+            agent_ops: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+}
+
 /// What `target` restarts: a group's nodes in rank order, or a deployment's
 /// members in its order (a group's as its nodes); `None` for no such target.
 pub(in crate::fleet) fn members(

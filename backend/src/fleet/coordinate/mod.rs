@@ -24,9 +24,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use shared::Snapshot;
-use shared::fleet::{
-    CoordEvent, CoordFailure, CoordKind, CoordRecord, CoordRequest, CoordStep, MemberTimeline,
-};
+use shared::fleet::{CoordEvent, CoordFailure, CoordKind, CoordRecord, CoordRequest, CoordStep};
 use shared::restart::{
     Accepted, ConfirmRequest, NodeRole, Outcome, Phase, RestartDetail, RestartRequest,
     RestartSummary, ServerStatus,
@@ -76,6 +74,35 @@ pub struct Coordinator {
 
 /// A coordinated restart's record id and the agents it acts on.
 type ActingOn = (i64, Vec<String>);
+
+/// A restart request as asked of `target` (a `kind`): its flag changes
+/// read from the typed text when they came so, the name typed to confirm,
+/// no flags for a deployment, at most 64 changes.
+fn checked(mut req: CoordRequest, target: &str, kind: CoordKind) -> Result<CoordRequest, Refused> {
+    if let Some(text) = req.flags_text.take() {
+        if !req.flags.is_empty() {
+            return Err(Refused::BadRequest(
+                "send flags or flags_text, not both".to_owned(),
+            ));
+        }
+        req.flags = shared::fleet::parse_flags_text(&text)
+            .map_err(|e| Refused::BadRequest(format!("flags: {e}")))?;
+    }
+    if req.confirm.trim() != target {
+        return Err(Refused::BadRequest(format!(
+            "type the name, `{target}`, to confirm"
+        )));
+    }
+    if kind == CoordKind::Deployment && !req.flags.is_empty() {
+        return Err(Refused::BadRequest(
+            "a deployment restarts each member with its own flags: send no flags".to_owned(),
+        ));
+    }
+    if req.flags.len() > 64 {
+        return Err(Refused::BadRequest("at most 64 flag changes".to_owned()));
+    }
+    Ok(req)
+}
 
 impl Coordinator {
     pub fn new(cfg: Arc<FleetConfig>, records: Records) -> Self {
@@ -226,29 +253,7 @@ impl Coordinator {
                 "no group or deployment `{target}` in the hub's config"
             )));
         };
-        let mut req = req;
-        if let Some(text) = req.flags_text.take() {
-            if !req.flags.is_empty() {
-                return Err(Refused::BadRequest(
-                    "send flags or flags_text, not both".to_owned(),
-                ));
-            }
-            req.flags = shared::fleet::parse_flags_text(&text)
-                .map_err(|e| Refused::BadRequest(format!("flags: {e}")))?;
-        }
-        if req.confirm.trim() != target {
-            return Err(Refused::BadRequest(format!(
-                "type the name, `{target}`, to confirm"
-            )));
-        }
-        if kind == CoordKind::Deployment && !req.flags.is_empty() {
-            return Err(Refused::BadRequest(
-                "a deployment restarts each member with its own flags: send no flags".to_owned(),
-            ));
-        }
-        if req.flags.len() > 64 {
-            return Err(Refused::BadRequest("at most 64 flag changes".to_owned()));
-        }
+        let req = checked(req, target, kind)?;
         let guard = match Arc::clone(&self.busy).try_lock_owned() {
             Ok(g) => g,
             // Over (its record ended, its nodes let go) and letting go of
@@ -271,15 +276,7 @@ impl Coordinator {
             outcome: Outcome::Running,
             failure: None,
             flags: crate::redact::shown_changes(&req.flags),
-            members: members
-                .iter()
-                .map(|m| MemberTimeline {
-                    name: m.label.clone(),
-                    rank: m.rank,
-                    agent_ops: Vec::new(),
-                    events: Vec::new(),
-                })
-                .collect(),
+            members: members.iter().map(Member::timeline).collect(),
         };
         self.records.begin(&mut rec).map_err(|e| {
             tracing::error!(error = %e, "cannot record a coordinated restart");

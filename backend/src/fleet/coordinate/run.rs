@@ -4,41 +4,15 @@
 use super::agent::{ask, humanize, launch, wait_op, wait_spawned, why_failed};
 use super::*;
 
-/// The coordinated restart of group `g`, whose nodes are the record's
-/// members `idx` (in rank order).
-pub(super) async fn run_group(
+/// Drains every node of group `g` (step 1), then verifies every node (step
+/// 2). Nothing launches before all pass: the first that did not is the
+/// failure, the others are told why nothing launched.
+async fn stop_all(
     log: &Log,
-    cfg: &FleetConfig,
     g: &GroupConfig,
     idx: &[usize],
-    person: &str,
-    changes: &Changes,
+    clients: &[Client],
 ) -> Result<(), CoordFailure> {
-    let mut clients = Vec::new();
-    for (rank, name) in g.nodes.iter().enumerate() {
-        clients.push(client(cfg, name, person).map_err(|e| log.failed(idx[rank], e))?);
-    }
-    // Every node launches with its current flags and these changes, applied
-    // by its own agent (its allow-list decides).
-    let flags = changes;
-    // 0. Checked again (it was when the restart was asked for, and a member
-    // of a deployment may have changed since): else nothing is touched.
-    let wants: Vec<(&Client, Fit<'_>)> = clients.iter().map(|c| (c, Fit::Node(flags))).collect();
-    if let Err((r, problem)) = fit(&wants).await {
-        let failure = log.failed(idx[r], problem.text());
-        for o in (0..clients.len()).filter(|o| *o != r) {
-            log.event(
-                idx[o],
-                CoordStep::Failed,
-                format!(
-                    "nothing stopped: node `{}` is not ready for it",
-                    failure.member
-                ),
-            );
-        }
-        return Err(failure);
-    }
-    // 1. Drain every node; 2. verify every node. Nothing launches before all pass.
     let drained = join_all(
         clients
             .iter()
@@ -80,42 +54,86 @@ pub(super) async fn run_group(
         }
         return Err(failure);
     }
+    Ok(())
+}
+
+/// Launches rank 0 (step 3), then the others (step 4), then waits for a
+/// completion through rank 0 (step 5); `Err`: the rank that failed, and why.
+async fn launch_all(
+    log: &Log,
+    g: &GroupConfig,
+    idx: &[usize],
+    clients: &[Client],
+    flags: &Changes,
+) -> Result<(), (usize, String)> {
+    let id0 = launch(log, idx[0], &clients[0], g.role(0), flags)
+        .await
+        .map_err(|e| (0, format!("launch: {e}")))?;
+    wait_spawned(&clients[0], id0, g.launch_timeout)
+        .await
+        .map_err(|e| (0, format!("launch: {e}")))?;
+    log.event(
+        idx[0],
+        CoordStep::Launch,
+        "spawned; waiting for the other ranks to join",
+    );
+    if log.cancelled() {
+        return Err((0, "cancelled during the launch".to_owned()));
+    }
+    let others = join_all((1..clients.len()).map(|r| async move {
+        let id = launch(log, idx[r], &clients[r], g.role(r), flags).await?;
+        let s = wait_op(&clients[r], id, g.launch_timeout).await?;
+        match s.outcome {
+            Outcome::Succeeded => Ok(()),
+            _ => Err(why_failed(&s)),
+        }
+    }))
+    .await;
+    for (r, res) in others.into_iter().enumerate() {
+        res.map_err(|e| (r + 1, format!("launch: {e}")))?;
+    }
+    wait_ready(log, g, idx, clients, id0).await
+}
+
+/// The coordinated restart of group `g`, whose nodes are the record's
+/// members `idx` (in rank order).
+pub(super) async fn run_group(
+    log: &Log,
+    cfg: &FleetConfig,
+    g: &GroupConfig,
+    idx: &[usize],
+    person: &str,
+    changes: &Changes,
+) -> Result<(), CoordFailure> {
+    let mut clients = Vec::new();
+    for (rank, name) in g.nodes.iter().enumerate() {
+        clients.push(client(cfg, name, person).map_err(|e| log.failed(idx[rank], e))?);
+    }
+    // Every node launches with its current flags and these changes, applied
+    // by its own agent (its allow-list decides).
+    let flags = changes;
+    // 0. Checked again (it was when the restart was asked for, and a member
+    // of a deployment may have changed since): else nothing is touched.
+    let wants: Vec<(&Client, Fit<'_>)> = clients.iter().map(|c| (c, Fit::Node(flags))).collect();
+    if let Err((r, problem)) = fit(&wants).await {
+        let failure = log.failed(idx[r], problem.text());
+        for o in (0..clients.len()).filter(|o| *o != r) {
+            log.event(
+                idx[o],
+                CoordStep::Failed,
+                format!(
+                    "nothing stopped: node `{}` is not ready for it",
+                    failure.member
+                ),
+            );
+        }
+        return Err(failure);
+    }
+    stop_all(log, g, idx, &clients).await?;
     // A cancel asked meanwhile stops here: every node stopped and verified.
     log.stop_if_cancelled(idx, "every node stopped and verified, nothing launched")?;
     // 3. Rank 0, then 4. the others, then 5. a completion through rank 0.
-    let launched = async {
-        let id0 = launch(log, idx[0], &clients[0], g.role(0), flags)
-            .await
-            .map_err(|e| (0, format!("launch: {e}")))?;
-        wait_spawned(&clients[0], id0, g.launch_timeout)
-            .await
-            .map_err(|e| (0, format!("launch: {e}")))?;
-        log.event(
-            idx[0],
-            CoordStep::Launch,
-            "spawned; waiting for the other ranks to join",
-        );
-        if log.cancelled() {
-            return Err((0, "cancelled during the launch".to_owned()));
-        }
-        let others = join_all((1..clients.len()).map(|r| {
-            let clients = &clients;
-            async move {
-                let id = launch(log, idx[r], &clients[r], g.role(r), flags).await?;
-                let s = wait_op(&clients[r], id, g.launch_timeout).await?;
-                match s.outcome {
-                    Outcome::Succeeded => Ok(()),
-                    _ => Err(why_failed(&s)),
-                }
-            }
-        }))
-        .await;
-        for (r, res) in others.into_iter().enumerate() {
-            res.map_err(|e| (r + 1, format!("launch: {e}")))?;
-        }
-        wait_ready(log, g, idx, &clients, id0).await
-    }
-    .await;
+    let launched = launch_all(log, g, idx, &clients, flags).await;
     match launched {
         Ok(()) => Ok(()),
         // Cancelled once rank 0 was launched: every node is stopped again.

@@ -180,6 +180,24 @@ impl Machine {
         }
     }
 
+    /// The launch in flight given up for a stop that preempts it: it ends
+    /// interrupted, in the phase it was in.
+    fn abandon(&mut self, now: u64, fx: &mut Vec<Effect>) {
+        let phase = self.phase;
+        self.enter(
+            phase,
+            now,
+            "a stop was asked: this launch is abandoned".to_owned(),
+            None,
+            fx,
+        );
+        self.op = None;
+        fx.push(Effect::Finished {
+            outcome: Outcome::Interrupted,
+            failure: None,
+        });
+    }
+
     /// A stop may cut short a launch that is still warming up (a node of a
     /// group whose other node failed, or an operator who gives up waiting):
     /// the launch ends interrupted and the stop drains what it started.
@@ -250,21 +268,7 @@ impl Machine {
         let mut fx = Vec::new();
         match input {
             Input::Begin { kind, to_flags } => self.begin(kind, to_flags, now, &mut fx),
-            Input::Abandon if self.stop_preempts(OpKind::Stop) => {
-                let phase = self.phase;
-                self.enter(
-                    phase,
-                    now,
-                    "a stop was asked: this launch is abandoned".to_owned(),
-                    None,
-                    &mut fx,
-                );
-                self.op = None;
-                fx.push(Effect::Finished {
-                    outcome: Outcome::Interrupted,
-                    failure: None,
-                });
-            }
+            Input::Abandon if self.stop_preempts(OpKind::Stop) => self.abandon(now, &mut fx),
             Input::Cancel if self.can_cancel().is_ok() => {
                 if let Some(op) = self.op.as_mut() {
                     op.launch = false;
@@ -303,12 +307,10 @@ impl Machine {
                 oom,
                 port_in_use,
             } => {
-                let cause = if oom {
-                    LaunchCause::Oom
-                } else if port_in_use {
-                    LaunchCause::PortInUse { holder_pid: None }
-                } else {
-                    LaunchCause::Exited { code, signal }
+                let cause = match (oom, port_in_use) {
+                    (true, _) => LaunchCause::Oom,
+                    (false, true) => LaunchCause::PortInUse { holder_pid: None },
+                    (false, false) => LaunchCause::Exited { code, signal },
                 };
                 self.root_exited(code, signal, cause, now, &mut fx)
             }

@@ -173,19 +173,8 @@ impl Manager {
             Some(name) => Some(std::sync::Arc::new(self.load_dataset(name).await?)),
             None => None,
         };
-        // Each request in flight holds its prompt: bound them together.
         if let Some(d) = &dataset {
-            let (longest, in_flight) = (d.max_prompt_bytes(), settings.max_in_flight());
-            if longest * u64::from(in_flight) > shared::bench::MAX_BENCH_MEMORY {
-                return Err(Refusal::BadRequest(format!(
-                    "dataset `{}`: its longest prompt ({} KiB) times the requests in flight ({}) is \
-                     over the {} MiB a benchmark may hold: lower the concurrency",
-                    d.name,
-                    longest / 1024,
-                    in_flight,
-                    shared::bench::MAX_BENCH_MEMORY >> 20
-                )));
-            }
+            fits_in_memory(d, &settings)?;
         }
         let set = self.current_flagset();
         self.store.flagset_seen(set.clone());
@@ -305,4 +294,24 @@ impl Manager {
             tracing::warn!(?e, "no benchmark after the restart");
         }
     }
+}
+
+/// Each request in flight holds its prompt: `d`'s longest prompt times the
+/// requests `settings` keeps in flight must fit in what a benchmark may hold.
+fn fits_in_memory(
+    d: &crate::bench::dataset::Dataset,
+    settings: &BenchSettings,
+) -> Result<(), Refusal> {
+    let (longest, in_flight) = (d.max_prompt_bytes(), settings.max_in_flight());
+    if longest * u64::from(in_flight) > shared::bench::MAX_BENCH_MEMORY {
+        return Err(Refusal::BadRequest(format!(
+            "dataset `{}`: its longest prompt ({} KiB) times the requests in flight ({}) is \
+             over the {} MiB a benchmark may hold: lower the concurrency",
+            d.name,
+            longest / 1024,
+            in_flight,
+            shared::bench::MAX_BENCH_MEMORY >> 20
+        )));
+    }
+    Ok(())
 }
