@@ -97,120 +97,14 @@ fn ecc_text(h: &GpuHealth) -> Option<String> {
 /// fact with why.
 fn details(g: &GpuSample) -> String {
     let h = &g.health;
-    let mut lines = Vec::new();
-    let mut fact = |name: &str, field: &str, v: Option<String>| {
-        let v = v.unwrap_or_else(|| g.error(field).unwrap_or("not read yet").to_owned());
-        lines.push(format!("{name}: {v}"));
-    };
-    let mhz = |cur: Option<u32>, max: Option<u32>| {
-        cur.map(|c| match max {
-            Some(m) => format!("{c} of {m} MHz"),
-            None => format!("{c} MHz"),
+    let mut lines: Vec<String> = clocks_and_link(h)
+        .into_iter()
+        .chain(errors_and_modes(h))
+        .map(|(name, field, v)| {
+            let v = v.unwrap_or_else(|| g.error(field).unwrap_or("not read yet").to_owned());
+            format!("{name}: {v}")
         })
-    };
-    fact(
-        "SM clock",
-        "sm_clock_mhz",
-        mhz(h.sm_clock_mhz, h.sm_clock_max_mhz),
-    );
-    fact(
-        "memory clock",
-        "mem_clock_mhz",
-        mhz(h.mem_clock_mhz, h.mem_clock_max_mhz),
-    );
-    fact(
-        "clock events",
-        "clocks_event_reasons",
-        h.clocks_event_reasons.map(|r| {
-            let names = reason_names(r);
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
-        }),
-    );
-    fact(
-        "PCIe link",
-        "pcie",
-        h.pcie.map(|p| {
-            format!(
-                "Gen {} x{} (max Gen {} x{})",
-                p.gen_current, p.width_current, p.gen_max, p.width_max
-            )
-        }),
-    );
-    fact(
-        "PCIe traffic",
-        "pcie_throughput",
-        h.pcie_tx_kib_s
-            .zip(h.pcie_rx_kib_s)
-            .map(|(tx, rx)| format!("tx {tx} KiB/s, rx {rx} KiB/s")),
-    );
-    fact(
-        "ECC",
-        "ecc",
-        h.ecc.map(|e| {
-            format!(
-                "volatile {} corrected, {} uncorrected; aggregate {} corrected, {} uncorrected",
-                e.volatile_corrected,
-                e.volatile_uncorrected,
-                e.aggregate_corrected,
-                e.aggregate_uncorrected
-            )
-        }),
-    );
-    fact(
-        "remapped rows",
-        "remapped_rows",
-        h.remapped_rows.map(|r| {
-            format!(
-                "{} correctable, {} uncorrectable{}{}",
-                r.correctable,
-                r.uncorrectable,
-                if r.pending { ", remap pending" } else { "" },
-                if r.failure { ", remap FAILED" } else { "" }
-            )
-        }),
-    );
-    fact(
-        "retired pages",
-        "retired_pages",
-        h.retired_pages.map(|p| {
-            format!(
-                "{} single-bit, {} double-bit{}",
-                p.single_bit,
-                p.double_bit,
-                if p.pending {
-                    ", retirement pending"
-                } else {
-                    ""
-                }
-            )
-        }),
-    );
-    let on_off = |b: bool| if b { "on" } else { "off" }.to_owned();
-    fact(
-        "persistence mode",
-        "persistence_mode",
-        h.persistence_mode.map(on_off),
-    );
-    fact(
-        "compute mode",
-        "compute_mode",
-        h.compute_mode.map(|m| m.label().to_owned()),
-    );
-    fact("MIG mode", "mig", h.mig_enabled.map(on_off));
-    fact(
-        "encoder",
-        "encoder_percent",
-        h.encoder_percent.map(fmt_percent),
-    );
-    fact(
-        "decoder",
-        "decoder_percent",
-        h.decoder_percent.map(fmt_percent),
-    );
+        .collect();
     match g.error("xid") {
         Some(why) => lines.push(format!("XID errors: not watched ({why})")),
         None if h.xid.is_empty() => lines.push("XID errors: none seen".to_owned()),
@@ -224,6 +118,131 @@ fn details(g: &GpuSample) -> String {
         ));
     }
     lines.join("\n")
+}
+
+/// A fact of the details: its name, the sample's field it comes from (whose
+/// error says why it is missing), and its value when it was read.
+type Fact = (&'static str, &'static str, Option<String>);
+
+/// The clocks, why they are held back, and the PCIe link.
+fn clocks_and_link(h: &shared::health::GpuHealth) -> Vec<Fact> {
+    let mhz = |cur: Option<u32>, max: Option<u32>| {
+        cur.map(|c| match max {
+            Some(m) => format!("{c} of {m} MHz"),
+            None => format!("{c} MHz"),
+        })
+    };
+    vec![
+        (
+            "SM clock",
+            "sm_clock_mhz",
+            mhz(h.sm_clock_mhz, h.sm_clock_max_mhz),
+        ),
+        (
+            "memory clock",
+            "mem_clock_mhz",
+            mhz(h.mem_clock_mhz, h.mem_clock_max_mhz),
+        ),
+        (
+            "clock events",
+            "clocks_event_reasons",
+            h.clocks_event_reasons.map(|r| {
+                let names = reason_names(r);
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            }),
+        ),
+        (
+            "PCIe link",
+            "pcie",
+            h.pcie.map(|p| {
+                format!(
+                    "Gen {} x{} (max Gen {} x{})",
+                    p.gen_current, p.width_current, p.gen_max, p.width_max
+                )
+            }),
+        ),
+        (
+            "PCIe traffic",
+            "pcie_throughput",
+            h.pcie_tx_kib_s
+                .zip(h.pcie_rx_kib_s)
+                .map(|(tx, rx)| format!("tx {tx} KiB/s, rx {rx} KiB/s")),
+        ),
+    ]
+}
+
+/// Memory errors, the GPU's modes and its media engines.
+fn errors_and_modes(h: &shared::health::GpuHealth) -> Vec<Fact> {
+    let on_off = |b: bool| if b { "on" } else { "off" }.to_owned();
+    vec![
+        (
+            "ECC",
+            "ecc",
+            h.ecc.map(|e| {
+                format!(
+                    "volatile {} corrected, {} uncorrected; aggregate {} corrected, {} uncorrected",
+                    e.volatile_corrected,
+                    e.volatile_uncorrected,
+                    e.aggregate_corrected,
+                    e.aggregate_uncorrected
+                )
+            }),
+        ),
+        (
+            "remapped rows",
+            "remapped_rows",
+            h.remapped_rows.map(|r| {
+                format!(
+                    "{} correctable, {} uncorrectable{}{}",
+                    r.correctable,
+                    r.uncorrectable,
+                    if r.pending { ", remap pending" } else { "" },
+                    if r.failure { ", remap FAILED" } else { "" }
+                )
+            }),
+        ),
+        (
+            "retired pages",
+            "retired_pages",
+            h.retired_pages.map(|p| {
+                format!(
+                    "{} single-bit, {} double-bit{}",
+                    p.single_bit,
+                    p.double_bit,
+                    if p.pending {
+                        ", retirement pending"
+                    } else {
+                        ""
+                    }
+                )
+            }),
+        ),
+        (
+            "persistence mode",
+            "persistence_mode",
+            h.persistence_mode.map(on_off),
+        ),
+        (
+            "compute mode",
+            "compute_mode",
+            h.compute_mode.map(|m| m.label().to_owned()),
+        ),
+        ("MIG mode", "mig", h.mig_enabled.map(on_off)),
+        (
+            "encoder",
+            "encoder_percent",
+            h.encoder_percent.map(fmt_percent),
+        ),
+        (
+            "decoder",
+            "decoder_percent",
+            h.decoder_percent.map(fmt_percent),
+        ),
+    ]
 }
 
 /// The clocks-and-link line: SM clock, PCIe link, ECC; the rest (the memory

@@ -65,17 +65,7 @@ const MAX_FN_LINES: usize = 100;
 
 /// Functions still longer than [`MAX_FN_LINES`]: (file below the repository,
 /// name, the length it may not exceed). The list only shrinks.
-const LONG_FNS: &[(&str, &str, usize)] = &[
-    ("frontend/src/components/bench_bar.rs", "bench_dialog", 135),
-    ("frontend/src/campaign/rows.rs", "drawn", 134),
-    ("frontend/src/health_markup.rs", "details", 130),
-    ("frontend/src/components/plan_builder.rs", "body", 119),
-    ("frontend/src/components/restart_dialog.rs", "body", 117),
-    ("frontend/src/ledger/rows.rs", "name_cell", 112),
-    ("frontend/src/campaign/pareto.rs", "pareto_markup", 108),
-    ("frontend/src/components/bench_bar.rs", "BenchBar", 103),
-    ("frontend/src/components/throughput_view.rs", "list", 103),
-];
+const LONG_FNS: &[(&str, &str, usize)] = &[];
 
 /// The files of the binary: above every floor (they parse the command line
 /// and start the library).

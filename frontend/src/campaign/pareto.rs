@@ -64,23 +64,7 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
     let y_of = |v: f64| BOTTOM - v / y_max * (BOTTOM - TOP);
     let x_of = |v: f64| LEFT + (v - x_min) / (x_max - x_min).max(1e-9) * (RIGHT - LEFT);
     y_grid(&mut out, (LEFT, RIGHT), y_max, 5, unit, y_of);
-    let mut v = x_min;
-    while v <= x_max * (1.0 + 1e-9) {
-        let x = x_of(v);
-        let _ = write!(
-            out,
-            r#"<text class="axis" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            BOTTOM + 16.0,
-            tick_label(v, x_step, "ms")
-        );
-        v += x_step;
-    }
-    let _ = write!(
-        out,
-        r#"<text class="axis-title" x="{}" y="{}" text-anchor="middle">p99 time to first token →  lower is better</text>"#,
-        (LEFT + RIGHT) / 2.0,
-        PH - 4.0
-    );
+    x_axis(&mut out, (x_min, x_max), x_step, x_of);
     if target > 0.0 {
         let y = y_of(target);
         let _ = write!(
@@ -128,6 +112,27 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
         );
     }
     out
+}
+
+/// The time axis's ticks from `x_min` to `x_max`, every `x_step` ms, and its title.
+fn x_axis(out: &mut String, (x_min, x_max): (f64, f64), x_step: f64, x_of: impl Fn(f64) -> f64) {
+    let mut v = x_min;
+    while v <= x_max * (1.0 + 1e-9) {
+        let x = x_of(v);
+        let _ = write!(
+            out,
+            r#"<text class="axis" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
+            BOTTOM + 16.0,
+            tick_label(v, x_step, "ms")
+        );
+        v += x_step;
+    }
+    let _ = write!(
+        out,
+        r#"<text class="axis-title" x="{}" y="{}" text-anchor="middle">p99 time to first token →  lower is better</text>"#,
+        (LEFT + RIGHT) / 2.0,
+        PH - 4.0
+    );
 }
 
 /// A point's clickable box is this wide; points drawn closer than this
@@ -187,8 +192,13 @@ mod tests {
         svg.split("<circle cx=\"")
             .skip(1)
             .map(|rest| {
-                let num = |s: &str| s.split('"').next().unwrap().parse::<f64>().unwrap();
-                let cy = rest.split("cy=\"").nth(1).unwrap();
+                let num = |s: &str| {
+                    s.split('"')
+                        .next()
+                        .and_then(|n| n.parse::<f64>().ok())
+                        .expect("a number")
+                };
+                let cy = rest.split("cy=\"").nth(1).expect("a cy");
                 (num(rest), num(cy))
             })
             .collect()

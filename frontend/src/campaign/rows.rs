@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use shared::campaign::{Campaign, StepState, analysis};
+use shared::campaign::{Campaign, Step, StepState, analysis};
+use shared::flags::Flags;
 use shared::units::{ms_num, tok_num};
 
 use super::duration;
@@ -80,130 +81,145 @@ pub(crate) fn drawn(c: &Campaign, range: std::ops::Range<usize>) -> Drawn {
     let range = range.start.min(n)..range.end.min(n);
     let mut rows = Vec::with_capacity(range.len());
     for (s, d) in c.steps[range.clone()].iter().zip(&deltas[range.clone()]) {
-        let d = *d;
-        let mut out = String::with_capacity(600);
-        let current = c.info.current == Some(s.index) && !s.state.is_final();
-        let _ = write!(
-            out,
-            r#"<tr class="cpg-step{}{}" data-testid="campaign-step" data-step="{}" data-state="{}">"#,
-            if current { " current" } else { "" },
-            if best == Some(s.index) { " best" } else { "" },
-            s.index,
-            s.state.as_str()
-        );
-        let _ = write!(out, r#"<td class="num">{}</td>"#, s.index + 1);
-        let _ = write!(
-            out,
-            r#"<td><span class="step-state" data-state="{}">{}</span>{}</td>"#,
-            s.state.as_str(),
-            s.state.label(),
-            if s.attempts > 1 {
-                format!(
-                    r#" <span class="cpg-muted" title="attempts">×{}</span>"#,
-                    s.attempts
-                )
-            } else {
-                String::new()
-            }
-        );
-        // The flags against the baseline, as compact chips; all of them on hover.
-        let changes: Vec<String> = diff(&base, &s.flags)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let _ = write!(
-            out,
-            r#"<td class="cpg-flags" title="{}">"#,
-            escape(&changes.join("\n"))
-        );
-        if let Some(l) = &s.label {
-            let _ = write!(out, r#"<span class="cpg-label">{}</span> "#, escape(l));
-        }
-        if s.plan_index == c.info.baseline {
-            out.push_str(r#"<span class="cpg-muted">baseline</span>"#);
-        } else {
-            for text in &changes {
-                let _ = write!(out, r#"<span class="cpg-chip">{}</span>"#, escape(text));
-            }
-        }
-        out.push_str("</td>");
-        match (&s.result, &s.failure) {
-            (Some(r), _) if s.measured() => {
-                let m = r.metric();
-                let _ = write!(
-                    out,
-                    r#"<td class="num" title="min {} · max {} over repeats">{} <span class="unit">{}</span>{}</td>"#,
-                    tok_num(m.min),
-                    tok_num(m.max),
-                    tok_num(m.median),
-                    r.metric_unit(),
-                    if r.client_saturated {
-                        r#" <span class="cpg-warn" title="the load generator was saturated: this measures it, not the server">client saturated</span>"#
-                    } else {
-                        ""
-                    }
-                );
-            }
-            (_, Some(f)) => {
-                let _ = write!(
-                    out,
-                    r#"<td class="cpg-fail" title="{}: {}">{}</td>"#,
-                    f.kind.label(),
-                    escape(&f.message),
-                    f.kind.short()
-                );
-            }
-            _ => out.push_str(r#"<td class="num cpg-muted">—</td>"#),
-        }
-        let _ = write!(
-            out,
-            r#"<td class="num{}">{}</td>"#,
-            match d {
-                Some(d) if d > 0.05 => " up",
-                Some(d) if d < -0.05 => " down",
-                _ => "",
-            },
-            d.map(fmt_delta).unwrap_or_else(|| "—".to_owned())
-        );
-        let _ = write!(
-            out,
-            r#"<td class="num">{}</td>"#,
-            s.result
-                .as_ref()
-                .filter(|_| s.measured())
-                .map(|r| format!(
-                    "{} <span class=\"unit\">ms</span>",
-                    ms_num(r.ttft_p99_ms.median)
-                ))
-                .unwrap_or_else(|| "—".to_owned())
-        );
-        let _ = write!(
-            out,
-            r#"<td class="num">{}</td>"#,
-            match (s.state, s.started_at_ms, s.finished_at_ms) {
-                (StepState::Restarting | StepState::Benchmarking, _, _) => "…".to_owned(),
-                (StepState::Pending | StepState::Skipped, _, _) => "—".to_owned(),
-                (_, Some(a), Some(b)) => duration(b.saturating_sub(a)),
-                _ => "—".to_owned(),
-            }
-        );
-        match s.restart_id {
-            Some(id) => {
-                let _ = write!(
-                    out,
-                    r##"<td><button type="button" class="link" data-act="restart" data-id="{id}" data-testid="campaign-restart-link">#{id}</button></td>"##
-                );
-            }
-            None => out.push_str("<td></td>"),
-        }
-        out.push_str("</tr>");
-        rows.push(out);
+        rows.push(step_row(c, s, *d, &base, best));
     }
     Drawn {
         above_px: range.start as f64 * ROW_PX,
         below_px: (n - range.end) as f64 * ROW_PX,
         range,
         rows,
+    }
+}
+
+/// Step `s`'s row: its number and state, its flags against `base`, its
+/// result or failure, `d` (its change against the baseline), its p99 TTFT,
+/// its time and its restart record.
+fn step_row(c: &Campaign, s: &Step, d: Option<f64>, base: &Flags, best: Option<u32>) -> String {
+    let mut out = String::with_capacity(600);
+    let current = c.info.current == Some(s.index) && !s.state.is_final();
+    let _ = write!(
+        out,
+        r#"<tr class="cpg-step{}{}" data-testid="campaign-step" data-step="{}" data-state="{}">"#,
+        if current { " current" } else { "" },
+        if best == Some(s.index) { " best" } else { "" },
+        s.index,
+        s.state.as_str()
+    );
+    let _ = write!(out, r#"<td class="num">{}</td>"#, s.index + 1);
+    let _ = write!(
+        out,
+        r#"<td><span class="step-state" data-state="{}">{}</span>{}</td>"#,
+        s.state.as_str(),
+        s.state.label(),
+        if s.attempts > 1 {
+            format!(
+                r#" <span class="cpg-muted" title="attempts">×{}</span>"#,
+                s.attempts
+            )
+        } else {
+            String::new()
+        }
+    );
+    flags_cell(&mut out, c, s, base);
+    result_cell(&mut out, s);
+    let _ = write!(
+        out,
+        r#"<td class="num{}">{}</td>"#,
+        match d {
+            Some(d) if d > 0.05 => " up",
+            Some(d) if d < -0.05 => " down",
+            _ => "",
+        },
+        d.map(fmt_delta).unwrap_or_else(|| "—".to_owned())
+    );
+    let _ = write!(
+        out,
+        r#"<td class="num">{}</td>"#,
+        s.result
+            .as_ref()
+            .filter(|_| s.measured())
+            .map(|r| format!(
+                "{} <span class=\"unit\">ms</span>",
+                ms_num(r.ttft_p99_ms.median)
+            ))
+            .unwrap_or_else(|| "—".to_owned())
+    );
+    let _ = write!(
+        out,
+        r#"<td class="num">{}</td>"#,
+        match (s.state, s.started_at_ms, s.finished_at_ms) {
+            (StepState::Restarting | StepState::Benchmarking, _, _) => "…".to_owned(),
+            (StepState::Pending | StepState::Skipped, _, _) => "—".to_owned(),
+            (_, Some(a), Some(b)) => duration(b.saturating_sub(a)),
+            _ => "—".to_owned(),
+        }
+    );
+    match s.restart_id {
+        Some(id) => {
+            let _ = write!(
+                out,
+                r##"<td><button type="button" class="link" data-act="restart" data-id="{id}" data-testid="campaign-restart-link">#{id}</button></td>"##
+            );
+        }
+        None => out.push_str("<td></td>"),
+    }
+    out.push_str("</tr>");
+    out
+}
+
+/// The flags against the baseline, as compact chips; all of them on hover.
+fn flags_cell(out: &mut String, c: &Campaign, s: &Step, base: &Flags) {
+    let changes: Vec<String> = diff(base, &s.flags)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let _ = write!(
+        out,
+        r#"<td class="cpg-flags" title="{}">"#,
+        escape(&changes.join("\n"))
+    );
+    if let Some(l) = &s.label {
+        let _ = write!(out, r#"<span class="cpg-label">{}</span> "#, escape(l));
+    }
+    if s.plan_index == c.info.baseline {
+        out.push_str(r#"<span class="cpg-muted">baseline</span>"#);
+    } else {
+        for text in &changes {
+            let _ = write!(out, r#"<span class="cpg-chip">{}</span>"#, escape(text));
+        }
+    }
+    out.push_str("</td>");
+}
+
+/// The step's measured metric with its spread, or why it failed.
+fn result_cell(out: &mut String, s: &Step) {
+    match (&s.result, &s.failure) {
+        (Some(r), _) if s.measured() => {
+            let m = r.metric();
+            let _ = write!(
+                out,
+                r#"<td class="num" title="min {} · max {} over repeats">{} <span class="unit">{}</span>{}</td>"#,
+                tok_num(m.min),
+                tok_num(m.max),
+                tok_num(m.median),
+                r.metric_unit(),
+                if r.client_saturated {
+                    r#" <span class="cpg-warn" title="the load generator was saturated: this measures it, not the server">client saturated</span>"#
+                } else {
+                    ""
+                }
+            );
+        }
+        (_, Some(f)) => {
+            let _ = write!(
+                out,
+                r#"<td class="cpg-fail" title="{}: {}">{}</td>"#,
+                f.kind.label(),
+                escape(&f.message),
+                f.kind.short()
+            );
+        }
+        _ => out.push_str(r#"<td class="num cpg-muted">—</td>"#),
     }
 }
 

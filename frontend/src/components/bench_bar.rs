@@ -40,21 +40,6 @@ pub(crate) fn BenchBar() -> impl IntoView {
     let progress = Memo::new(move |_| state.bench.with(|b| b.as_ref().map(progress_text)));
     let last = Memo::new(move |_| state.last_run.with(|r| r.as_ref().map(run_text)));
 
-    let cancel_error = RwSignal::new(None::<String>);
-    let cancelling = RwSignal::new(false);
-    let cancel = move |_| {
-        if cancelling.get_untracked() {
-            return;
-        }
-        cancelling.set(true);
-        cancel_error.set(None);
-        spawn_local(async move {
-            let r = api::cancel_bench().await;
-            cancelling.try_set(false);
-            cancel_error.try_set(r.err());
-        });
-    };
-
     let open = RwSignal::new(false);
     // The form's values outlive the dialog: reopening it shows the last ones.
     let form = RwSignal::new(BenchForm::default());
@@ -71,39 +56,7 @@ pub(crate) fn BenchBar() -> impl IntoView {
             </span>
             // `display: contents`: the set's span is the line's item.
             <span class="srv-set-slot" inner_html=flagset></span>
-            <span class="bench-slot">
-                {move || match progress.get() {
-                    Some(text) => {
-                        view! {
-                            <span class="bench-progress num" data-testid="bench-progress" title=text.clone()>
-                                {text.clone()}
-                            </span>
-                            <button
-                                class="btn btn-small"
-                                data-testid="bench-cancel"
-                                hidden=move || !state.may_operate()
-                                disabled=move || cancelling.get()
-                                on:click=cancel
-                            >
-                                "Cancel"
-                            </button>
-                        }
-                            .into_any()
-                    }
-                    None => {
-                        let text = cancel_error
-                            .get()
-                            .or_else(|| last.get())
-                            .unwrap_or_else(|| "no benchmark running".to_owned());
-                        view! {
-                            <span class="bench-idle" data-testid="bench-last" title=text.clone()>
-                                {text.clone()}
-                            </span>
-                        }
-                            .into_any()
-                    }
-                }}
-            </span>
+            {bench_slot(state, progress, last)}
             {move || state.may_operate().then(|| view! {
             <button
                 class="btn"
@@ -117,6 +70,65 @@ pub(crate) fn BenchBar() -> impl IntoView {
             })}
         </div>
         {move || open.get().then(|| bench_dialog(state, open, form, enabled))}
+    }
+}
+
+/// The running benchmark's progress and its cancel button (for an
+/// operator), or the last run's outcome.
+fn bench_slot(
+    state: AppState,
+    progress: Memo<Option<String>>,
+    last: Memo<Option<String>>,
+) -> impl IntoView {
+    let cancel_error = RwSignal::new(None::<String>);
+    let cancelling = RwSignal::new(false);
+    let cancel = move |_| {
+        if cancelling.get_untracked() {
+            return;
+        }
+        cancelling.set(true);
+        cancel_error.set(None);
+        spawn_local(async move {
+            let r = api::cancel_bench().await;
+            cancelling.try_set(false);
+            cancel_error.try_set(r.err());
+        });
+    };
+
+    view! {
+    <span class="bench-slot">
+        {move || match progress.get() {
+            Some(text) => {
+                view! {
+                    <span class="bench-progress num" data-testid="bench-progress" title=text.clone()>
+                        {text.clone()}
+                    </span>
+                    <button
+                        class="btn btn-small"
+                        data-testid="bench-cancel"
+                        hidden=move || !state.may_operate()
+                        disabled=move || cancelling.get()
+                        on:click=cancel
+                    >
+                        "Cancel"
+                    </button>
+                }
+                    .into_any()
+            }
+            None => {
+                let text = cancel_error
+                    .get()
+                    .or_else(|| last.get())
+                    .unwrap_or_else(|| "no benchmark running".to_owned());
+                view! {
+                    <span class="bench-idle" data-testid="bench-last" title=text.clone()>
+                        {text.clone()}
+                    </span>
+                }
+                    .into_any()
+            }
+        }}
+    </span>
     }
 }
 
@@ -179,32 +191,7 @@ fn bench_dialog(
         }
     });
     on_cleanup(move || handle.remove());
-    let submit = move || {
-        if sending.get_untracked() {
-            return;
-        }
-        let req = match form.with_untracked(bench_request) {
-            Ok(r) => r,
-            Err(e) => {
-                error.set(Some(e));
-                return;
-            }
-        };
-        sending.set(true);
-        error.set(None);
-        spawn_local(async move {
-            let result = api::start_bench(&req).await;
-            if sending.try_set(false).is_some() {
-                return;
-            }
-            match result {
-                Ok(()) => open.set(false),
-                Err(e) => {
-                    error.try_set(Some(e));
-                }
-            }
-        });
-    };
+    let submit = move || start(form, open, sending, error);
     let name = state
         .server
         .with_untracked(|s| s.as_ref().map(|s| s.name.clone()))
@@ -246,33 +233,7 @@ fn bench_dialog(
                             </select>
                         </label>
                     </div>
-                    <section class="dlg-section">
-                        <h3 class="dlg-h">"workload (optional)"</h3>
-                        <p class="dlg-explain">"Random prompts unless a dataset file (from the server's datasets directory: ShareGPT JSON or JSONL) or shared prefixes are given."</p>
-                        <div class="bench-grid">
-                            {field(form, "dataset file", "bench-dataset", "e.g. sharegpt-mini.json", |f| &f.dataset, |f, v| f.dataset = v)}
-                            {field(form, "shared-prefix groups", "bench-prefix-groups", "none", |f| &f.prefix_groups, |f, v| f.prefix_groups = v)}
-                            {field(form, "prefix length (words)", "bench-prefix-len", "none", |f| &f.prefix_len, |f, v| f.prefix_len = v)}
-                        </div>
-                    </section>
-                    <section class="dlg-section">
-                        <h3 class="dlg-h">"open loop and goodput (optional)"</h3>
-                        <p class="dlg-explain">"Request rates send at that pace whatever the server's (Poisson arrivals), instead of the concurrency; goodput counts the requests that met every objective given."</p>
-                        <div class="bench-grid">
-                            {field(form, "request rates (req/s)", "bench-rates", "e.g. 2,4,8", |f| &f.rates, |f, v| f.rates = v)}
-                            {field(form, "max in flight", "bench-max-in-flight", "no cap", |f| &f.max_in_flight, |f, v| f.max_in_flight = v)}
-                            {field(form, "SLO: TTFT at most (ms)", "bench-slo-ttft", "default", |f| &f.slo_ttft, |f, v| f.slo_ttft = v)}
-                            {field(form, "SLO: TPOT at most (ms)", "bench-slo-tpot", "default", |f| &f.slo_tpot, |f, v| f.slo_tpot = v)}
-                            {field(form, "SLO: E2E at most (ms)", "bench-slo-e2e", "default", |f| &f.slo_e2e, |f, v| f.slo_e2e = v)}
-                        </div>
-                    </section>
-                    <section class="dlg-section">
-                        <h3 class="dlg-h">"correctness check (optional)"</h3>
-                        <div class="bench-correct">
-                            {input(form, "bench-correct-prompt", "prompt, e.g. What is 2+2? Answer with a number.", false, (|f| &f.prompt, |f, v| f.prompt = v))}
-                            {input(form, "bench-correct-expect", "the answer contains, e.g. 4", false, (|f| &f.expect, |f, v| f.expect = v))}
-                        </div>
-                    </section>
+                    {optional_sections(form)}
                     <div class="dialog-error-slot">
                         {move || {
                             error.get().map(|text| {
@@ -297,5 +258,73 @@ fn bench_dialog(
                 </form>
             </div>
         </div>
+    }
+}
+
+/// Starts the benchmark the form asks for (unless one is being sent): the
+/// dialog closes when drainwatch takes it, else says why not.
+fn start(
+    form: RwSignal<BenchForm>,
+    open: RwSignal<bool>,
+    sending: RwSignal<bool>,
+    error: RwSignal<Option<String>>,
+) {
+    if sending.get_untracked() {
+        return;
+    }
+    let req = match form.with_untracked(bench_request) {
+        Ok(r) => r,
+        Err(e) => {
+            error.set(Some(e));
+            return;
+        }
+    };
+    sending.set(true);
+    error.set(None);
+    spawn_local(async move {
+        let result = api::start_bench(&req).await;
+        if sending.try_set(false).is_some() {
+            return;
+        }
+        match result {
+            Ok(()) => open.set(false),
+            Err(e) => {
+                error.try_set(Some(e));
+            }
+        }
+    });
+}
+
+/// The dialog's optional parts: the workload, the open loop and goodput,
+/// the correctness check.
+fn optional_sections(form: RwSignal<BenchForm>) -> impl IntoView {
+    view! {
+        <section class="dlg-section">
+            <h3 class="dlg-h">"workload (optional)"</h3>
+            <p class="dlg-explain">"Random prompts unless a dataset file (from the server's datasets directory: ShareGPT JSON or JSONL) or shared prefixes are given."</p>
+            <div class="bench-grid">
+                {field(form, "dataset file", "bench-dataset", "e.g. sharegpt-mini.json", |f| &f.dataset, |f, v| f.dataset = v)}
+                {field(form, "shared-prefix groups", "bench-prefix-groups", "none", |f| &f.prefix_groups, |f, v| f.prefix_groups = v)}
+                {field(form, "prefix length (words)", "bench-prefix-len", "none", |f| &f.prefix_len, |f, v| f.prefix_len = v)}
+            </div>
+        </section>
+        <section class="dlg-section">
+            <h3 class="dlg-h">"open loop and goodput (optional)"</h3>
+            <p class="dlg-explain">"Request rates send at that pace whatever the server's (Poisson arrivals), instead of the concurrency; goodput counts the requests that met every objective given."</p>
+            <div class="bench-grid">
+                {field(form, "request rates (req/s)", "bench-rates", "e.g. 2,4,8", |f| &f.rates, |f, v| f.rates = v)}
+                {field(form, "max in flight", "bench-max-in-flight", "no cap", |f| &f.max_in_flight, |f, v| f.max_in_flight = v)}
+                {field(form, "SLO: TTFT at most (ms)", "bench-slo-ttft", "default", |f| &f.slo_ttft, |f, v| f.slo_ttft = v)}
+                {field(form, "SLO: TPOT at most (ms)", "bench-slo-tpot", "default", |f| &f.slo_tpot, |f, v| f.slo_tpot = v)}
+                {field(form, "SLO: E2E at most (ms)", "bench-slo-e2e", "default", |f| &f.slo_e2e, |f, v| f.slo_e2e = v)}
+            </div>
+        </section>
+        <section class="dlg-section">
+            <h3 class="dlg-h">"correctness check (optional)"</h3>
+            <div class="bench-correct">
+                {input(form, "bench-correct-prompt", "prompt, e.g. What is 2+2? Answer with a number.", false, (|f| &f.prompt, |f, v| f.prompt = v))}
+                {input(form, "bench-correct-expect", "the answer contains, e.g. 4", false, (|f| &f.expect, |f, v| f.expect = v))}
+            </div>
+        </section>
     }
 }

@@ -50,29 +50,8 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
     let check = RwSignal::new(Check::Waiting);
     let sending = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
-    let flight = SingleFlight::new();
     let json = Memo::new(move |_| plan.with(Builder::to_json));
-    // drainwatch's own check, as the plan changes.
-    // The job reads the plan when it runs: a change while one check is out
-    // is checked right after it, as it stands then.
-    Effect::new(move |_| match json.get() {
-        Err(why) => check.set(Check::Refused(why)),
-        Ok(_) => flight.run(move || async move {
-            let Some(Ok(text)) = json.try_get_untracked() else {
-                return false;
-            };
-            let answer = match api::post_plan(text.clone(), true).await {
-                Ok(Some(c)) => Check::Laid(Box::new(c)),
-                Ok(None) => Check::Waiting,
-                Err(e) => Check::Refused(e),
-            };
-            // Only if the plan is still the one checked.
-            if json.try_get_untracked() != Some(Ok(text)) {
-                return true;
-            }
-            check.try_set(answer).is_none()
-        }),
-    });
+    keep_checked(json, check);
     let start = move || {
         let Ok(text) = json.get_untracked() else {
             return;
@@ -96,32 +75,7 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
     // The form is text (`form`); every edit reaches the plan through the
     // event it bubbles up here, named by its field.
     let fields = form(&specs, &defaults);
-    let on_edit = move |ev: web_sys::Event| {
-        let Some(el) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
-        else {
-            return;
-        };
-        if let Some(input) = el.dyn_ref::<web_sys::HtmlInputElement>() {
-            let (text, ticked) = (input.value(), input.checked());
-            if let Some(flag) = el.get_attribute("data-flag") {
-                if input.type_() == "checkbox" {
-                    let value = el.get_attribute("data-value").unwrap_or_default();
-                    plan.update(|p| p.set(&flag, &value, ticked));
-                } else {
-                    plan.update(|p| p.set_list(&flag, &text));
-                }
-            } else if let Some(field) = el.get_attribute("data-field") {
-                plan.update(|p| p.edit(&field, &text, ticked));
-            }
-        } else if let (Some(select), Some(field)) = (
-            el.dyn_ref::<web_sys::HtmlSelectElement>(),
-            el.get_attribute("data-field"),
-        ) {
-            plan.update(|p| p.edit(&field, &select.value(), false));
-        }
-    };
+    let on_edit = move |ev: web_sys::Event| edited(plan, &ev);
     let summary = move || {
         let n = plan.with(Builder::combinations);
         check.with(|c| match c {
@@ -162,5 +116,58 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
                 </form>
             </div>
         </div>
+    }
+}
+
+/// drainwatch's own check of the plan (`json`) into `check`, as the plan changes.
+fn keep_checked(json: Memo<Result<String, String>>, check: RwSignal<Check>) {
+    let flight = SingleFlight::new();
+    // The job reads the plan when it runs: a change while one check is out
+    // is checked right after it, as it stands then.
+    Effect::new(move |_| match json.get() {
+        Err(why) => check.set(Check::Refused(why)),
+        Ok(_) => flight.run(move || async move {
+            let Some(Ok(text)) = json.try_get_untracked() else {
+                return false;
+            };
+            let answer = match api::post_plan(text.clone(), true).await {
+                Ok(Some(c)) => Check::Laid(Box::new(c)),
+                Ok(None) => Check::Waiting,
+                Err(e) => Check::Refused(e),
+            };
+            // Only if the plan is still the one checked.
+            if json.try_get_untracked() != Some(Ok(text)) {
+                return true;
+            }
+            check.try_set(answer).is_none()
+        }),
+    });
+}
+
+/// An edit in the form, bubbled up from its field: into the plan.
+fn edited(plan: RwSignal<Builder>, ev: &web_sys::Event) {
+    let Some(el) = ev
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::Element>().ok())
+    else {
+        return;
+    };
+    if let Some(input) = el.dyn_ref::<web_sys::HtmlInputElement>() {
+        let (text, ticked) = (input.value(), input.checked());
+        if let Some(flag) = el.get_attribute("data-flag") {
+            if input.type_() == "checkbox" {
+                let value = el.get_attribute("data-value").unwrap_or_default();
+                plan.update(|p| p.set(&flag, &value, ticked));
+            } else {
+                plan.update(|p| p.set_list(&flag, &text));
+            }
+        } else if let Some(field) = el.get_attribute("data-field") {
+            plan.update(|p| p.edit(&field, &text, ticked));
+        }
+    } else if let (Some(select), Some(field)) = (
+        el.dyn_ref::<web_sys::HtmlSelectElement>(),
+        el.get_attribute("data-field"),
+    ) {
+        plan.update(|p| p.edit(&field, &select.value(), false));
     }
 }

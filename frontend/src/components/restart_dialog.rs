@@ -84,52 +84,21 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
 
     // Adoption only: move the server into drainwatch's cgroup (never unasked),
     // offered where cgroup containment is in force.
-    let contain = RwSignal::new(false);
     let can_contain = kind == OpKind::Adopt
         && status
             .containment
             .as_ref()
             .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
-    let override_typed = RwSignal::new(String::new());
-    let typed = RwSignal::new(String::new());
-    let sending = RwSignal::new(false);
-    let error = RwSignal::new(None::<String>);
-    let confirmed = {
-        let name = name.clone();
-        Memo::new(move |_| typed.with(|t| *t == name))
-    };
-
-    let submit = move || {
-        if !confirmed.get_untracked() || sending.get_untracked() {
-            return;
-        }
-        sending.set(true);
-        error.set(None);
-        let confirm = typed.get_untracked();
-        let flags = if with_flags {
-            request.get_untracked()
-        } else {
-            BTreeMap::new()
-        };
-        let contain = contain.get_untracked();
-        let override_health = Some(override_typed.get_untracked().trim().to_owned())
-            .filter(|t| with_flags && !t.is_empty());
-        spawn_local(async move {
-            let result =
-                api::submit(kind, generation, confirm, flags, contain, override_health).await;
-            // The dialog may have been closed meanwhile: its signals are gone then.
-            if sending.try_set(false).is_some() {
-                return;
-            }
-            match result {
-                Ok(()) => state.dialog.set(None),
-                Err(text) => {
-                    error.try_set(Some(text));
-                }
-            }
-        });
-    };
-
+    let t = Typed::new(&name);
+    let Typed {
+        typed,
+        override_typed,
+        contain,
+        sending,
+        error,
+        confirmed,
+    } = t;
+    let submit = move || t.submit(state, kind, generation, with_flags.then_some(request));
     let from_set = open.prefill.as_ref().filter(|_| with_flags).map(|p| {
         let text = format!("values from flag set {} ({})", p.name, p.id);
         view! {
@@ -188,6 +157,81 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
 /// The flag editor of a restart or start: a row per allowed flag, starting at
 /// its current value (or the flag set's the dialog opened with), and the live
 /// diff; the changes to request as they are edited.
+/// What is typed and chosen in the dialog, and its request's state.
+#[derive(Clone, Copy)]
+struct Typed {
+    /// The server's name, typed to confirm.
+    typed: RwSignal<String>,
+    /// The GPUs typed to launch on although the health gate refuses them.
+    override_typed: RwSignal<String>,
+    /// With an adoption: move the server into drainwatch's cgroup.
+    contain: RwSignal<bool>,
+    sending: RwSignal<bool>,
+    error: RwSignal<Option<String>>,
+    /// The typed name is the server's.
+    confirmed: Memo<bool>,
+}
+
+impl Typed {
+    fn new(name: &str) -> Self {
+        let typed = RwSignal::new(String::new());
+        let name = name.to_owned();
+        Self {
+            typed,
+            override_typed: RwSignal::new(String::new()),
+            contain: RwSignal::new(false),
+            sending: RwSignal::new(false),
+            error: RwSignal::new(None),
+            confirmed: Memo::new(move |_| typed.with(|t| *t == name)),
+        }
+    }
+
+    /// Sends the request once confirmed (and not already sent); closes the
+    /// dialog when drainwatch takes it, else says why not. `flags`: the
+    /// flag changes, for the kinds that take them.
+    fn submit(
+        self,
+        state: AppState,
+        kind: OpKind,
+        generation: u64,
+        flags: Option<Memo<BTreeMap<String, Option<String>>>>,
+    ) {
+        let Self {
+            typed,
+            override_typed,
+            contain,
+            sending,
+            error,
+            confirmed,
+        } = self;
+        if !confirmed.get_untracked() || sending.get_untracked() {
+            return;
+        }
+        sending.set(true);
+        error.set(None);
+        let confirm = typed.get_untracked();
+        let with_flags = flags.is_some();
+        let flags = flags.map(|f| f.get_untracked()).unwrap_or_default();
+        let contain = contain.get_untracked();
+        let override_health = Some(override_typed.get_untracked().trim().to_owned())
+            .filter(|t| with_flags && !t.is_empty());
+        spawn_local(async move {
+            let result =
+                api::submit(kind, generation, confirm, flags, contain, override_health).await;
+            // The dialog may have been closed meanwhile: its signals are gone then.
+            if sending.try_set(false).is_some() {
+                return;
+            }
+            match result {
+                Ok(()) => state.dialog.set(None),
+                Err(text) => {
+                    error.try_set(Some(text));
+                }
+            }
+        });
+    }
+}
+
 struct FlagEditor {
     request: Memo<BTreeMap<String, Option<String>>>,
     view: Option<AnyView>,

@@ -275,29 +275,7 @@ fn list(
     running: Memo<Option<String>>,
     loaded: RwSignal<bool>,
 ) -> impl IntoView {
-    let rows = Memo::new(move |_| {
-        let (c, running, scale) = (s.c.get(), running.get(), s.scale.get());
-        let base_id = s.baseline.get();
-        p.compare.with(|cmp| {
-            state.ledger.with(|l| {
-                let ctx = RowCtx {
-                    c,
-                    baseline: base_id
-                        .as_deref()
-                        .and_then(|b| l.iter().find(|r| r.set.id == b)),
-                    running: running.as_deref(),
-                    compare: cmp,
-                    scale,
-                    operate: state.may_operate(),
-                };
-                s.sets.with(|idx| {
-                    idx.iter()
-                        .map(|&i| (l[i].set.id.clone(), row_markup(&l[i], &ctx)))
-                        .collect::<Vec<_>>()
-                })
-            })
-        })
-    });
+    let rows = row_memo(state, p, s, running);
     let row_html = move |id: &str| {
         rows.with(|r| {
             r.iter()
@@ -328,26 +306,11 @@ fn list(
             .unwrap_or(false);
         p.compare.update(|c| *c = toggle_compare(c, &id, on));
     };
-    let target = p.target;
-
     view! {
         <div class="fs-list" data-testid="flagset-list" data-c=move || s.c.get().map(|c| c.to_string()) data-baseline=move || s.baseline.get()>
             <div class="fs-row fs-head" inner_html=move || head_markup(s.scale.get())></div>
             <div class="fs-rows" on:click=on_click on:change=on_change>
-                <div class="fs-overlay" aria-hidden="true">
-                    <span></span>
-                    <span></span>
-                    <span class="fs-overlay-track">
-                        <span
-                            class="fs-target"
-                            data-testid="target-line"
-                            data-tok-s=move || format!("{:.1}", target.get())
-                            style:left=move || format!("{:.2}%", target_left(target.get(), s.scale.get()))
-                        >
-                            <span class="fs-target-label">{move || format!("target {}", fmt_tok_s(Some(target.get())))}</span>
-                        </span>
-                    </span>
-                </div>
+                {target_overlay(p, s)}
                 <For each=move || rows.with(|r| r.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()) key=|id| id.clone() let:id>
                     <div class="fs-item">
                         <div class="fs-item-row" inner_html={
@@ -369,6 +332,59 @@ fn list(
                 }}
             </div>
         </div>
+    }
+}
+
+/// Each shown set's id and row, as HTML text.
+fn row_memo(
+    state: AppState,
+    p: Picks,
+    s: Shown,
+    running: Memo<Option<String>>,
+) -> Memo<Vec<(String, String)>> {
+    Memo::new(move |_| {
+        let (c, running, scale) = (s.c.get(), running.get(), s.scale.get());
+        let base_id = s.baseline.get();
+        p.compare.with(|cmp| {
+            state.ledger.with(|l| {
+                let ctx = RowCtx {
+                    c,
+                    baseline: base_id
+                        .as_deref()
+                        .and_then(|b| l.iter().find(|r| r.set.id == b)),
+                    running: running.as_deref(),
+                    compare: cmp,
+                    scale,
+                    operate: state.may_operate(),
+                };
+                s.sets.with(|idx| {
+                    idx.iter()
+                        .map(|&i| (l[i].set.id.clone(), row_markup(&l[i], &ctx)))
+                        .collect::<Vec<_>>()
+                })
+            })
+        })
+    })
+}
+
+/// The target's line over the bars, with its label.
+fn target_overlay(p: Picks, s: Shown) -> impl IntoView {
+    let target = p.target;
+    view! {
+    <div class="fs-overlay" aria-hidden="true">
+        <span></span>
+        <span></span>
+        <span class="fs-overlay-track">
+            <span
+                class="fs-target"
+                data-testid="target-line"
+                data-tok-s=move || format!("{:.1}", target.get())
+                style:left=move || format!("{:.2}%", target_left(target.get(), s.scale.get()))
+            >
+                <span class="fs-target-label">{move || format!("target {}", fmt_tok_s(Some(target.get())))}</span>
+            </span>
+        </span>
+    </div>
     }
 }
 

@@ -200,8 +200,19 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
             escape(why)
         );
     }
-    // Measured under other conditions than the baseline: a lower power cap,
-    // or hot enough to slow itself down.
+    condition_badges(out, r, x);
+    rate_badge(out, r);
+    let _ = write!(
+        out,
+        r#"</div><div class="fs-flags" data-testid="flagset-flags" title="{}">{}</div></div>"#,
+        escape(&all_flags(&set.flags)),
+        escape(&summary)
+    );
+}
+
+/// Measured under other conditions than the baseline: a lower power cap,
+/// or hot enough to slow itself down, or clocks held down while it ran.
+fn condition_badges(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>) {
     let cond = r.conditions.as_ref();
     let base_cap = x
         .baseline
@@ -232,40 +243,38 @@ fn name_cell(out: &mut String, r: &FlagSetResults, x: &RowCtx<'_>, running: bool
             escape(&c.throttled.join("; "))
         );
     }
-    // What a rate sweep found: the highest rate whose requests met the SLOs.
-    if !r.rate_levels.is_empty() {
-        let swept: Vec<String> = r
-            .rate_levels
-            .iter()
-            .filter_map(|l| l.request_rate)
-            .map(rate_num)
-            .collect();
-        let tip = format!(
-            "the newest request-rate sweep ({} req/s): the highest rate at which enough requests met every SLO",
-            swept.join(", ")
-        );
-        match r.best_rate {
-            Some(best) => {
-                let _ = write!(
-                    out,
-                    r#"<span class="fs-badge fs-slo" data-testid="best-rate" data-rate="{best}" title="{tip}">SLOs met to {} req/s</span>"#,
-                    rate_num(best)
-                );
-            }
-            None => {
-                let _ = write!(
-                    out,
-                    r#"<span class="fs-badge fs-wrong" data-testid="best-rate" data-rate="" title="{tip}">SLOs missed at every rate</span>"#
-                );
-            }
+}
+
+/// What a rate sweep found: the highest rate whose requests met the SLOs.
+fn rate_badge(out: &mut String, r: &FlagSetResults) {
+    if r.rate_levels.is_empty() {
+        return;
+    }
+    let swept: Vec<String> = r
+        .rate_levels
+        .iter()
+        .filter_map(|l| l.request_rate)
+        .map(rate_num)
+        .collect();
+    let tip = format!(
+        "the newest request-rate sweep ({} req/s): the highest rate at which enough requests met every SLO",
+        swept.join(", ")
+    );
+    match r.best_rate {
+        Some(best) => {
+            let _ = write!(
+                out,
+                r#"<span class="fs-badge fs-slo" data-testid="best-rate" data-rate="{best}" title="{tip}">SLOs met to {} req/s</span>"#,
+                rate_num(best)
+            );
+        }
+        None => {
+            let _ = write!(
+                out,
+                r#"<span class="fs-badge fs-wrong" data-testid="best-rate" data-rate="" title="{tip}">SLOs missed at every rate</span>"#
+            );
         }
     }
-    let _ = write!(
-        out,
-        r#"</div><div class="fs-flags" data-testid="flagset-flags" title="{}">{}</div></div>"#,
-        escape(&all_flags(&set.flags)),
-        escape(&summary)
-    );
 }
 
 /// The bar with its whisker, or why there is none.
