@@ -90,14 +90,6 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
             .as_ref()
             .is_some_and(|c| c.kind == ContainmentKind::Cgroup);
     let t = Typed::new(&name);
-    let Typed {
-        typed,
-        override_typed,
-        contain,
-        sending,
-        error,
-        confirmed,
-    } = t;
     let submit = move || t.submit(state, kind, generation, with_flags.then_some(request));
     let from_set = open.prefill.as_ref().filter(|_| with_flags).map(|p| {
         let text = format!("values from flag set {} ({})", p.name, p.id);
@@ -139,15 +131,15 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
                     {from_set}
                     {stale_notice(state, generation)}
                     {editor}
-                    {refused.map(|(last, issues)| health_override(last, kind, &issues, override_typed).into_any())}
-                    {can_contain.then(|| contain_box(contain))}
+                    {refused.map(|(last, issues)| health_override(last, kind, &issues, t.override_typed).into_any())}
+                    {can_contain.then(|| contain_box(t.contain))}
                     <section class="dlg-section">
                         <h3 class="dlg-h">"will be stopped"</h3>
                         <KillList kind=kind />
                     </section>
-                    {confirm_field(name, typed)}
-                    {error_slot(error)}
-                    {footer(state, confirm_label, move || confirmed.get(), sending)}
+                    {confirm_field(name, t.typed)}
+                    {error_slot(t.error)}
+                    {footer(state, confirm_label, move || t.confirmed.get(), t.sending)}
                 </form>
             </div>
         </div>
