@@ -293,12 +293,13 @@ pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
 /// `GET /api/fleet/panel` at the hub: the fleet's rows as HTML, rendered
 /// there.
 pub(crate) async fn fleet_panel() -> Result<String, String> {
-    body_of(
-        Request::get("/api/fleet/panel")
-            .build()
-            .map_err(unreachable)?,
-    )
-    .await
+    let hub = |e: gloo_net::Error| format!("could not reach the hub: {e}");
+    let resp = Request::get("/api/fleet/panel").send().await.map_err(hub)?;
+    if resp.ok() {
+        resp.text().await.map_err(hub)
+    } else {
+        Err(refusal(resp).await)
+    }
 }
 
 /// `GET /api/coordinated/panel` at the hub: the coordinated restarts'

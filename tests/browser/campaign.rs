@@ -124,6 +124,25 @@ async fn a_plan_built_in_the_ui_runs_and_its_rows_and_chart_fill_in() -> anyhow:
         T,
     )
     .await?;
+    // The chart is drawn anew for the choice; the focus stays on the point.
+    let deadline = std::time::Instant::now() + T;
+    loop {
+        let focused = b
+            .client
+            .execute(
+                "const a = document.activeElement; return a && a.getAttribute('data-step');",
+                vec![],
+            )
+            .await?;
+        if focused.as_str() == Some(step.as_str()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the focus left the point: it is on step {focused}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     b.click("[data-testid=campaign-point-record]").await?;
     b.wait_count("[data-testid=restart-detail]", 1, T).await?;
     b.wait_attr("[data-testid=detail-outcome]", "data-outcome", T, |o| {

@@ -124,9 +124,10 @@ fn sync_dir(src: &std::path::Path, dst: &std::path::Path) -> anyhow::Result<()> 
 }
 
 /// Builds every default member's libraries and binaries (drainwatch, the fake
-/// NVML cdylib, the simulated server) and links `libnvidia-ml.so.1` beside the
-/// fake. The same package set as the tests build, so features unify the same way
-/// and switching between demo and tests rebuilds nothing.
+/// NVML cdylib, the simulated server, the test tools) and links
+/// `libnvidia-ml.so.1` beside the fake. The same package set as the tests
+/// build, so features unify the same way and switching between this and the
+/// tests rebuilds nothing.
 pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
     // The workspace's host binaries include the tests' kernel emulation, which
     // links Debian's libseccomp.
@@ -142,7 +143,9 @@ pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
 
 /// What the demo runs and nothing more: drainwatch, the simulated server and
 /// the fake NVML (debug builds). A first demo on a bare machine builds no test
-/// tool and installs no system package.
+/// tool and installs no system package. Its features unify almost as the
+/// whole workspace's do: a switch to or from the tests' build recompiles the
+/// simulated server, not the dependencies.
 pub(crate) fn demo_binaries() -> anyhow::Result<()> {
     run_cmd(cargo().args([
         "build",

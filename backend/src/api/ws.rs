@@ -117,7 +117,6 @@ enum End {
     TooChatty,
 }
 
-/// Serves one client over any sink/stream pair (a real socket, or channels in tests).
 /// The hello and the first snapshot; the snapshot's sequence number.
 async fn greet<S: Sink<Message> + Unpin>(
     hub: &Hub,
@@ -171,6 +170,7 @@ fn on_frame(incoming: Option<Result<Message, axum::Error>>) -> Result<Option<Rep
     }
 }
 
+/// Serves one client over any sink/stream pair (a real socket, or channels in tests).
 pub(crate) async fn serve<S, R>(
     hub: Arc<Hub>,
     mut sink: S,

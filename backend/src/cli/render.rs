@@ -70,7 +70,6 @@ pub(super) fn command_cell(argv: &[String]) -> String {
     truncate(&argv.join(" "), 70)
 }
 
-/// The whole state: host, server, GPUs, processes, last restart.
 /// A process's row in the snapshot's table.
 fn process_row(p: &shared::process::ProcessInfo) -> Vec<String> {
     let gpus: Vec<String> = p.gpu_mem.iter().map(|m| m.gpu_index.to_string()).collect();
@@ -92,6 +91,7 @@ fn process_row(p: &shared::process::ProcessInfo) -> Vec<String> {
     ]
 }
 
+/// The whole state: host, server, GPUs, processes, last restart.
 pub(super) fn snapshot(s: &Snapshot, now_ms: u64) -> String {
     let mut out = String::new();
     let host = &s.host;

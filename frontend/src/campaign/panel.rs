@@ -135,7 +135,7 @@ pub(crate) fn summary(c: &Campaign, now_ms: u64, phase: Phase) -> String {
 /// flag's effect.
 pub(crate) fn side(c: &Campaign, selected: Option<u32>, may: bool, free: bool) -> String {
     let mut out = format!(
-        r#"<svg class="chart pareto" data-testid="pareto-chart" viewBox="0 0 {PW} {PH}" preserveAspectRatio="xMidYMid meet" role="img" aria-label="throughput against p99 time to first token">{}</svg>"#,
+        r#"<svg class="chart pareto" data-testid="pareto-chart" viewBox="0 0 {PW} {PH}" preserveAspectRatio="xMidYMid meet" role="group" aria-label="throughput against p99 time to first token">{}</svg>"#,
         pareto_markup(c, selected)
     );
     if let Some(s) = selected.and_then(|i| c.steps.iter().find(|s| s.index == i)) {

@@ -75,10 +75,13 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
             tok_num(target)
         );
     }
+    // Where each point is drawn, and the frontier through those places.
+    let at = dodged(pts.iter().map(|p| (x_of(p.x), y_of(p.y))).collect());
     let frontier: Vec<String> = pts
         .iter()
-        .filter(|p| p.on_frontier)
-        .map(|p| format!("{:.1},{:.1}", x_of(p.x), y_of(p.y)))
+        .zip(&at)
+        .filter(|(p, _)| p.on_frontier)
+        .map(|(_, (x, y))| format!("{x:.1},{y:.1}"))
         .collect();
     if frontier.len() >= 2 {
         let _ = write!(
@@ -87,7 +90,6 @@ pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
             frontier.join(" ")
         );
     }
-    let at = dodged(pts.iter().map(|p| (x_of(p.x), y_of(p.y))).collect());
     for (p, &(x, y)) in pts.iter().zip(&at) {
         let _ = write!(
             out,
@@ -140,20 +142,29 @@ fn x_axis(out: &mut String, (x_min, x_max): (f64, f64), x_step: f64, x_of: impl 
 const HIT: f64 = 22.0;
 
 /// The points' drawn places: where one would cover one drawn before it
-/// (two steps that measured alike), it moves right until it is clear, so
-/// every point stays visible and clickable. Its title keeps its values.
-fn dodged(mut at: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
-    for i in 0..at.len() {
-        let (head, rest) = at.split_at_mut(i);
-        let p = &mut rest[0];
-        while head
-            .iter()
-            .any(|q| (q.0 - p.0).abs() < HIT && (q.1 - p.1).abs() < HIT)
-        {
-            p.0 += HIT / 2.0;
-        }
+/// (steps that measured alike), it moves to the nearest clear place inside
+/// the plot, sideways first (along the time axis) and only then up or down,
+/// so every point stays visible and clickable. Its title keeps its values.
+fn dodged(at: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    let mut placed: Vec<(f64, f64)> = Vec::with_capacity(at.len());
+    for (x, y) in at {
+        let clear = |c: (f64, f64)| {
+            placed
+                .iter()
+                .all(|q| (q.0 - c.0).abs() >= HIT || (q.1 - c.1).abs() >= HIT)
+        };
+        let inside = |c: (f64, f64)| (LEFT..=RIGHT).contains(&c.0) && (TOP..=BOTTOM).contains(&c.1);
+        let spot = (0..24u32)
+            .flat_map(|r| {
+                let d = f64::from(r) * HIT;
+                [(d, 0.0), (-d, 0.0), (0.0, -d), (0.0, d)]
+            })
+            .map(|(dx, dy)| (x + dx, y + dy))
+            .find(|&c| (c == (x, y) || inside(c)) && clear(c))
+            .unwrap_or((x, y));
+        placed.push(spot);
     }
-    at
+    placed
 }
 
 #[cfg(test)]
@@ -207,12 +218,22 @@ mod tests {
     #[test]
     fn points_that_measured_alike_are_drawn_apart() {
         let mut c = campaign();
-        c.steps = (0..3)
-            .map(|i| step(i, "1", StepState::Done, Some(900.0)))
+        // Each a little faster to answer and a little slower to generate
+        // than the one before: none beats another, all on the frontier, all
+        // but drawn in one place.
+        c.steps = (0..8)
+            .map(|i| step(i, "1", StepState::Done, Some(900.0 - f64::from(i))))
             .collect();
         let svg = pareto_markup(&c, None);
         let at = centres(&svg);
-        assert_eq!(at.len(), 3, "{svg}");
+        assert_eq!(at.len(), 8, "{svg}");
+        // All of them inside the plot, where a click reaches them.
+        for p in &at {
+            assert!(
+                (LEFT..=RIGHT).contains(&p.0) && (TOP..=BOTTOM).contains(&p.1),
+                "{p:?} outside the plot"
+            );
+        }
         for (i, a) in at.iter().enumerate() {
             for b in &at[i + 1..] {
                 assert!(
@@ -221,8 +242,18 @@ mod tests {
                 );
             }
         }
+        // The frontier runs through the points as drawn.
+        let line = svg
+            .split(r#"data-testid="pareto-frontier" points=""#)
+            .nth(1)
+            .expect("a frontier: no point beats another");
+        let drawn: Vec<String> = at.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+        for vertex in line.split('"').next().unwrap_or_default().split(' ') {
+            assert!(drawn.iter().any(|d| d == vertex), "{vertex} is no point");
+        }
         // Each keeps its own values in its title.
-        assert_eq!(svg.matches("900 tok/s, p99 TTFT").count(), 3, "{svg}");
+        assert_eq!(svg.matches(" tok/s, p99 TTFT").count(), 8, "{svg}");
+        assert!(svg.contains("step 8: 893 tok/s, p99 TTFT 83 ms"), "{svg}");
         // Apart points stay where their values put them.
         assert_eq!(
             dodged(vec![(0.0, 0.0), (40.0, 0.0)]),

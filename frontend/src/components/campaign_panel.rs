@@ -72,9 +72,11 @@ fn follow(state: AppState) {
 
 /// Enter or Space on a focused element of a text block that acts when
 /// clicked (a chart's point is an SVG `role="button"`, which the browser
-/// does not click for a key as it does a `<button>`): a click on it.
+/// does not click for a key as it does a `<button>`): a click on it, once
+/// per press. The block is drawn again for what the click chose: the focus
+/// goes to the same point in the new drawing.
 fn press(ev: web_sys::KeyboardEvent) {
-    if !matches!(ev.key().as_str(), "Enter" | " ") {
+    if !matches!(ev.key().as_str(), "Enter" | " ") || ev.repeat() {
         return;
     }
     let Some(el) = ev
@@ -89,6 +91,18 @@ fn press(ev: web_sys::KeyboardEvent) {
     if let Ok(click) = web_sys::MouseEvent::new_with_mouse_event_init_dict("click", &init) {
         ev.prevent_default();
         let _ = el.dispatch_event(&click);
+    }
+    if let (Some(act), Some(step)) = (el.get_attribute("data-act"), el.get_attribute("data-step")) {
+        request_animation_frame(move || {
+            let again = document()
+                .query_selector(&format!("[data-act='{act}'][data-step='{step}']"))
+                .ok()
+                .flatten()
+                .and_then(|e| e.dyn_into::<web_sys::SvgElement>().ok());
+            if let Some(again) = again {
+                let _ = again.focus();
+            }
+        });
     }
 }
 

@@ -146,9 +146,6 @@ fn body(state: AppState, open: DialogOpen) -> impl IntoView {
     }
 }
 
-/// The flag editor of a restart or start: a row per allowed flag, starting at
-/// its current value (or the flag set's the dialog opened with), and the live
-/// diff; the changes to request as they are edited.
 /// What is typed and chosen in the dialog, and its request's state.
 #[derive(Clone, Copy)]
 struct Typed {
@@ -224,6 +221,9 @@ impl Typed {
     }
 }
 
+/// The flag editor of a restart or start: a row per allowed flag, starting at
+/// its current value (or the flag set's the dialog opened with), and the live
+/// diff; the changes to request as they are edited.
 struct FlagEditor {
     request: Memo<BTreeMap<String, Option<String>>>,
     view: Option<AnyView>,
