@@ -125,9 +125,7 @@ fn sync_dir(src: &std::path::Path, dst: &std::path::Path) -> anyhow::Result<()> 
 
 /// Builds every default member's libraries and binaries (drainwatch, the fake
 /// NVML cdylib, the simulated server, the test tools) and links
-/// `libnvidia-ml.so.1` beside the fake. The same package set as the tests
-/// build, so features unify the same way and switching between this and the
-/// tests rebuilds nothing.
+/// `libnvidia-ml.so.1` beside the fake.
 pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
     // The workspace's host binaries include the tests' kernel emulation, which
     // links Debian's libseccomp.
@@ -143,9 +141,10 @@ pub(crate) fn binaries(release: bool) -> anyhow::Result<()> {
 
 /// What the demo runs and nothing more: drainwatch, the simulated server and
 /// the fake NVML (debug builds). A first demo on a bare machine builds no test
-/// tool and installs no system package. Its features unify almost as the
-/// whole workspace's do: a switch to or from the tests' build recompiles the
-/// simulated server, not the dependencies.
+/// tool and installs no system package. Its dependencies' features unify
+/// over these three packages only: after the tests' build (which unifies
+/// over every package and its dev-dependencies) the demo recompiles the
+/// dependencies whose features differ, about a minute on 2 cores.
 pub(crate) fn demo_binaries() -> anyhow::Result<()> {
     run_cmd(cargo().args([
         "build",
