@@ -127,6 +127,15 @@ pub(crate) fn parse_diff(body: &str) -> Result<SetDiff, String> {
 
 /// The body of a successful answer, or the refusal's text.
 async fn body_of(req: Request) -> Result<String, String> {
+    body_from(req, unreachable).await
+}
+
+/// The body of a successful answer to `req`, else the refusal's text;
+/// `unreachable` words a request that got no answer.
+async fn body_from(
+    req: Request,
+    unreachable: fn(gloo_net::Error) -> String,
+) -> Result<String, String> {
     let resp = req.send().await.map_err(unreachable)?;
     if resp.ok() {
         resp.text().await.map_err(unreachable)
@@ -293,13 +302,10 @@ pub(crate) async fn restart_detail(id: i64) -> Result<RestartDetail, String> {
 /// `GET /api/fleet/panel` at the hub: the fleet's rows as HTML, rendered
 /// there.
 pub(crate) async fn fleet_panel() -> Result<String, String> {
-    let hub = |e: gloo_net::Error| format!("could not reach the hub: {e}");
-    let resp = Request::get("/api/fleet/panel").send().await.map_err(hub)?;
-    if resp.ok() {
-        resp.text().await.map_err(hub)
-    } else {
-        Err(refusal(resp).await)
+    fn hub(e: gloo_net::Error) -> String {
+        format!("could not reach the hub: {e}")
     }
+    body_from(Request::get("/api/fleet/panel").build().map_err(hub)?, hub).await
 }
 
 /// `GET /api/coordinated/panel` at the hub: the coordinated restarts'

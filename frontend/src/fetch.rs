@@ -7,6 +7,31 @@ use std::future::Future;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
+/// Sends a dialog's request: `sending` while it is out, and `error`
+/// cleared; then `taken` when drainwatch took it, else `error` says why not.
+/// A dialog closed meanwhile has no signals left: nothing more happens then.
+pub(crate) fn send_from_dialog<T: 'static>(
+    sending: RwSignal<bool>,
+    error: RwSignal<Option<String>>,
+    request: impl Future<Output = Result<T, String>> + 'static,
+    taken: impl FnOnce() + 'static,
+) {
+    sending.set(true);
+    error.set(None);
+    spawn_local(async move {
+        let result = request.await;
+        if sending.try_set(false).is_some() {
+            return;
+        }
+        match result {
+            Ok(_) => taken(),
+            Err(e) => {
+                error.try_set(Some(e));
+            }
+        }
+    });
+}
+
 /// A component's fetch bookkeeping. `Copy`; gone with the component that
 /// made it, after which asking does nothing.
 #[derive(Debug, Clone, Copy)]

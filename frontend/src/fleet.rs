@@ -14,15 +14,22 @@ use leptos_use::use_interval_fn;
 /// How often the page asks the hub.
 const POLL_MS: u64 = 1_000;
 
+/// Sets `signal` to `new` only when it differs: HTML the hub rendered is
+/// set into the page only when it changed, so what is typed or selected in
+/// it stays.
+fn set_changed(signal: RwSignal<String>, new: &str) {
+    if signal.with_untracked(|old| old != new) {
+        signal.try_set(new.to_owned());
+    }
+}
+
 /// Reads the hub's rows into `rows` (as the hub renders them), or says in
 /// `error` why it could not; the rows stay as they were until new ones come.
 fn fetch_fleet(rows: RwSignal<String>, error: RwSignal<Option<String>>) {
     spawn_local(async move {
         match crate::api::fleet_panel().await {
             Ok(html) => {
-                if rows.with_untracked(|old| *old != html) {
-                    rows.try_set(html);
-                }
+                set_changed(rows, &html);
                 error.try_set(None);
             }
             Err(e) => {
@@ -48,18 +55,18 @@ fn restart_clicked(
         return;
     };
     let target = el.get_attribute("data-target").unwrap_or_default();
-    let typed = document()
-        .query_selector(&format!(".coord-confirm[data-target='{target}']"))
-        .ok()
-        .flatten()
-        .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
-    let confirm = typed.as_ref().map(|i| i.value()).unwrap_or_default();
-    let flags_input = document()
-        .query_selector(&format!(".coord-flags[data-target='{target}']"))
-        .ok()
-        .flatten()
-        .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
-    let flags = flags_input.as_ref().map(|i| i.value()).unwrap_or_default();
+    // The target's field of `class`, and what is typed in it.
+    let field = |class: &str| {
+        let input = document()
+            .query_selector(&format!(".{class}[data-target='{target}']"))
+            .ok()
+            .flatten()
+            .and_then(|i| i.dyn_into::<web_sys::HtmlInputElement>().ok());
+        let text = input.as_ref().map(|i| i.value()).unwrap_or_default();
+        (input, text)
+    };
+    let (typed, confirm) = field("coord-confirm");
+    let (flags_input, flags) = field("coord-flags");
     spawn_local(async move {
         match crate::api::coord_restart(&target, &confirm, &flags).await {
             Ok(()) => {
@@ -100,11 +107,8 @@ pub(crate) fn FleetApp() -> impl IntoView {
         spawn_local(async move {
             if let Ok(html) = crate::api::coord_panel().await {
                 let (c, h) = html.split_once("<!--records-->").unwrap_or((&html, ""));
-                for (signal, new) in [(controls, c), (history, h)] {
-                    if signal.with_untracked(|old| old != new) {
-                        signal.try_set(new.to_owned());
-                    }
-                }
+                set_changed(controls, c);
+                set_changed(history, h);
             }
         });
     };

@@ -9,6 +9,7 @@ use leptos::task::spawn_local;
 
 use crate::api;
 use crate::components::close_button::close_button;
+use crate::fetch::send_from_dialog;
 use crate::ledger::form::{BenchForm, bench_request};
 use crate::ledger::live::{live_text, progress_text, run_text, running_set_markup};
 use crate::ops::can_bench;
@@ -279,20 +280,8 @@ fn start(
             return;
         }
     };
-    sending.set(true);
-    error.set(None);
-    spawn_local(async move {
-        let result = api::start_bench(&req).await;
-        if sending.try_set(false).is_some() {
-            return;
-        }
-        match result {
-            Ok(()) => open.set(false),
-            Err(e) => {
-                error.try_set(Some(e));
-            }
-        }
-    });
+    let request = async move { api::start_bench(&req).await };
+    send_from_dialog(sending, error, request, move || open.set(false));
 }
 
 /// The dialog's optional parts: the workload, the open loop and goodput,

@@ -8,7 +8,6 @@
 
 use leptos::ev;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
 use shared::campaign::Campaign;
 use shared::flags::FlagSpec;
@@ -16,7 +15,7 @@ use shared::flags::FlagSpec;
 use crate::api;
 use crate::campaign::plan::{Builder, check_markup, form};
 use crate::components::close_button::close_button;
-use crate::fetch::SingleFlight;
+use crate::fetch::{SingleFlight, send_from_dialog};
 use crate::state::AppState;
 
 /// The builder, while it is open.
@@ -56,19 +55,8 @@ fn body(state: AppState, specs: Vec<FlagSpec>, defaults: shared::flags::Flags) -
         let Ok(text) = json.get_untracked() else {
             return;
         };
-        sending.set(true);
-        error.set(None);
-        spawn_local(async move {
-            let r = api::post_plan(text, false).await;
-            if sending.try_set(false).is_some() {
-                return;
-            }
-            match r {
-                Ok(_) => state.plan_open.set(false),
-                Err(e) => {
-                    error.try_set(Some(e));
-                }
-            }
+        send_from_dialog(sending, error, api::post_plan(text, false), move || {
+            state.plan_open.set(false)
         });
     };
 

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use leptos::ev;
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use shared::failure::Failure;
 use shared::flags::FlagSpec;
 use shared::health::{HealthIssue, HealthReason, issues_now};
@@ -21,6 +20,7 @@ use crate::components::close_button::close_button;
 use crate::components::flag_row::FlagRow;
 use crate::components::kill_list::KillList;
 use crate::components::phase_badge::PhaseBadge;
+use crate::fetch::send_from_dialog;
 use crate::flags;
 use crate::ledger::compare::prefill;
 use crate::markup::diff_lines;
@@ -196,28 +196,14 @@ impl Typed {
         if !confirmed.get_untracked() || sending.get_untracked() {
             return;
         }
-        sending.set(true);
-        error.set(None);
         let confirm = typed.get_untracked();
         let with_flags = flags.is_some();
         let flags = flags.map(|f| f.get_untracked()).unwrap_or_default();
         let contain = contain.get_untracked();
         let override_health = Some(override_typed.get_untracked().trim().to_owned())
             .filter(|t| with_flags && !t.is_empty());
-        spawn_local(async move {
-            let result =
-                api::submit(kind, generation, confirm, flags, contain, override_health).await;
-            // The dialog may have been closed meanwhile: its signals are gone then.
-            if sending.try_set(false).is_some() {
-                return;
-            }
-            match result {
-                Ok(()) => state.dialog.set(None),
-                Err(text) => {
-                    error.try_set(Some(text));
-                }
-            }
-        });
+        let request = api::submit(kind, generation, confirm, flags, contain, override_health);
+        send_from_dialog(sending, error, request, move || state.dialog.set(None));
     }
 }
 

@@ -4,6 +4,23 @@
 use super::agent::{ask, humanize, launch, wait_op, wait_spawned, why_failed};
 use super::*;
 
+/// The group's node of rank `r` (member `idx[r]`) failed for `why`; every
+/// other node is told, in `others`' words naming the failed member, that it
+/// went no further.
+fn one_failed(
+    log: &Log,
+    idx: &[usize],
+    r: usize,
+    why: String,
+    others: impl Fn(&str) -> String,
+) -> CoordFailure {
+    let failure = log.failed(idx[r], why);
+    for (_, &m) in idx.iter().enumerate().filter(|(o, _)| *o != r) {
+        log.event(m, CoordStep::Failed, others(&failure.member));
+    }
+    failure
+}
+
 /// Drains every node of group `g` (step 1), then verifies every node (step
 /// 2). Nothing launches before all pass: the first that did not is the
 /// failure, the others are told why nothing launched.
@@ -44,15 +61,9 @@ async fn stop_all(
             (Ok(()), Err(e)) => format!("verify: {e}"),
             _ => continue,
         };
-        let failure = log.failed(idx[r], why);
-        for (o, _) in clients.iter().enumerate().filter(|(o, _)| *o != r) {
-            log.event(
-                idx[o],
-                CoordStep::Failed,
-                format!("nothing launched: node `{}` is not clean", failure.member),
-            );
-        }
-        return Err(failure);
+        return Err(one_failed(log, idx, r, why, |m| {
+            format!("nothing launched: node `{m}` is not clean")
+        }));
     }
     Ok(())
 }
@@ -116,18 +127,9 @@ pub(super) async fn run_group(
     // of a deployment may have changed since): else nothing is touched.
     let wants: Vec<(&Client, Fit<'_>)> = clients.iter().map(|c| (c, Fit::Node(flags))).collect();
     if let Err((r, problem)) = fit(&wants).await {
-        let failure = log.failed(idx[r], problem.text());
-        for o in (0..clients.len()).filter(|o| *o != r) {
-            log.event(
-                idx[o],
-                CoordStep::Failed,
-                format!(
-                    "nothing stopped: node `{}` is not ready for it",
-                    failure.member
-                ),
-            );
-        }
-        return Err(failure);
+        return Err(one_failed(log, idx, r, problem.text(), |m| {
+            format!("nothing stopped: node `{m}` is not ready for it")
+        }));
     }
     stop_all(log, g, idx, &clients).await?;
     // A cancel asked meanwhile stops here: every node stopped and verified.
