@@ -12,7 +12,7 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
 use shared::bench::{FlagSet, FlagSetResults};
-use shared::campaign::Campaign;
+use shared::campaign::CampaignView;
 use shared::flags::FlagChange;
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
@@ -236,15 +236,30 @@ pub(crate) async fn submit(
     }
 }
 
-/// `GET /api/campaigns/{id}`: a campaign whole.
-pub(crate) async fn campaign(id: i64) -> Result<Campaign, String> {
-    let url = crate::base::url(&format!("/api/campaigns/{id}"));
+/// `GET /api/campaigns/{id}/view`: the campaign drawn by the agent, with
+/// step `selected` chosen and the rows of steps `rows`.
+pub(crate) async fn campaign_view(
+    id: i64,
+    selected: Option<u32>,
+    rows: std::ops::Range<usize>,
+) -> Result<CampaignView, String> {
+    let mut path = format!(
+        "/api/campaigns/{id}/view?from={}&to={}",
+        rows.start, rows.end
+    );
+    if let Some(s) = selected {
+        path.push_str(&format!("&selected={s}"));
+    }
+    let url = crate::base::url(&path);
     parse(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
 /// `POST /api/campaigns` with the plan as JSON (`dry_run`: only laid out, and
 /// the laid-out campaign comes back).
-pub(crate) async fn post_plan(json: String, dry_run: bool) -> Result<Option<Campaign>, String> {
+pub(crate) async fn post_plan(
+    json: String,
+    dry_run: bool,
+) -> Result<Option<crate::campaign::plan::Laid>, String> {
     let url = if dry_run {
         "/api/campaigns?dry_run=true"
     } else {

@@ -12,15 +12,6 @@ use shared::flags::{self as rules, FlagSpec, FlagType, Flags};
 
 pub(crate) use shared::flags::FlagChange;
 
-/// `changed`, `added` or `removed`, for styling.
-pub(crate) fn class(change: &FlagChange) -> &'static str {
-    match change {
-        FlagChange::Changed { .. } => "changed",
-        FlagChange::Added { .. } => "added",
-        FlagChange::Removed { .. } => "removed",
-    }
-}
-
 /// What changes from `from` to `to`, in name order.
 pub(crate) fn diff(from: &Flags, to: &Flags) -> Vec<FlagChange> {
     let mut out = rules::diff(from, to);

@@ -6,7 +6,7 @@
 mod api;
 #[allow(unreachable_pub)]
 mod app;
-mod axis;
+pub(crate) use shared::html::axis;
 mod base;
 mod campaign;
 mod chart;

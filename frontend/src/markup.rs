@@ -15,7 +15,7 @@ use shared::flags::Flags;
 use shared::restart::{Failure, RestartDetail, RestartSummary};
 use shared::units::fmt_bytes;
 
-use crate::flags::{self, FlagChange, compact, diff};
+use crate::flags::{compact, diff};
 use crate::ops::{
     self, MISSING, failure_holders, failure_log, fmt_offset, fmt_secs, last_lines, truncate,
 };
@@ -27,17 +27,7 @@ const KILL_COMMAND_CHARS: usize = 72;
 /// Longest command a holders table shows before it is cut.
 const HOLDER_COMMAND_CHARS: usize = 120;
 
-pub(crate) use shared::html::escape;
-
-/// A phase pill, as the `PhaseBadge` component draws it.
-pub(crate) fn phase_pill(out: &mut String, phase: shared::restart::Phase) {
-    let _ = write!(
-        out,
-        r#"<span class="phase" data-phase="{}">{}</span>"#,
-        phase.as_str(),
-        phase.label()
-    );
-}
+pub(crate) use shared::html::{diff_lines, escape, phase_pill};
 
 /// Lines of a log in a fixed-height box pinned to its newest line.
 pub(crate) fn log_box(out: &mut String, lines: &[String], max: usize, testid: &str, rows: u32) {
@@ -151,24 +141,6 @@ pub(crate) fn flag_chips(flags: &Flags) -> String {
         let _ = write!(
             out,
             r#"<span class="flag-chip" data-testid="flag-chip" data-flag="{n}" title="{n} = {v}"><span class="chip-name">{n}</span> = <span class="chip-value">{v}</span></span>"#
-        );
-    }
-    out
-}
-
-/// A flag diff, one line each, or `none` when there is no change.
-pub(crate) fn diff_lines(changes: &[FlagChange], none: &str) -> String {
-    if changes.is_empty() {
-        return format!(r#"<span class="dlg-muted">{}</span>"#, escape(none));
-    }
-    let mut out = String::new();
-    for c in changes {
-        let _ = write!(
-            out,
-            r#"<span class="diff-line diff-{}" data-testid="flag-change" data-flag="{}">{}</span>"#,
-            flags::class(c),
-            escape(c.name()),
-            escape(&c.to_string())
         );
     }
     out

@@ -64,7 +64,7 @@ struct Timeline {
 #[derive(Deserialize)]
 struct CampaignStep {
     campaign_id: i64,
-    step: shared::campaign::Step,
+    step: crate::state::StepChanged,
 }
 
 #[derive(Deserialize)]

@@ -280,6 +280,15 @@ pub enum FlagChange {
 }
 
 impl FlagChange {
+    /// `changed`, `added` or `removed`, for styling.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Self::Changed { .. } => "changed",
+            Self::Added { .. } => "added",
+            Self::Removed { .. } => "removed",
+        }
+    }
+
     /// The flag's name.
     pub fn name(&self) -> &str {
         match self {

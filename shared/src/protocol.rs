@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{BenchProgress, BenchRun};
+use crate::campaign::Step;
 use crate::restart::{RestartSummary, ServerStatus, TimelinePoint};
 use crate::{Sample, Snapshot};
 
@@ -19,14 +20,17 @@ pub const PROTOCOL_VERSION: u32 = 4;
 /// `R` is what a finished benchmark run is read as: the whole [`BenchRun`] by
 /// default; a client that shows only a run's outcome may read a smaller type
 /// (serde skips the fields it does not name), which keeps the browser's
-/// bundle free of the per-repeat metrics' readers.
+/// bundle free of the per-repeat metrics' readers. `S` is what a changed
+/// campaign step is read as, the whole [`Step`] by default (the browser,
+/// which asks the agent for its campaign view again, reads the step as
+/// nothing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[expect(
     clippy::large_enum_variant,
     reason = "a message lives only while it is serialised or matched once"
 )]
-pub enum ServerMsg<R = BenchRun> {
+pub enum ServerMsg<R = BenchRun, S = Step> {
     /// First message on every connection.
     Hello {
         protocol_version: u32,
@@ -56,10 +60,7 @@ pub enum ServerMsg<R = BenchRun> {
     /// A campaign started or changed state (its header; steps come one by one).
     Campaign(crate::campaign::CampaignInfo),
     /// One of a campaign's steps changed.
-    CampaignStep {
-        campaign_id: i64,
-        step: crate::campaign::Step,
-    },
+    CampaignStep { campaign_id: i64, step: S },
     /// Answer to [`ClientMsg::Ping`].
     Pong { nonce: u64 },
     /// The client sent something the server could not use. The connection stays up.

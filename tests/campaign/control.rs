@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tests::managed::spawn_managed;
 use tests::{SimHost, auth_file, bearer_client, spawn_foreign};
 
@@ -283,8 +283,25 @@ async fn plans_are_refused_whole_and_viewers_cannot_steer() -> anyhow::Result<()
     assert_eq!(body["steps"].as_array().map(Vec::len), Some(3));
     assert_eq!(app.get_json("/api/campaigns").await?, json!([]));
 
-    // A viewer reads, and may not start, pause, resume or cancel.
+    // A campaign, cancelled at once: its view offers an operator "restart
+    // with this set", a viewer not, and no button that changes anything.
+    let (code, body) = post_plan(&app, "/api/campaigns", &three()).await?;
+    assert_eq!(code, 202, "{body}");
+    let id = body["id"].as_i64().expect("id");
+    app.post(&format!("/api/campaigns/{id}/cancel"), &json!({}))
+        .await?;
+    let ask = format!("/api/campaigns/{id}/view?selected=0");
+    let side = |v: Value| v["side"].as_str().unwrap_or_default().to_owned();
+    assert!(side(app.get_json(&ask).await?).contains("campaign-point-restart"));
     let viewer = bearer_client(&view);
+    let seen: Value = viewer.get(app.url(&ask)).send().await?.json().await?;
+    assert!(
+        side(seen.clone()).contains(r#"data-testid="campaign-point""#),
+        "{seen:#}"
+    );
+    assert!(!side(seen.clone()).contains("restart-with"), "{seen:#}");
+
+    // A viewer reads, and may not start, pause, resume or cancel.
     let r = viewer
         .post(app.url("/api/campaigns"))
         .header("content-type", "application/toml")

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{BENCH, MEASURING, bench_json, spec, start, states, wait_over};
 
@@ -99,6 +99,66 @@ async fn a_grid_campaign_meets_every_outcome_and_attributes_each_flag() -> anyho
             &Value::from(0)
         )
     );
+
+    // The page's view of it, drawn by the agent: the rows asked for, the
+    // chosen step's set, and a clear refusal of a bad ask.
+    let v = app
+        .get_json(&format!("/api/campaigns/{id}/view?selected=1&from=0&to=7"))
+        .await?;
+    assert_eq!(
+        (&v["id"], &v["steps"], &v["first"]),
+        (&json!(id), &json!(7), &json!(0))
+    );
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(7), "{v:#}");
+    assert!(v["current"].is_null(), "{v:#}");
+    assert_eq!(v["chosen"]["flagset"], steps[1]["flagset"], "{v:#}");
+    assert_eq!(v["chosen"]["flags"], steps[1]["flags"], "{v:#}");
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    assert!(
+        text("summary").contains("7 of 7 steps · 1 reused · 2 failed"),
+        "{v:#}"
+    );
+    assert!(
+        text("side").contains(r#"data-testid="campaign-point" data-step="1""#),
+        "{v:#}"
+    );
+    assert_eq!(
+        text("side")
+            .matches(r#"data-testid="pareto-point""#)
+            .count(),
+        5
+    );
+    let part = app
+        .get_json(&format!("/api/campaigns/{id}/view?from=2&to=4"))
+        .await?;
+    assert_eq!(part["first"], 2);
+    assert_eq!(part["rows"].as_array().map(Vec::len), Some(2));
+    assert!(
+        part["rows"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains(r#"data-step="2""#)
+    );
+    assert!(part["chosen"].is_null());
+    for (ask, code) in [
+        ("from=5&to=2", 400),
+        ("from=0&to=999", 400),
+        ("page=1", 400),
+        ("selected=x", 400),
+    ] {
+        let r = app
+            .http
+            .get(app.url(&format!("/api/campaigns/{id}/view?{ask}")))
+            .send()
+            .await?;
+        assert_eq!(r.status().as_u16(), code, "{ask}");
+    }
+    let none = app
+        .http
+        .get(app.url("/api/campaigns/999/view"))
+        .send()
+        .await?;
+    assert_eq!(none.status().as_u16(), 404);
 
     // The ledger: exactly the seven sets, each linked to its step and outcome.
     let ledger = app.get_json("/api/flagsets").await?;

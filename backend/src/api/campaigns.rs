@@ -10,13 +10,15 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use shared::campaign::{Campaign, CampaignInfo, analysis};
+use shared::campaign::{Campaign, CampaignInfo, CampaignView, analysis};
+use shared::restart::Phase;
 
 use super::audit::{audited, record};
 use super::error::{internal, refused};
 use super::ledger::{field, opt};
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::campaign::view::{MAX_ROWS, ViewAsk};
 use crate::campaign::{self, Started, plan};
 use crate::http::ApiError;
 use crate::http::extract::{limit, path_id};
@@ -172,6 +174,51 @@ pub(super) async fn detail(
     Path(id): Path<String>,
 ) -> Result<Json<Campaign>, ApiError> {
     read(&state, &id).await.map(Json)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ViewQuery {
+    /// The chosen step.
+    selected: Option<u32>,
+    /// The rows to draw: steps `from..to`.
+    from: Option<u32>,
+    to: Option<u32>,
+}
+
+/// `GET /api/campaigns/{id}/view`: the campaign drawn for the page, with
+/// step `selected` chosen and the rows of steps `from..to` (at most
+/// [`MAX_ROWS`]; the first 50 when not given), drawn with the caller's role
+/// and the server as it is now.
+pub(super) async fn view(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Query(q): Query<ViewQuery>,
+) -> Result<Json<CampaignView>, ApiError> {
+    let from = q.from.unwrap_or(0) as usize;
+    let to = q.to.map_or(from + 50, |t| t as usize);
+    if to < from || to - from > MAX_ROWS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "rows from..to: `to` must be at least `from` and at most {MAX_ROWS} rows after it"
+            ),
+        ));
+    }
+    let c = read(&state, &id).await?;
+    let server = state.hub.server_status();
+    let ask = ViewAsk {
+        selected: q.selected,
+        rows: from..to,
+        may: caller.role.may_operate(),
+        free: server
+            .as_ref()
+            .is_some_and(|s| s.held_by.is_none() && s.operation.is_none()),
+        phase: server.map_or(Phase::Stopped, |s| s.phase),
+        now_ms: crate::clock::now_ms(),
+    };
+    Ok(Json(campaign::view::view(&c, &ask)))
 }
 
 /// `POST /api/campaigns/{id}/{pause|resume|cancel}`.

@@ -103,6 +103,11 @@ fn table() -> Table<AppState> {
         )
         .route("/api/campaigns/{id}", get(campaigns::detail), GET)
         .route(
+            "/api/campaigns/{id}/view",
+            get(campaigns::view),
+            &[("GET", Only(&["selected", "from", "to"]))],
+        )
+        .route(
             "/api/campaigns/{id}/export.json",
             get(campaigns::export_json),
             GET,

@@ -197,14 +197,36 @@ pub(crate) fn form(specs: &[FlagSpec], defaults: &Flags) -> String {
     )
 }
 
+/// A plan as drainwatch's dry run laid it out (`POST /api/campaigns?dry_run=true`
+/// answers with the whole campaign), read as far as the builder tells of it:
+/// the steps' order and the time a step is expected to take.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+pub(crate) struct Laid {
+    #[serde(rename = "info", deserialize_with = "estimate")]
+    step_estimate_ms: Option<u64>,
+    steps: Vec<LaidStep>,
+}
+
+/// One step of a [`Laid`] plan: where it is in the plan.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+struct LaidStep {
+    plan_index: u32,
+}
+
+/// A campaign's `info`, read for its `step_estimate_ms` alone.
+fn estimate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Info {
+        #[serde(default)]
+        step_estimate_ms: Option<u64>,
+    }
+    <Info as serde::Deserialize>::deserialize(d).map(|i| i.step_estimate_ms)
+}
+
 /// What the builder says of the plan as it stands: `n` combinations, and
 /// drainwatch's check of it — the steps laid out (how many, the time they
 /// would take, the order), or why it is refused.
-pub(crate) fn check_markup(
-    n: u64,
-    laid: Option<&shared::campaign::Campaign>,
-    refused: Option<&str>,
-) -> String {
+pub(crate) fn check_markup(n: u64, laid: Option<&Laid>, refused: Option<&str>) -> String {
     use crate::markup::escape;
     match (laid, refused) {
         (_, Some(why)) => format!(
@@ -214,12 +236,11 @@ pub(crate) fn check_markup(
         (Some(c), None) => {
             let steps = c.steps.len() as u64;
             let time = c
-                .info
                 .step_estimate_ms
                 .map(|ms| {
                     format!(
                         " · ≈ {} at past phase and benchmark times",
-                        super::duration(ms * steps)
+                        shared::html::duration(ms * steps)
                     )
                 })
                 .unwrap_or_else(|| " · time: after the first step".to_owned());
@@ -436,5 +457,20 @@ mod tests {
             ),
             "{html}"
         );
+    }
+
+    #[test]
+    fn the_dry_run_is_read_for_its_order_and_time() {
+        let laid: Laid = crate::json::from_str(
+            r#"{"info":{"id":0,"name":"x","step_estimate_ms":60000,"varied":["A"]},"bench":{},"steps":[{"plan_index":2,"flags":{}},{"plan_index":0}]}"#,
+        )
+        .expect("a laid-out plan");
+        assert_eq!(
+            check_markup(2, Some(&laid), None),
+            r#"<div class="plan-ok" data-testid="plan-check" data-steps="2">2 steps · ≈ 2 min 00 s at past phase and benchmark times<span class="cpg-muted"> · runs sets 3, 1</span></div>"#
+        );
+        let fresh: Laid =
+            crate::json::from_str(r#"{"info":{},"steps":[{"plan_index":0}]}"#).expect("laid");
+        assert!(check_markup(1, Some(&fresh), None).contains("time: after the first step"));
     }
 }

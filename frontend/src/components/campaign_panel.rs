@@ -7,18 +7,25 @@
 //! Operators pause, resume, cancel, start a new one (the plan builder) and
 //! test the webhooks.
 //!
-//! The campaign is fetched whole when a new one appears (and after every
-//! snapshot); `campaign` and `campaign_step` messages keep it current. The
-//! read-only parts are text from [`crate::campaign`].
+//! The agent draws the campaign (`GET /api/campaigns/{id}/view`): the page
+//! asks for its view again when a `campaign` or `campaign_step` message or a
+//! snapshot says it changed, when a point is chosen, when the rows in view
+//! change, and when the server's phase or hold does. The page draws the head
+//! ([`crate::campaign::panel`]), patches the rows that changed and counts
+//! down the times that follow the clock.
+
+use std::ops::Range;
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use leptos::wasm_bindgen::JsCast;
-use shared::restart::{OpKind, Phase};
+use shared::campaign::CampaignView;
+use shared::html::duration;
+use shared::restart::OpKind;
 
 use crate::api;
 use crate::campaign::panel;
-use crate::campaign::rows::{Drawn, ROW_PX, drawn, window};
+use crate::campaign::rows::{Drawn, ROW_PX, window};
 use crate::chart::empty_detail;
 use crate::components::drain_chart::DrainChart;
 use crate::components::restart_detail::live_detail;
@@ -51,30 +58,79 @@ fn patch(el: &web_sys::Element, prev: &Drawn, next: &Drawn) {
     }
 }
 
-/// Keeps `state.campaign` the newest campaign, fetched whole.
-fn follow(state: AppState) {
+/// What the page asks the agent to draw: the campaign, the chosen step, the
+/// rows in view.
+#[derive(Debug, Clone, PartialEq)]
+struct Ask {
+    id: i64,
+    selected: Option<u32>,
+    rows: Range<usize>,
+}
+
+/// Keeps `view` the agent's drawing of what `ask` asks for, asked again
+/// whenever it may have changed: the campaign (`campaign_gen`), or what the
+/// agent draws it with besides (the caller's role, the server's phase and
+/// whether anything holds it).
+fn follow(state: AppState, ask: Memo<Option<Ask>>, view: RwSignal<Option<CampaignView>>) {
     let flight = SingleFlight::new();
-    let head_id = Memo::new(move |_| state.campaign_head.with(|h| h.as_ref().map(|h| h.id)));
+    let drawn_with = Memo::new(move |_| {
+        let server = state.server.with(|s| {
+            s.as_ref()
+                .map(|s| (s.phase, s.held_by.is_none() && s.operation.is_none()))
+        });
+        (state.may_operate(), server)
+    });
     Effect::new(move |_| {
         state.campaign_gen.track();
-        let Some(id) = head_id.get() else { return };
+        drawn_with.track();
+        if ask.with(Option::is_none) {
+            return;
+        }
+        // The job reads what is asked when it runs: a change while one view
+        // is out is asked for right after it, as it stands then.
         flight.run(move || async move {
-            match api::campaign(id).await {
-                Ok(c) => state.campaign.try_set(Some(c)).is_none(),
+            let Some(Some(a)) = ask.try_get_untracked() else {
+                return false;
+            };
+            match api::campaign_view(a.id, a.selected, a.rows.clone()).await {
+                Ok(v) => view.try_set(Some(v)).is_none(),
                 Err(e) => state
                     .notice
-                    .try_set(Some(format!("could not read campaign #{id}: {e}")))
+                    .try_set(Some(format!("could not read campaign #{}: {e}", a.id)))
                     .is_none(),
             }
         });
     });
 }
 
+/// The times in `el` that follow the clock (class `tick`), as they read at
+/// `now_ms`: the time since `data-since`, or the time left to `data-end`
+/// but never below `data-floor`.
+fn tick(el: &web_sys::Element, now_ms: u64) {
+    let all = el.get_elements_by_class_name("tick");
+    for i in 0..all.length() {
+        let Some(e) = all.item(i) else { continue };
+        let num = |name: &str| e.get_attribute(name).and_then(|v| v.parse::<u64>().ok());
+        let text = if let Some(since) = num("data-since") {
+            duration(now_ms.saturating_sub(since))
+        } else if let Some(end) = num("data-end") {
+            let left = end
+                .saturating_sub(now_ms)
+                .max(num("data-floor").unwrap_or(0));
+            format!("≈ {} left", duration(left))
+        } else {
+            continue;
+        };
+        if e.text_content().as_deref() != Some(text.as_str()) {
+            e.set_text_content(Some(&text));
+        }
+    }
+}
+
 /// Enter or Space on a focused element of a text block that acts when
 /// clicked (a chart's point is an SVG `role="button"`, which the browser
 /// does not click for a key as it does a `<button>`): a click on it, once
-/// per press. The block is drawn again for what the click chose: the focus
-/// goes to the same point in the new drawing.
+/// per press.
 fn press(ev: web_sys::KeyboardEvent) {
     if !matches!(ev.key().as_str(), "Enter" | " ") || ev.repeat() {
         return;
@@ -92,17 +148,25 @@ fn press(ev: web_sys::KeyboardEvent) {
         ev.prevent_default();
         let _ = el.dispatch_event(&click);
     }
-    if let (Some(act), Some(step)) = (el.get_attribute("data-act"), el.get_attribute("data-step")) {
-        request_animation_frame(move || {
-            let again = document()
-                .query_selector(&format!("[data-act='{act}'][data-step='{step}']"))
+}
+
+/// Sets `el`'s HTML; the focus, when it was on one of its points, goes to
+/// the same point in the new drawing (a point chosen with a key keeps it).
+fn redraw_keeping_focus(el: &web_sys::Element, html: &str) {
+    let focused = document()
+        .active_element()
+        .filter(|a| el.contains(Some(a)))
+        .and_then(|a| Some((a.get_attribute("data-act")?, a.get_attribute("data-step")?)));
+    el.set_inner_html(html);
+    let again = focused
+        .and_then(|(act, step)| {
+            el.query_selector(&format!("[data-act='{act}'][data-step='{step}']"))
                 .ok()
                 .flatten()
-                .and_then(|e| e.dyn_into::<web_sys::SvgElement>().ok());
-            if let Some(again) = again {
-                let _ = again.focus();
-            }
-        });
+        })
+        .and_then(|e| e.dyn_into::<web_sys::SvgElement>().ok());
+    if let Some(again) = again {
+        let _ = again.focus();
     }
 }
 
@@ -110,13 +174,14 @@ fn press(ev: web_sys::KeyboardEvent) {
 /// the webhook test; a step's record and a point's actions.
 fn click_handler(
     state: AppState,
+    view: RwSignal<Option<CampaignView>>,
     selected: RwSignal<Option<u32>>,
     message: RwSignal<Option<String>>,
 ) -> impl Fn(web_sys::MouseEvent) + Copy + 'static {
     let act = move |verb: &'static str| {
         let Some(id) = state
-            .campaign
-            .with_untracked(|c| c.as_ref().map(|c| c.info.id))
+            .campaign_head
+            .with_untracked(|c| c.as_ref().map(|c| c.id))
         else {
             return;
         };
@@ -144,18 +209,16 @@ fn click_handler(
             message.try_set(Some(text));
         });
     };
+    // The chosen step's set, as the view drawn for that choice gives it.
     let restart_with = move |step: u32| {
-        let set = state.campaign.with_untracked(|c| {
-            let s = c.as_ref()?.steps.iter().find(|s| s.index == step)?;
-            Some(Prefill {
-                id: s.flagset.clone(),
-                name: s
-                    .label
-                    .clone()
-                    .unwrap_or_else(|| format!("step {}", s.index + 1)),
-                flags: s.flags.clone(),
-            })
-        });
+        let set = (selected.get_untracked() == Some(step))
+            .then(|| view.with_untracked(|v| v.as_ref()?.chosen.clone()))
+            .flatten()
+            .map(|c| Prefill {
+                id: c.flagset,
+                name: c.name,
+                flags: c.flags,
+            });
         if let (Some(prefill), Some(status)) = (set, state.server.get_untracked()) {
             state.dialog.set(Some(DialogOpen {
                 kind: OpKind::Restart,
@@ -193,25 +256,8 @@ fn click_handler(
 
 /// The drain chart of the running step's restart (else of the newest one),
 /// with the benchmark's progress.
-fn live_view(state: AppState) -> impl IntoView {
-    let live_restart = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            let c = c.as_ref()?;
-            let running = c
-                .info
-                .current
-                .and_then(|i| c.steps.get(i as usize))
-                .filter(|s| !s.state.is_final())
-                .and_then(|s| s.restart_id);
-            running.or_else(|| {
-                c.steps
-                    .iter()
-                    .filter(|s| s.restart_id.is_some())
-                    .max_by_key(|s| s.started_at_ms)
-                    .and_then(|s| s.restart_id)
-            })
-        })
-    });
+fn live_view(state: AppState, view: RwSignal<Option<CampaignView>>) -> impl IntoView {
+    let live_restart = Memo::new(move |_| view.with(|v| v.as_ref()?.live_restart));
     let bench_line = move || {
         state.bench.with(|b| {
             b.as_ref().map(|b| {
@@ -246,17 +292,15 @@ fn live_view(state: AppState) -> impl IntoView {
 }
 
 /// The steps' table: a window of rows around what its box shows, patched as
-/// steps change, following the running step (`current`).
-fn steps_table(state: AppState, current: Memo<Option<u32>>) -> impl IntoView {
-    // The rows drawn: a window around what the steps' box shows.
-    let scroll = RwSignal::new(0.0f64);
-    let view_px = RwSignal::new(700.0f64);
-    let count = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().map_or(0, |c| c.steps.len()))
-    });
-    let win = Memo::new(move |_| window(count.get(), scroll.get(), view_px.get()));
+/// steps change, following the running step.
+fn steps_table(
+    view: RwSignal<Option<CampaignView>>,
+    win: Memo<Range<usize>>,
+    scroll: RwSignal<f64>,
+    view_px: RwSignal<f64>,
+) -> impl IntoView {
+    let count = Memo::new(move |_| view.with(|v| v.as_ref().map_or(0, |v| v.steps)));
+    let current = Memo::new(move |_| view.with(|v| v.as_ref()?.current));
     let steps_box = NodeRef::<leptos::html::Div>::new();
     // The box follows the running step while the one before it was in view
     // (nobody scrolled away to read something else), without reading the
@@ -279,9 +323,11 @@ fn steps_table(state: AppState, current: Memo<Option<u32>>) -> impl IntoView {
     // row (the browser styles and lays out that row), a new window or plan
     // redraws the body.
     let rows = Memo::new(move |_| {
-        state
-            .campaign
-            .with(|c| c.as_ref().map(|c| drawn(c, win.get())).unwrap_or_default())
+        view.with(|v| {
+            v.as_ref()
+                .map(|v| Drawn::of(v.steps as usize, v.first as usize, v.rows.clone()))
+                .unwrap_or_default()
+        })
     });
     let tbody = NodeRef::<leptos::html::Tbody>::new();
     let shown = StoredValue::new(Drawn::default());
@@ -321,58 +367,66 @@ fn steps_table(state: AppState, current: Memo<Option<u32>>) -> impl IntoView {
 #[component]
 pub(crate) fn CampaignPanel() -> impl IntoView {
     let state = AppState::get();
-    follow(state);
     let selected = RwSignal::new(None::<u32>);
     let message = RwSignal::new(None::<String>);
+    let view = RwSignal::new(None::<CampaignView>);
+    // The rows drawn: a window around what the steps' box shows.
+    let scroll = RwSignal::new(0.0f64);
+    let view_px = RwSignal::new(700.0f64);
+    let count = Memo::new(move |_| {
+        state
+            .campaign_head
+            .with(|h| h.as_ref().map_or(0, |h| h.steps as usize))
+    });
+    let win = Memo::new(move |_| window(count.get(), scroll.get(), view_px.get()));
+    let ask = Memo::new(move |_| {
+        let id = state.campaign_head.with(|h| h.as_ref().map(|h| h.id))?;
+        Some(Ask {
+            id,
+            selected: selected.get(),
+            rows: win.get(),
+        })
+    });
+    follow(state, ask, view);
 
-    let on_click = click_handler(state, selected, message);
-    let loaded = Memo::new(move |_| state.campaign.with(Option::is_some));
+    let on_click = click_handler(state, view, selected, message);
+    let loaded = Memo::new(move |_| view.with(Option::is_some));
     let head = Memo::new(move |_| {
         let may = state.may_operate();
-        state.campaign.with(|c| {
+        state.campaign_head.with(|c| {
             panel::head(
-                c.as_ref()
-                    .map(|c| (c.info.id, c.info.name.as_str(), c.info.state)),
+                c.as_ref().map(|c| (c.id, c.name.as_str(), c.state)),
                 may,
                 crate::base::base(),
             )
         })
     });
-    let phase = Memo::new(move |_| {
-        state
-            .server
-            .with(|s| s.as_ref().map_or(Phase::Stopped, |s| s.phase))
-    });
-    let summary = Memo::new(move |_| {
-        let (now, phase) = (state.now_ms.get() as u64, phase.get());
-        state
-            .campaign
-            .with(|c| c.as_ref().map(|c| panel::summary(c, now, phase)))
-            .unwrap_or_default()
-    });
-    let side = Memo::new(move |_| {
-        let may = state.may_operate();
-        let free = state.server.with(|s| {
-            s.as_ref()
-                .is_some_and(|s| s.held_by.is_none() && s.operation.is_none())
-        });
-        let chosen = selected.get();
-        state
-            .campaign
-            .with(|c| c.as_ref().map(|c| panel::side(c, chosen, may, free)))
-            .unwrap_or_default()
-    });
-
-    // The step running now.
-    let current = Memo::new(move |_| {
-        state.campaign.with(|c| {
-            let c = c.as_ref()?;
-            let i = c.info.current?;
-            c.steps
-                .get(i as usize)
-                .filter(|s| !s.state.is_final())
-                .map(|_| i)
+    // Each block is set only when its own HTML changed.
+    let block = move |pick: fn(&CampaignView) -> &String| {
+        Memo::new(move |_| {
+            view.with(|v| v.as_ref().map(|v| pick(v).clone()))
+                .unwrap_or_default()
         })
+    };
+    let (summary, side) = (block(|v| &v.summary), block(|v| &v.side));
+    let side_el = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        let Some(el) = side_el.get() else { return };
+        side.with(|html| redraw_keeping_focus(&el, html));
+    });
+    // The summary is set, then its clock-following times read as now; each
+    // second they are read again.
+    let summary_el = NodeRef::<leptos::html::Div>::new();
+    Effect::new(move |_| {
+        let Some(el) = summary_el.get() else { return };
+        summary.with(|html| el.set_inner_html(html));
+        tick(&el, state.now_ms.get_untracked() as u64);
+    });
+    Effect::new(move |_| {
+        let now = state.now_ms.get() as u64;
+        if let Some(el) = summary_el.get_untracked() {
+            tick(&el, now);
+        }
     });
     view! {
         <div class="proc-head" on:click=on_click on:keydown=press inner_html=head></div>
@@ -385,13 +439,13 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
                 </p>
             }.into_any(),
             true => view! {
-                <div class="cpg-summary" inner_html=summary></div>
+                <div class="cpg-summary" node_ref=summary_el></div>
                 <div class="cpg-body" on:click=on_click on:keydown=press>
                     <div class="cpg-main">
-                        {steps_table(state, current)}
-                        <div class="cpg-live" data-testid="campaign-live">{live_view(state)}</div>
+                        {steps_table(view, win, scroll, view_px)}
+                        <div class="cpg-live" data-testid="campaign-live">{live_view(state, view)}</div>
                     </div>
-                    <div class="cpg-side" inner_html=side></div>
+                    <div class="cpg-side" node_ref=side_el></div>
                 </div>
             }.into_any(),
         }}

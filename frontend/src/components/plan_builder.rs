@@ -9,11 +9,10 @@
 use leptos::ev;
 use leptos::prelude::*;
 use leptos::wasm_bindgen::JsCast;
-use shared::campaign::Campaign;
 use shared::flags::FlagSpec;
 
 use crate::api;
-use crate::campaign::plan::{Builder, check_markup, form};
+use crate::campaign::plan::{Builder, Laid, check_markup, form};
 use crate::components::close_button::close_button;
 use crate::fetch::{SingleFlight, send_from_dialog};
 use crate::state::AppState;
@@ -40,7 +39,7 @@ pub(crate) fn PlanBuilder() -> impl IntoView {
 #[derive(Debug, Clone, PartialEq)]
 enum Check {
     Waiting,
-    Laid(Box<Campaign>),
+    Laid(Box<Laid>),
     Refused(String),
 }
 

@@ -22,10 +22,7 @@ mod test_data;
 
 use shared::bench::{FlagSet, FlagSetResults, LevelSummary};
 
-use crate::axis::nice_step;
-
-/// At most this many steps on the tok/s scale.
-pub(crate) const SCALE_TICKS: usize = 6;
+pub(crate) use shared::html::{SCALE_TICKS, fmt_delta, scale_max};
 
 /// A set's name: its label, else its id.
 pub(crate) fn set_name(set: &FlagSet) -> &str {
@@ -46,26 +43,6 @@ pub(crate) fn delta_pct(v: f64, base: f64) -> Option<f64> {
     (base.is_finite() && v.is_finite() && base > 0.0).then(|| (v - base) / base * 100.0)
 }
 
-/// "+12.3 %", "−4.0 %", "±0.0 %".
-pub(crate) fn fmt_delta(pct: f64) -> String {
-    let r = (pct * 10.0).round() / 10.0;
-    if r == 0.0 {
-        "±0.0 %".to_owned()
-    } else if r > 0.0 {
-        format!("+{r:.1} %")
-    } else {
-        format!("−{:.1} %", -r)
-    }
-}
-
-/// The full scale: the larger of the data and the target, with some room,
-/// rounded up to a tick.
-pub(crate) fn scale_max(data_max: f64, target: f64) -> f64 {
-    let m = data_max.max(target).max(1.0) * 1.04;
-    let step = nice_step(m, SCALE_TICKS);
-    (m / step).ceil() * step
-}
-
 /// `v` as a percentage of `scale`, clamped, for `left`/`width`.
 pub(crate) fn pct(v: f64, scale: f64) -> f64 {
     if scale > 0.0 && v.is_finite() {
@@ -82,9 +59,6 @@ mod tests {
 
     #[test]
     fn numbers_carry_units() {
-        assert_eq!(fmt_delta(12.34), "+12.3 %");
-        assert_eq!(fmt_delta(-4.0), "−4.0 %");
-        assert_eq!(fmt_delta(0.01), "±0.0 %");
         assert_eq!(delta_pct(110.0, 100.0), Some(10.0));
         assert_eq!(delta_pct(1.0, 0.0), None);
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use leptos::prelude::*;
 use shared::auth::{Presence, SessionInfo};
 use shared::bench::{BenchProgress, FlagSetResults};
-use shared::campaign::{Campaign, CampaignInfo};
+use shared::campaign::CampaignInfo;
 use shared::flags::Flags;
 use shared::restart::{OpKind, RestartSummary, ServerStatus, TimelinePoint};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
@@ -25,8 +25,13 @@ use crate::ledger::live::RunBrief;
 use crate::series::{self, Series};
 
 /// A message from the server as the page reads it: a finished benchmark run
-/// as a [`RunBrief`].
-pub(crate) type Msg = ServerMsg<RunBrief>;
+/// as a [`RunBrief`], a changed campaign step as [`StepChanged`].
+pub(crate) type Msg = ServerMsg<RunBrief, StepChanged>;
+
+/// That one of a campaign's steps changed: the page asks for the campaign's
+/// view again and reads nothing of the step itself.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub(crate) struct StepChanged {}
 
 /// Assumed sampling period before the server has said what it is.
 const DEFAULT_INTERVAL_MS: u64 = 1000;
@@ -103,11 +108,9 @@ pub(crate) struct AppState {
     pub(crate) presence: RwSignal<Vec<Presence>>,
     /// The newest campaign's header (snapshot and `campaign` messages).
     pub(crate) campaign_head: RwSignal<Option<CampaignInfo>>,
-    /// That campaign whole (`GET /api/campaigns/{id}`), kept current by
-    /// `campaign` and `campaign_step` messages.
-    pub(crate) campaign: RwSignal<Option<Campaign>>,
-    /// Bumped when the campaign should be fetched whole again (a snapshot:
-    /// steps may have changed while the socket was down).
+    /// Bumped when that campaign's view should be fetched again: a snapshot
+    /// (steps may have changed while the socket was down), a `campaign` or a
+    /// `campaign_step` message.
     pub(crate) campaign_gen: RwSignal<u64>,
     /// The plan builder is open.
     pub(crate) plan_open: RwSignal<bool>,
@@ -139,7 +142,6 @@ impl AppState {
             session: RwSignal::new(None),
             presence: RwSignal::new(Vec::new()),
             campaign_head: RwSignal::new(None),
-            campaign: RwSignal::new(None),
             campaign_gen: RwSignal::new(0),
             plan_open: RwSignal::new(false),
         };
@@ -227,15 +229,13 @@ impl AppState {
                 self.ledger_gen.update(|g| *g += 1);
             }
             ServerMsg::Campaign(info) => self.apply_campaign(info),
-            ServerMsg::CampaignStep { campaign_id, step } => {
-                self.campaign.update(|c| {
-                    if let Some(c) = c.as_mut().filter(|c| c.info.id == campaign_id)
-                        && let Some(slot) = c.steps.get_mut(step.index as usize)
-                    {
-                        *slot = step;
-                        c.recount();
-                    }
-                });
+            ServerMsg::CampaignStep { campaign_id, .. } => {
+                if self
+                    .campaign_head
+                    .with_untracked(|h| h.as_ref().is_some_and(|h| h.id == campaign_id))
+                {
+                    self.campaign_gen.update(|g| *g += 1);
+                }
             }
             ServerMsg::Error { code, message } => {
                 leptos::logging::warn!("server error {code:?}: {message}");
@@ -245,29 +245,15 @@ impl AppState {
         }
     }
 
-    /// A campaign's new header: the loaded campaign takes it, or (another
-    /// campaign) it becomes the one to load.
+    /// A campaign's new header: the one the page shows, drawn again.
     fn apply_campaign(&self, info: CampaignInfo) {
-        let same = self
-            .campaign
-            .with_untracked(|c| c.as_ref().is_some_and(|c| c.info.id == info.id));
-        if same {
-            self.campaign.update(|c| {
-                if let Some(c) = c.as_mut() {
-                    let counts = (c.info.done, c.info.reused, c.info.failed, c.info.skipped);
-                    c.info = info.clone();
-                    // The steps this page holds decide the counts it shows.
-                    (c.info.done, c.info.reused, c.info.failed, c.info.skipped) = counts;
-                    c.recount();
-                }
-            });
-        }
         if self
             .campaign_head
             .with_untracked(|h| h.as_ref() != Some(&info))
         {
             self.campaign_head.set(Some(info));
         }
+        self.campaign_gen.update(|g| *g += 1);
     }
 
     /// The newest run known to be over (0 when none is).
@@ -305,7 +291,6 @@ impl AppState {
         self.presence.set(snapshot.presence);
         if let Some(info) = snapshot.campaign {
             self.apply_campaign(info);
-            self.campaign_gen.update(|g| *g += 1);
         }
         self.last_data_ms.set(Some(now_ms));
     }

@@ -246,29 +246,49 @@ fn rest<'a>(s: &'a Step, flag: &str) -> Vec<(&'a String, &'a String)> {
 /// (done or failed, not reused), or `per_step_ms` (typical phase times and
 /// benchmark) before any did; the running step counts what it has left.
 pub fn eta_ms(c: &Campaign, per_step_ms: Option<u64>, now_ms: u64) -> Option<u64> {
+    eta(c, per_step_ms, now_ms).map(|e| e.left_ms)
+}
+
+/// The time left ([`eta_ms`]) and the part of it the steps not started yet
+/// make (`pending_ms`): as the clock runs, the time left falls by as much
+/// until it reaches that part, while the running step is within its
+/// expected time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eta {
+    pub left_ms: u64,
+    pub pending_ms: u64,
+}
+
+/// [`Eta`] at `now_ms`.
+pub fn eta(c: &Campaign, per_step_ms: Option<u64>, now_ms: u64) -> Option<Eta> {
     if c.info.state.is_over() {
-        return Some(0);
+        return Some(Eta {
+            left_ms: 0,
+            pending_ms: 0,
+        });
     }
-    let took: Vec<f64> = c
+    let mut took: Vec<f64> = c
         .steps
         .iter()
         .filter(|s| matches!(s.state, StepState::Done | StepState::Failed))
         .filter_map(|s| s.took_ms(now_ms))
         .map(|t| t as f64)
         .collect();
-    let mut took = took;
     let per = match median(&mut took) {
         Some(m) => m,
         None => per_step_ms? as f64,
     };
-    let mut left = 0.0;
+    let (mut left, mut pending) = (0.0, 0.0);
     for s in c.steps.iter().filter(|s| !s.state.is_final()) {
-        left += match s.state {
-            StepState::Pending => per,
-            _ => (per - s.took_ms(now_ms).unwrap_or(0) as f64).max(0.0),
-        };
+        match s.state {
+            StepState::Pending => pending += per,
+            _ => left += (per - s.took_ms(now_ms).unwrap_or(0) as f64).max(0.0),
+        }
     }
-    Some(left.round() as u64)
+    Some(Eta {
+        left_ms: (left + pending).round() as u64,
+        pending_ms: pending.round() as u64,
+    })
 }
 
 #[cfg(test)]

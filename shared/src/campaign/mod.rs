@@ -381,6 +381,50 @@ impl Campaign {
     }
 }
 
+/// A campaign as the agent draws it for the page
+/// (`GET /api/campaigns/{id}/view`): the read-only blocks as HTML, the window
+/// of step rows asked for, and what the page acts on. The page holds no
+/// campaign of its own: a `campaign` or `campaign_step` message, a choice or
+/// a scroll asks for the view again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CampaignView {
+    pub id: i64,
+    /// Steps in the plan.
+    pub steps: u32,
+    /// The step running now.
+    #[serde(default)]
+    pub current: Option<u32>,
+    /// The restart the live chart follows: the running step's, else the
+    /// newest step's.
+    #[serde(default)]
+    pub live_restart: Option<i64>,
+    /// How far, how long is left, the best set, the step running now (HTML).
+    /// Times that follow the clock are of class `tick` and carry it in
+    /// attributes: `data-since` (ms; the text is the time since) or
+    /// `data-end` and `data-floor` (ms; the text is "≈ … left", the time to
+    /// the end but never below the floor).
+    pub summary: String,
+    /// The chart, the chosen step and each flag's effect (HTML).
+    pub side: String,
+    /// The step of the first row.
+    pub first: u32,
+    /// One `<tr>` per step from `first`, in the order the steps run.
+    pub rows: Vec<String>,
+    /// The chosen step's set, for "restart with this set".
+    #[serde(default)]
+    pub chosen: Option<ChosenSet>,
+}
+
+/// A step's flag set, as "restart with this set" fills the restart dialog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChosenSet {
+    /// The set's id in the ledger.
+    pub flagset: String,
+    /// Its label, else "step N".
+    pub name: String,
+    pub flags: Flags,
+}
+
 /// `POST /api/campaigns/{id}/pause | resume | cancel` and `POST /api/campaigns`
 /// answer with this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

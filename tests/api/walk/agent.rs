@@ -405,7 +405,7 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
         (big, 400),
         ("1.5", 400),
     ] {
-        for suffix in ["", "/export.json", "/export.csv"] {
+        for suffix in ["", "/view", "/export.json", "/export.csv"] {
             cases.push(call(
                 "GET",
                 format!("/api/campaigns/{id}{suffix}"),
@@ -426,6 +426,16 @@ fn campaigns(mark: &str, val: &str, big: &str) -> Vec<Case> {
         call("GET", "/api/campaigns/1/pause", read(405)),
         call("DELETE", "/api/campaigns/1", change(405)),
         call("POST", "/api/campaigns/1/export.csv", change(405)),
+        call("POST", "/api/campaigns/1/view", change(405)),
+        call("GET", "/api/campaigns/1/view?from=5&to=2", read(400)),
+        call("GET", "/api/campaigns/1/view?to=100000", read(400)),
+        call(
+            "GET",
+            format!("/api/campaigns/1/view?selected={val}"),
+            read(400),
+        ),
+        call("GET", "/api/campaigns/1/view?from=-1", read(400)),
+        call("GET", "/api/campaigns/1/view?rows=9", read(400)),
         // No webhooks in this config: nothing to test.
         call("POST", "/api/webhooks/test", change(409)),
         raw(

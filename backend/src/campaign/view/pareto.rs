@@ -9,19 +9,19 @@ use std::fmt::Write as _;
 use shared::campaign::{Campaign, analysis};
 use shared::units::tok_num;
 
-use crate::axis::{empty_note, nice_step, tick_label, y_grid};
-use crate::ledger::scale_max;
+use shared::html::axis::{empty_note, nice_step, tick_label, y_grid};
+use shared::html::scale_max;
 
 /// The chart's drawing box, in user units.
-pub(crate) const PW: f64 = 560.0;
-pub(crate) const PH: f64 = 300.0;
+pub(super) const PW: f64 = 560.0;
+pub(super) const PH: f64 = 300.0;
 const LEFT: f64 = 78.0;
 const RIGHT: f64 = PW - 20.0;
 const TOP: f64 = 14.0;
 const BOTTOM: f64 = PH - 40.0;
 
 /// The chart's `<svg>` content; `selected` is the step whose point is ringed.
-pub(crate) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
+pub(super) fn pareto_markup(c: &Campaign, selected: Option<u32>) -> String {
     let mut out = format!(
         r#"<rect class="plot-bg" x="{LEFT}" y="{TOP}" width="{}" height="{}"/>"#,
         RIGHT - LEFT,
@@ -170,7 +170,7 @@ fn dodged(at: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::campaign::test_data::{campaign, step};
+    use crate::campaign::view::test_data::{campaign, step};
     use shared::campaign::StepState;
 
     #[test]

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 /// A 1, 2 or 5 × 10ⁿ step that cuts `0..=max` into at most `max_ticks` parts.
-pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
+pub fn nice_step(max: f64, max_ticks: usize) -> f64 {
     if !(max.is_finite() && max > 0.0) {
         return 1.0;
     }
@@ -27,7 +27,7 @@ pub(crate) fn nice_step(max: f64, max_ticks: usize) -> f64 {
 }
 
 /// 0, step, 2·step, … up to `max`.
-pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
+pub fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
     let step = nice_step(max, max_ticks);
     let mut out = Vec::new();
     let mut i = 0u32;
@@ -44,7 +44,7 @@ pub(crate) fn ticks(max: f64, max_ticks: usize) -> Vec<f64> {
 
 /// A tick's text with its unit: "0 s", "2.5 s", "96 GiB"; as many decimals as
 /// the step needs.
-pub(crate) fn tick_label(v: f64, step: f64, unit: &str) -> String {
+pub fn tick_label(v: f64, step: f64, unit: &str) -> String {
     // One decimal per power of ten the step is below 1.
     let mut decimals = 0;
     let mut place = 1.0;
@@ -57,7 +57,7 @@ pub(crate) fn tick_label(v: f64, step: f64, unit: &str) -> String {
 
 /// A chart's horizontal grid from 0 to `max` (at most `n` steps), each line
 /// from `left` to `right` at `y_of(value)`, labelled in `unit` left of it.
-pub(crate) fn y_grid(
+pub fn y_grid(
     out: &mut String,
     (left, right): (f64, f64),
     max: f64,
@@ -79,7 +79,7 @@ pub(crate) fn y_grid(
 }
 
 /// A chart's message where there is nothing to draw, centred at `(x, y)`.
-pub(crate) fn empty_note(out: &mut String, x: f64, y: f64, text: &str) {
+pub fn empty_note(out: &mut String, x: f64, y: f64, text: &str) {
     let _ = write!(
         out,
         r#"<text class="chart-empty" x="{x}" y="{y}" text-anchor="middle">{text}</text>"#
@@ -88,7 +88,7 @@ pub(crate) fn empty_note(out: &mut String, x: f64, y: f64, text: &str) {
 
 /// A line colour per position (a GPU, a flag set), distinct for eight and
 /// repeating after.
-pub(crate) fn gpu_colour(position: usize) -> &'static str {
+pub fn gpu_colour(position: usize) -> &'static str {
     const PALETTE: [&str; 8] = [
         "#4f9dff", "#3fb950", "#e0a526", "#f4645c", "#b26cff", "#2ec4c4", "#ff8fd0", "#c7cdd8",
     ];
