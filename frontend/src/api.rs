@@ -11,9 +11,8 @@ use gloo_net::http::{Request, RequestBuilder, Response};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
-use shared::bench::{FlagSet, FlagSetResults};
+use shared::bench::LedgerView;
 use shared::campaign::CampaignView;
-use shared::flags::FlagChange;
 use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
 
 use crate::ledger::form::BenchRequest;
@@ -97,14 +96,6 @@ fn unreachable(err: impl std::fmt::Display) -> String {
     format!("could not reach drainwatch: {err}")
 }
 
-/// `GET /api/flagsets/diff`'s body.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct SetDiff {
-    pub(crate) a: FlagSet,
-    pub(crate) b: FlagSet,
-    pub(crate) changes: Vec<FlagChange>,
-}
-
 /// A successful answer's body as `T`.
 fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
     crate::json::from_str(body).map_err(|e| format!("unexpected answer from drainwatch: {e}"))
@@ -112,16 +103,6 @@ fn parse<T: serde::de::DeserializeOwned>(body: &str) -> Result<T, String> {
 
 /// Parses `GET /api/restarts/{id}`'s body.
 pub(crate) fn parse_detail(body: &str) -> Result<RestartDetail, String> {
-    parse(body)
-}
-
-/// Parses `GET /api/flagsets`'s body.
-pub(crate) fn parse_ledger(body: &str) -> Result<Vec<FlagSetResults>, String> {
-    parse(body)
-}
-
-/// Parses `GET /api/flagsets/diff`'s body.
-pub(crate) fn parse_diff(body: &str) -> Result<SetDiff, String> {
     parse(body)
 }
 
@@ -150,22 +131,21 @@ async fn accepted(req: Result<Request, gloo_net::Error>) -> Result<(), String> {
     body_of(req).await.map(drop)
 }
 
-/// `GET /api/flagsets`: every flag set with its results, first seen first.
-pub(crate) async fn ledger() -> Result<Vec<FlagSetResults>, String> {
-    parse_ledger(
-        &body_of(
-            Request::get(&crate::base::url("/api/flagsets"))
-                .build()
-                .map_err(unreachable)?,
-        )
-        .await?,
-    )
-}
-
-/// `GET /api/flagsets/diff?a=…&b=…`.
-pub(crate) async fn set_diff(a: &str, b: &str) -> Result<SetDiff, String> {
-    let url = crate::base::url(&format!("/api/flagsets/diff?a={a}&b={b}"));
-    parse_diff(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
+/// `GET /api/flagsets/view`: the ledger drawn by the agent for what the
+/// viewer picked (`picks`: the query's parameters, `None` left out).
+pub(crate) async fn ledger_view(picks: &[(&str, Option<String>)]) -> Result<LedgerView, String> {
+    let query: Vec<String> = picks
+        .iter()
+        .filter_map(|(k, v)| {
+            let v = v.as_deref()?;
+            Some(format!(
+                "{k}={}",
+                String::from(js_sys::encode_uri_component(v))
+            ))
+        })
+        .collect();
+    let url = crate::base::url(&format!("/api/flagsets/view?{}", query.join("&")));
+    parse(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
 /// `PATCH /api/flagsets/{id}`'s body: both are replaced (absent clears).
@@ -386,36 +366,5 @@ mod tests {
         assert!(parse_detail("[]").is_err());
         assert!(parse_detail("{}").is_err());
         assert!(parse_detail(r#"{"error":"x"}"#).is_err());
-    }
-
-    #[test]
-    fn ledger_bodies_parse_with_concurrency_keys() {
-        let level = shared::bench::LevelSummary {
-            concurrency: 16,
-            ..Default::default()
-        };
-        let row = FlagSetResults {
-            campaign: None,
-            rate_levels: Vec::new(),
-            best_rate: None,
-            conditions: None,
-            set: FlagSet {
-                id: "abc".to_owned(),
-                model: "m".to_owned(),
-                flags: Default::default(),
-                label: Some("baseline".to_owned()),
-                notes: None,
-                first_seen_ms: 1,
-                last_seen_ms: 2,
-            },
-            levels: [(16, level)].into(),
-            runs: 1,
-            wrong_answers: false,
-        };
-        // JSON object keys are text: `"16": {…}`.
-        let body = serde_json::to_string(&vec![row.clone()]).expect("serialize");
-        assert!(body.contains(r#""16":"#), "{body}");
-        assert_eq!(parse_ledger(&body), Ok(vec![row]));
-        assert!(parse_ledger("{}").is_err());
     }
 }

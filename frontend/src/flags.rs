@@ -105,6 +105,17 @@ pub(crate) fn initial(current: &Flags, name: &str) -> Option<String> {
 }
 
 /// Flags from `(name, value)` pairs, for tests.
+/// The restart dialog's starting values for a flag set: each allowed flag at
+/// the set's value, or at "(default)" when the set does not name it, so the
+/// launch reproduces the set rather than keeping today's extras.
+pub(crate) fn prefill(specs: &[FlagSpec], set: &Flags) -> BTreeMap<String, Option<String>> {
+    crate::sort::map_of(
+        specs
+            .iter()
+            .map(|s| (s.name.clone(), set.get(&s.name).cloned())),
+    )
+}
+
 #[cfg(test)]
 pub(crate) fn of_pairs(pairs: &[(&str, &str)]) -> Flags {
     pairs
@@ -248,5 +259,29 @@ mod tests {
         );
         assert_eq!(initial(&current, "--tp").as_deref(), Some("8"));
         assert_eq!(initial(&current, "MODE"), None);
+    }
+
+    #[test]
+    fn prefill_takes_the_sets_values_for_allowed_flags_only() {
+        use shared::flags::{FlagKind, FlagType};
+        let spec = |n: &str| FlagSpec {
+            name: n.to_owned(),
+            kind: FlagKind::Arg,
+            ty: FlagType::Bool,
+            help: None,
+        };
+        let specs = [spec("--tp"), spec("X"), spec("Y")];
+        let current = flags(&[("--tp", "6"), ("X", "0"), ("Y", "a"), ("--other", "1")]);
+        let target = flags(&[("--tp", "4"), ("X", "0"), ("--other", "2")]);
+        let p = prefill(&specs, &target);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p["--tp"].as_deref(), Some("4"));
+        assert_eq!(p["X"].as_deref(), Some("0"));
+        assert_eq!(p["Y"], None);
+        // Only the changes are sent: the new --tp, and Y back to its default.
+        let req = request_flags(&specs, &current, &Flags::new(), &p);
+        assert_eq!(req.len(), 2);
+        assert_eq!(req["--tp"].as_deref(), Some("4"));
+        assert_eq!(req["Y"], None);
     }
 }

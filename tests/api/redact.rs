@@ -271,6 +271,17 @@ async fn secrets_are_shown_nowhere_but_in_their_redacted_form() -> anyhow::Resul
     let sets = get_text(&app, "/api/flagsets").await?;
     assert_hidden("/api/flagsets", &sets);
     assert!(sets.contains(&r1) && sets.contains(&r2), "{sets}");
+    let ids: Vec<String> = serde_json::from_str::<Vec<Value>>(&sets)?
+        .iter()
+        .filter_map(|r| r["set"]["id"].as_str().map(str::to_owned))
+        .collect();
+    let view = get_text(
+        &app,
+        &format!("/api/flagsets/view?compare={}", ids.join(",")),
+    )
+    .await?;
+    assert_hidden("/api/flagsets/view", &view);
+    assert!(view.contains("compared"), "{view}");
     let exported = get_text(&app, "/api/export/bench.json").await?;
     assert_hidden("/api/export/bench.json", &exported);
     assert!(

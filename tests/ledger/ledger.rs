@@ -167,6 +167,61 @@ async fn reordered_flags_are_one_flag_set_and_sets_can_be_labelled_and_diffed() 
             .any(|c| c["name"] == "--enable-torch-compile" && c["to"] == "true"),
         "{d}"
     );
+
+    // The ledger as the page shows it, drawn by the agent for the picks.
+    let v = app
+        .get_json(&format!(
+            "/api/flagsets/view?c=16&sort=first&compare={first},{second}"
+        ))
+        .await?;
+    let ids: Vec<&str> = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(ids, [first.as_str(), second.as_str()], "{v:#}");
+    assert_eq!(
+        (&v["c"], &v["baseline"]),
+        (&json!(16), &json!(first)),
+        "{v:#}"
+    );
+    assert_eq!(v["rows"][1]["label"], "+tilelang +compile");
+    assert!(
+        v["running_set"]
+            .as_str()
+            .is_some_and(|s| s.contains(&format!(r#"data-flagset="{second}""#))),
+        "{v:#}"
+    );
+    let diff = v["compared"]["diff"].as_str().unwrap_or_default();
+    assert!(diff.contains("SGLANG_OPT_USE_TILELANG_INDEXER"), "{v:#}");
+    assert_eq!(v["compared"]["b"]["flagset"], second.as_str());
+    let fast = app.get_json("/api/flagsets/view?c=16").await?;
+    assert_eq!(
+        fast["rows"][0]["id"],
+        second.as_str(),
+        "by throughput: {fast:#}"
+    );
+    let found = app
+        .get_json("/api/flagsets/view?filter=%2Btilelang")
+        .await?;
+    assert_eq!(found["count"], "1 of 2 flag sets", "{found:#}");
+    for bad in [
+        "sort=x",
+        "target=-1",
+        "target=abc",
+        "c=x",
+        "compare=a,b,c",
+        "nope=1",
+        &format!("filter={}", "x".repeat(201)),
+    ] {
+        let r = app
+            .http
+            .get(app.url(&format!("/api/flagsets/view?{bad}")))
+            .send()
+            .await?;
+        assert_eq!(r.status().as_u16(), 400, "{bad}");
+    }
     Ok(())
 }
 

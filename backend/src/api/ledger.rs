@@ -1,5 +1,6 @@
 //! The throughput ledger's API: start and cancel benchmarks, the flag sets with
-//! their results, labels and notes, diffs between sets, and export (JSON, CSV).
+//! their results, labels and notes, diffs between sets, the ledger drawn for
+//! the page, and export (JSON, CSV).
 //! What leaves here is redacted ([`crate::redact`]): secret flag values, and
 //! known secrets in labels, notes and errors, also in rows stored before.
 
@@ -10,13 +11,13 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use shared::bench::{BenchRun, FlagSet, FlagSetResults};
-use shared::flags::{self, FlagChange};
+use shared::bench::{BenchRun, FlagSet, FlagSetResults, LedgerSort, LedgerView};
 
 use super::audit::{audited, record};
 use super::error::{internal, refused};
 use super::state::AppState;
 use crate::auth::Caller;
+use crate::bench::view::{LedgerAsk, MAX_FILTER};
 use crate::http::ApiError;
 use crate::http::extract::{Body, limit, path_id};
 use crate::restart::manager::Refusal;
@@ -149,6 +150,73 @@ pub(super) async fn flagsets(
     Ok(Json(ledger))
 }
 
+/// `GET /api/flagsets/view`: what the viewer picked.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ViewQuery {
+    c: Option<u32>,
+    baseline: Option<String>,
+    sort: Option<String>,
+    filter: Option<String>,
+    target: Option<f64>,
+    /// Ids, comma-separated: two compare.
+    compare: Option<String>,
+}
+
+/// `GET /api/flagsets/view`: the ledger drawn for the page, as the viewer
+/// picked it (`?c=&baseline=&sort=throughput|first&filter=&target=&compare=a,b`),
+/// with the caller's role and the set the server runs now.
+pub(super) async fn view(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<ViewQuery>,
+) -> Result<Json<LedgerView>, ApiError> {
+    let bad = |what: String| Err(ApiError::new(StatusCode::BAD_REQUEST, what));
+    let sort = match q.sort.as_deref() {
+        None | Some("throughput") => LedgerSort::Throughput,
+        Some("first") => LedgerSort::FirstSeen,
+        Some(_) => return bad("sort is `throughput` or `first`".to_owned()),
+    };
+    let filter = q.filter.unwrap_or_default();
+    if filter.chars().count() > MAX_FILTER {
+        return bad(format!("the filter is longer than {MAX_FILTER} characters"));
+    }
+    let target = q.target.unwrap_or(1000.0);
+    if !(target.is_finite() && target > 0.0 && target <= 1e9) {
+        return bad("target is a number of tok/s above 0 and at most 1e9".to_owned());
+    }
+    let compare: Vec<String> = q
+        .compare
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let long = |s: &String| s.chars().count() > 64;
+    if compare.len() > 2 || compare.iter().any(long) || q.baseline.as_ref().is_some_and(long) {
+        return bad(
+            "compare names at most two flag sets, each id at most 64 characters".to_owned(),
+        );
+    }
+    let mut ledger = state.store()?.ledger().await.map_err(internal)?;
+    for row in &mut ledger {
+        row.set = shown_set(row.set.clone());
+    }
+    let ask = LedgerAsk {
+        c: q.c,
+        baseline: q.baseline,
+        sort,
+        filter,
+        target,
+        compare,
+        may: caller.role.may_operate(),
+        running: state.hub.server_status().and_then(|s| s.flagset),
+    };
+    Ok(Json(crate::bench::view::view(&ledger, &ask)))
+}
+
 /// `PATCH /api/flagsets/{id}`: a label (≤ 80 characters) and notes (≤ 4000).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,17 +309,7 @@ pub(super) async fn diff(
             })
     };
     let (a, b): (FlagSet, FlagSet) = (shown_set(get(q.a).await?), shown_set(get(q.b).await?));
-    let mut changes: Vec<FlagChange> = flags::diff(&a.flags, &b.flags);
-    if a.model != b.model {
-        changes.insert(
-            0,
-            FlagChange::Changed {
-                name: "model".to_owned(),
-                from: a.model.clone(),
-                to: b.model.clone(),
-            },
-        );
-    }
+    let changes = crate::bench::view::set_changes(&a, &b);
     Ok(Json(
         serde_json::json!({ "a": a, "b": b, "changes": changes }),
     ))

@@ -85,6 +85,14 @@ fn table() -> Table<AppState> {
         .route("/api/bench/runs/{id}", get(ledger::run), GET)
         .route("/api/flagsets", get(ledger::flagsets), GET)
         .route(
+            "/api/flagsets/view",
+            get(ledger::view),
+            &[(
+                "GET",
+                Only(&["c", "baseline", "sort", "filter", "target", "compare"]),
+            )],
+        )
+        .route(
             "/api/flagsets/diff",
             get(ledger::diff),
             &[("GET", Only(&["a", "b"]))],

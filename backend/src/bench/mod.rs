@@ -13,6 +13,7 @@ pub mod saturation;
 pub mod sizing;
 pub mod stats;
 pub mod tokens;
+pub mod view;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -11,7 +11,7 @@ use crate::api;
 use crate::components::close_button::close_button;
 use crate::fetch::send_from_dialog;
 use crate::ledger::form::{BenchForm, bench_request};
-use crate::ledger::live::{live_text, progress_text, run_text, running_set_markup};
+use crate::ledger::live::{live_text, progress_text, run_text};
 use crate::ops::can_bench;
 use crate::state::AppState;
 
@@ -30,11 +30,19 @@ pub(crate) fn BenchBar() -> impl IntoView {
             .server
             .with(|s| s.as_ref().is_some_and(|s| !s.has_metrics))
     });
+    // The running set as the agent named it when it drew the ledger (its
+    // label is there); its id alone until then.
     let flagset = move || {
-        state.server.with(|s| {
-            let id = s.as_ref().and_then(|s| s.flagset.as_deref());
-            state.ledger.with(|l| running_set_markup(id, l))
-        })
+        state
+            .ledger
+            .with(|l| l.as_ref().map(|l| l.running_set.clone()))
+            .unwrap_or_else(|| {
+                state.server.with(|s| {
+                    let id = s.as_ref().and_then(|s| s.flagset.as_deref()).unwrap_or("—");
+                    let id = crate::markup::escape(id);
+                    format!(r#"<span class="srv-set" title="flag set {id}">flag set {id}</span>"#)
+                })
+            })
     };
     let enabled = Memo::new(move |_| state.server.with(|s| s.as_ref().is_some_and(can_bench)));
 

@@ -1,16 +1,11 @@
-//! Two ticked flag sets compared: their flag diff (`GET /api/flagsets/diff`),
-//! their results per concurrency, and a button per set that opens the
-//! guarded restart dialog at that set's flags; a hint while fewer than two
-//! are ticked.
+//! Two ticked flag sets compared, as the agent drew them with the ledger:
+//! their flag diff, their results per concurrency, and a button per set that
+//! opens the guarded restart dialog at that set's flags; a hint while fewer
+//! than two are ticked.
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
-use shared::bench::FlagSetResults;
+use shared::campaign::ChosenSet;
 
-use crate::api::{self, SetDiff};
-use crate::ledger::compare::compare_table;
-use crate::ledger::set_name;
-use crate::markup::{diff_lines, escape};
 use crate::ops::relaunch_kind;
 use crate::state::{AppState, DialogOpen, Prefill};
 
@@ -21,35 +16,16 @@ pub(crate) fn ComparePanel(
     compare: RwSignal<Vec<String>>,
 ) -> impl IntoView {
     let state = AppState::get();
-    // The two sets, when both are in the ledger.
+    // The two sets, once the agent drew them for the pair ticked now.
     let pair = Memo::new(move |_| {
-        compare.with(|c| match c.as_slice() {
-            [a, b] => state.ledger.with(|l| {
-                let find = |id: &str| l.iter().find(|r| r.set.id == id).cloned();
-                find(a).zip(find(b))
-            }),
-            _ => None,
+        let ticked = compare.get();
+        state.ledger.with(|l| {
+            l.as_ref()?
+                .compared
+                .clone()
+                .filter(|c| ticked == [c.a.flagset.as_str(), c.b.flagset.as_str()])
         })
     });
-    let ids = Memo::new(move |_| {
-        pair.with(|p| {
-            p.as_ref()
-                .map(|(a, b)| (a.set.id.clone(), b.set.id.clone()))
-        })
-    });
-    let diff = RwSignal::new(None::<Result<SetDiff, String>>);
-    Effect::new(move |_| {
-        let Some((a, b)) = ids.get() else { return };
-        diff.set(None);
-        spawn_local(async move {
-            let r = api::set_diff(&a, &b).await;
-            // Only if the pair is still the one asked about.
-            if ids.try_get_untracked().flatten() == Some((a, b)) {
-                diff.try_set(Some(r));
-            }
-        });
-    });
-
     move || match pair.get() {
         None => {
             let n = compare.with(Vec::len);
@@ -60,55 +36,40 @@ pub(crate) fn ComparePanel(
             };
             view! { <div class="cmp-hint" data-testid="compare-hint">{text}</div> }.into_any()
         }
-        Some((a, b)) => panel(state, compare, diff, a, b).into_any(),
+        Some(c) => {
+            let title = format!("compare A {} with B {}", c.a.name, c.b.name);
+            // Only an operator's page offers to relaunch.
+            let actions = state.may_operate().then(|| {
+                view! { <div class="cmp-actions">{restart_with(state, c.a.clone(), "A")} {restart_with(state, c.b.clone(), "B")}</div> }
+            });
+            view! {
+                <section class="cmp-panel" data-testid="compare-panel" data-a=c.a.flagset.clone() data-b=c.b.flagset.clone()>
+                    <div class="cmp-head">
+                        <h3 class="dlg-h cmp-title">{title}</h3>
+                        <button type="button" class="btn btn-small" data-testid="compare-clear" on:click=move |_| compare.set(Vec::new())>
+                            "Clear"
+                        </button>
+                    </div>
+                    <div class="flag-diff" data-testid="compare-diff">
+                        <span class="dlg-label">"flags A → B"</span>
+                        <span class="diff-lines" inner_html=c.diff></span>
+                    </div>
+                    <div class="cmp-results" inner_html=c.table></div>
+                    {actions}
+                </section>
+            }
+            .into_any()
+        }
     }
 }
 
-/// The panel for sets `a` and `b`.
-fn panel(
-    state: AppState,
-    compare: RwSignal<Vec<String>>,
-    diff: RwSignal<Option<Result<SetDiff, String>>>,
-    a: FlagSetResults,
-    b: FlagSetResults,
-) -> impl IntoView {
-    let table = compare_table(&a, &b);
-    let diff_html = move || {
-        diff.with(|d| match d {
-            None => r#"<span class="dlg-muted">loading…</span>"#.to_owned(),
-            Some(Err(e)) => format!(r#"<span class="diff-removed">{}</span>"#, escape(e)),
-            Some(Ok(d)) => diff_lines(&d.changes, "no difference"),
-        })
-    };
-    let title = format!("compare A {} with B {}", set_name(&a.set), set_name(&b.set));
-    // Only an operator's page offers to relaunch.
-    let actions = state.may_operate().then(|| {
-        view! { <div class="cmp-actions">{restart_with(state, a.clone(), "A")} {restart_with(state, b.clone(), "B")}</div> }
-    });
-    let (aid, bid) = (a.set.id.clone(), b.set.id.clone());
-    view! {
-        <section class="cmp-panel" data-testid="compare-panel" data-a=aid data-b=bid>
-            <div class="cmp-head">
-                <h3 class="dlg-h cmp-title">{title}</h3>
-                <button type="button" class="btn btn-small" data-testid="compare-clear" on:click=move |_| compare.set(Vec::new())>
-                    "Clear"
-                </button>
-            </div>
-            <div class="flag-diff" data-testid="compare-diff">
-                <span class="dlg-label">"flags A → B"</span>
-                <span class="diff-lines" inner_html=diff_html></span>
-            </div>
-            <div class="cmp-results" inner_html=table></div>
-            {actions}
-        </section>
-    }
-}
-
-/// "Restart with A (…)…": opens the restart dialog at `r`'s flags while the
+/// "Restart with A (…)…": opens the restart dialog at `set`'s flags while the
 /// server can be relaunched.
-fn restart_with(state: AppState, r: FlagSetResults, which: &'static str) -> impl IntoView {
+fn restart_with(state: AppState, set: ChosenSet, which: &'static str) -> impl IntoView {
     let relaunch = Memo::new(move |_| state.server.with(|s| s.as_ref().and_then(relaunch_kind)));
-    let open = move |r: &FlagSetResults| {
+    let text = format!("Restart with {which} ({})…", set.name);
+    let id = set.flagset.clone();
+    let open = move |_| {
         let Some(status) = state.server.get_untracked() else {
             return;
         };
@@ -119,14 +80,12 @@ fn restart_with(state: AppState, r: FlagSetResults, which: &'static str) -> impl
             kind,
             status,
             prefill: Some(Prefill {
-                id: r.set.id.clone(),
-                name: set_name(&r.set).to_owned(),
-                flags: r.set.flags.clone(),
+                id: set.flagset.clone(),
+                name: set.name.clone(),
+                flags: set.flags.clone(),
             }),
         }));
     };
-    let id = r.set.id.clone();
-    let text = format!("Restart with {which} ({})…", set_name(&r.set));
     view! {
         <button
             class="btn btn-danger"
@@ -134,7 +93,7 @@ fn restart_with(state: AppState, r: FlagSetResults, which: &'static str) -> impl
             data-flagset=id
             disabled=move || relaunch.get().is_none()
             title="opens the restart dialog at this set's flags; nothing happens until you confirm"
-            on:click=move |_| open(&r)
+            on:click=open
         >
             {text}
         </button>

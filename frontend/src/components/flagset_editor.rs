@@ -27,12 +27,12 @@ pub(crate) fn FlagSetEditor(
 /// The form, starting at the set's label and notes as the ledger has them.
 fn form(state: AppState, id: String, editing: RwSignal<Option<String>>) -> impl IntoView {
     let (label, notes) = state.ledger.with_untracked(|l| {
-        l.iter()
-            .find(|r| r.set.id == id)
+        l.as_ref()
+            .and_then(|l| l.rows.iter().find(|r| r.id == id))
             .map(|r| {
                 (
-                    r.set.label.clone().unwrap_or_default(),
-                    r.set.notes.clone().unwrap_or_default(),
+                    r.label.clone().unwrap_or_default(),
+                    r.notes.clone().unwrap_or_default(),
                 )
             })
             .unwrap_or_default()

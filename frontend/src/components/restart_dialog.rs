@@ -22,7 +22,7 @@ use crate::components::kill_list::KillList;
 use crate::components::phase_badge::PhaseBadge;
 use crate::fetch::send_from_dialog;
 use crate::flags;
-use crate::ledger::compare::prefill;
+use crate::flags::prefill;
 use crate::markup::diff_lines;
 use crate::ops::{kind_title, takes_flags};
 use crate::state::{AppState, DialogOpen};

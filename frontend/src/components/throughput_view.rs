@@ -5,15 +5,17 @@
 //! sweep chart (tok/s against concurrency); and two sets compared
 //! ([`ComparePanel`]).
 //!
-//! The ledger is fetched from `GET /api/flagsets` when the page opens, after
-//! every finished benchmark, when the server's flag set changes and after an
-//! edit. The read-only parts are HTML text from [`crate::ledger`]; a click or
-//! tick inside them is read as the [`RowAction`] its control names. The
-//! choices live in the query ([`Choices`]) and the target also in local
-//! storage, so a reload or a shared link shows the same.
+//! The agent draws the ledger for what the viewer picked
+//! (`GET /api/flagsets/view`, into `state.ledger`): asked again when the page
+//! opens, when a pick changes, after every finished benchmark, when the
+//! server's flag set changes and after an edit. A click or tick inside the
+//! rows is read as the [`RowAction`] its control names. The choices live in
+//! the query ([`Choices`]) and the target also in local storage, so a reload
+//! or a shared link shows the same.
 
 use leptos::prelude::*;
 use leptos::wasm_bindgen::JsCast;
+use shared::bench::{LedgerSort as Sort, LedgerView};
 use shared::units::{fmt_tok_s, tok_num};
 
 use crate::api;
@@ -21,15 +23,13 @@ use crate::components::compare_panel::ComparePanel;
 use crate::components::flagset_editor::FlagSetEditor;
 use crate::deeplink;
 use crate::fetch::SingleFlight;
-use crate::ledger::controls::{baseline_options, concurrency_options, head_markup};
+use crate::ledger::picks::{RowAction, target_left, toggle_compare};
 use crate::ledger::query::{Choices, DEFAULT_TARGET, parse_c, parse_target};
-use crate::ledger::rows::{RowAction, RowCtx, row_markup, target_left};
-use crate::ledger::scale_max;
-use crate::ledger::selection::{
-    Sort, concurrencies, count_text, data_max, order, pick_baseline, pick_c, toggle_compare,
-};
-use crate::ledger::sweep::{SH, SW, sweep_legend, sweep_markup};
 use crate::state::AppState;
+
+/// The sweep chart's drawing box, in user units (the agent draws in it).
+const SW: f64 = shared::bench::SWEEP_BOX.0;
+const SH: f64 = shared::bench::SWEEP_BOX.1;
 
 /// Where the target is kept between visits.
 const TARGET_KEY: &str = "drainwatch.target";
@@ -93,46 +93,54 @@ impl Picks {
         });
         p
     }
+
+    /// The view's request for these picks (tracked).
+    fn ask(self) -> [(&'static str, Option<String>); 6] {
+        [
+            ("c", self.want_c.get().map(|c| c.to_string())),
+            ("baseline", self.want_base.get()),
+            ("sort", Some(self.sort.get().key().to_owned())),
+            (
+                "filter",
+                Some(self.filter.get()).filter(|f| !f.trim().is_empty()),
+            ),
+            ("target", Some(self.target.get().to_string())),
+            (
+                "compare",
+                Some(self.compare.get().join(",")).filter(|c| !c.is_empty()),
+            ),
+        ]
+    }
 }
 
-/// What is shown, from the ledger and the choices.
+/// What the agent drew, piece by piece: each changes only when its part does.
 #[derive(Clone, Copy)]
 struct Shown {
-    /// Every concurrency measured.
-    cs: Memo<Vec<u32>>,
     c: Memo<Option<u32>>,
     baseline: Memo<Option<String>>,
-    /// Positions in the ledger, in order.
-    sets: Memo<Vec<usize>>,
     scale: Memo<f64>,
 }
 
 impl Shown {
-    fn new(state: AppState, p: Picks) -> Self {
-        let cs = Memo::new(move |_| state.ledger.with(|l| concurrencies(l)));
-        let c = Memo::new(move |_| cs.with(|cs| pick_c(cs, p.want_c.get())));
-        let baseline = Memo::new(move |_| {
-            state
-                .ledger
-                .with(|l| pick_baseline(l, c.get(), p.want_base.get().as_deref()))
-        });
-        let sets = Memo::new(move |_| {
-            let f = p.filter.get();
-            state.ledger.with(|l| order(l, c.get(), p.sort.get(), &f))
-        });
-        let scale = Memo::new(move |_| {
-            let c = c.get();
-            let top = state.ledger.with(|l| sets.with(|idx| data_max(l, idx, c)));
-            scale_max(top, p.target.get())
-        });
+    fn new(state: AppState) -> Self {
+        let of = move |f: fn(&LedgerView) -> Option<u32>| {
+            Memo::new(move |_| state.ledger.with(|l| l.as_ref().and_then(f)))
+        };
         Self {
-            cs,
-            c,
-            baseline,
-            sets,
-            scale,
+            c: of(|l| l.c),
+            baseline: Memo::new(move |_| state.ledger.with(|l| l.as_ref()?.baseline.clone())),
+            scale: Memo::new(move |_| state.ledger.with(|l| l.as_ref().map_or(1.0, |l| l.scale))),
         }
     }
+}
+
+/// A piece of what the agent drew, as text ("" before the first view).
+fn drawn(state: AppState, pick: fn(&LedgerView) -> &String) -> Memo<String> {
+    Memo::new(move |_| {
+        state
+            .ledger
+            .with(|l| l.as_ref().map(|l| pick(l).clone()).unwrap_or_default())
+    })
 }
 
 /// The throughput section.
@@ -147,27 +155,36 @@ pub(crate) fn ThroughputView() -> impl IntoView {
             .server
             .with(|s| s.as_ref().and_then(|s| s.flagset.clone()))
     });
+    let p = Picks::new();
     Effect::new(move |_| {
         state.ledger_gen.track();
         // Read, not only tracked: a memo recomputes, and notifies, when read.
         let _ = running.get();
+        let _ = state.may_operate();
+        let _ = p.ask();
+        // The job reads the picks when it runs: a change while one view is
+        // out is asked for right after it, as they stand then.
         fetcher.run(move || async move {
-            match api::ledger().await {
-                Ok(list) => {
-                    state.ledger.try_set(list);
+            let Some(ask) = untrack(move || {
+                p.want_c.try_get_untracked()?;
+                Some(p.ask())
+            }) else {
+                return false;
+            };
+            match api::ledger_view(&ask).await {
+                Ok(view) => {
+                    state.ledger.try_set(Some(view));
                     error.try_set(None);
                 }
                 Err(e) => {
                     error.try_set(Some(e));
                 }
             }
-            loaded.try_set(true);
-            true
+            loaded.try_set(true).is_none()
         });
     });
-    let p = Picks::new();
-    let s = Shown::new(state, p);
-    let count = move || count_text(s.sets.with(Vec::len), state.ledger.with(Vec::len));
+    let s = Shown::new(state);
+    let count = drawn(state, |l| &l.count);
 
     view! {
         <div class="proc-head">
@@ -184,8 +201,8 @@ pub(crate) fn ThroughputView() -> impl IntoView {
             </span>
         </div>
         {controls(state, p, s)}
-        {list(state, p, s, running, loaded)}
-        {sweep_chart(state, p, s)}
+        {list(state, p, s, loaded)}
+        {sweep_chart(state)}
         <ComparePanel compare=p.compare />
     }
 }
@@ -202,7 +219,7 @@ fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
                     data-testid="concurrency-select"
                     prop:value=move || s.c.get().map(|c| c.to_string()).unwrap_or_default()
                     on:change=move |ev| p.want_c.set(parse_c(&event_target_value(&ev)))
-                    inner_html=move || s.cs.with(|cs| concurrency_options(cs, s.c.get()))
+                    inner_html=drawn(state, |l| &l.c_options)
                 ></select>
             </label>
             <label class="fs-ctl">
@@ -212,9 +229,7 @@ fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
                     data-testid="baseline-select"
                     prop:value=move || s.baseline.get().unwrap_or_default()
                     on:change=move |ev| p.want_base.set(Some(event_target_value(&ev)))
-                    inner_html=move || {
-                        s.baseline.with(|cur| state.ledger.with(|l| baseline_options(l, cur.as_deref())))
-                    }
+                    inner_html=drawn(state, |l| &l.baseline_options)
                 ></select>
             </label>
             <label class="fs-ctl">
@@ -268,14 +283,19 @@ fn controls(state: AppState, p: Picks, s: Shown) -> impl IntoView {
 
 /// The list: its head with the tick labels, the target line over the bars,
 /// one row per shown set with its editor, or why there is none.
-fn list(
-    state: AppState,
-    p: Picks,
-    s: Shown,
-    running: Memo<Option<String>>,
-    loaded: RwSignal<bool>,
-) -> impl IntoView {
-    let rows = row_memo(state, p, s, running);
+fn list(state: AppState, p: Picks, s: Shown, loaded: RwSignal<bool>) -> impl IntoView {
+    let rows = Memo::new(move |_| {
+        state.ledger.with(|l| {
+            l.as_ref()
+                .map(|l| {
+                    l.rows
+                        .iter()
+                        .map(|r| (r.id.clone(), r.html.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        })
+    });
     let row_html = move |id: &str| {
         rows.with(|r| {
             r.iter()
@@ -308,7 +328,7 @@ fn list(
     };
     view! {
         <div class="fs-list" data-testid="flagset-list" data-c=move || s.c.get().map(|c| c.to_string()) data-baseline=move || s.baseline.get()>
-            <div class="fs-row fs-head" inner_html=move || head_markup(s.scale.get())></div>
+            <div class="fs-row fs-head" inner_html=drawn(state, |l| &l.head)></div>
             <div class="fs-rows" on:click=on_click on:change=on_change>
                 {target_overlay(p, s)}
                 <For each=move || rows.with(|r| r.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()) key=|id| id.clone() let:id>
@@ -322,7 +342,7 @@ fn list(
                 </For>
                 {move || {
                     (loaded.get() && rows.with(Vec::is_empty)).then(|| {
-                        let text = if state.ledger.with(Vec::is_empty) {
+                        let text = if state.ledger.with(|l| l.as_ref().is_none_or(|l| l.total == 0)) {
                             "no flag set yet: benchmark the running server to start the ledger"
                         } else {
                             "no flag set matches the filter"
@@ -333,38 +353,6 @@ fn list(
             </div>
         </div>
     }
-}
-
-/// Each shown set's id and row, as HTML text.
-fn row_memo(
-    state: AppState,
-    p: Picks,
-    s: Shown,
-    running: Memo<Option<String>>,
-) -> Memo<Vec<(String, String)>> {
-    Memo::new(move |_| {
-        let (c, running, scale) = (s.c.get(), running.get(), s.scale.get());
-        let base_id = s.baseline.get();
-        p.compare.with(|cmp| {
-            state.ledger.with(|l| {
-                let ctx = RowCtx {
-                    c,
-                    baseline: base_id
-                        .as_deref()
-                        .and_then(|b| l.iter().find(|r| r.set.id == b)),
-                    running: running.as_deref(),
-                    compare: cmp,
-                    scale,
-                    operate: state.may_operate(),
-                };
-                s.sets.with(|idx| {
-                    idx.iter()
-                        .map(|&i| (l[i].set.id.clone(), row_markup(&l[i], &ctx)))
-                        .collect::<Vec<_>>()
-                })
-            })
-        })
-    })
 }
 
 /// The target's line over the bars, with its label.
@@ -389,14 +377,7 @@ fn target_overlay(p: Picks, s: Shown) -> impl IntoView {
 }
 
 /// The sweep chart and its legend.
-fn sweep_chart(state: AppState, p: Picks, s: Shown) -> impl IntoView {
-    let sweep = Memo::new(move |_| {
-        let t = p.target.get();
-        state.ledger.with(|l| {
-            s.sets
-                .with(|idx| (sweep_markup(l, idx, t), sweep_legend(l, idx)))
-        })
-    });
+fn sweep_chart(state: AppState) -> impl IntoView {
     view! {
         <div class="chart-wrap sweep-wrap">
             <h3 class="dlg-h">"output tok/s against concurrency"</h3>
@@ -408,9 +389,9 @@ fn sweep_chart(state: AppState, p: Picks, s: Shown) -> impl IntoView {
                 viewBox=format!("0 0 {SW} {SH}")
                 role="img"
                 aria-label="output tokens per second against concurrency, per flag set"
-                inner_html=move || sweep.with(|s| s.0.clone())
+                inner_html=drawn(state, |l| &l.sweep)
             ></svg>
-            <div class="chart-legend" data-testid="sweep-legend" inner_html=move || sweep.with(|s| s.1.clone())></div>
+            <div class="chart-legend" data-testid="sweep-legend" inner_html=drawn(state, |l| &l.legend)></div>
         </div>
     }
 }

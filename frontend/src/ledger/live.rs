@@ -5,10 +5,8 @@
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use shared::bench::{BenchProgress, FlagSetResults, Passive, RunStatus};
+use shared::bench::{BenchProgress, Passive, RunStatus};
 use shared::units::{MISSING, fmt_ms, fmt_tok_s};
-
-use crate::markup::escape;
 
 /// The server panel's live line from the server's own metrics: "612 tok/s ·
 /// 16 running · 0 queued · p50 TTFT 48.5 ms · ITL 21.2 ms".
@@ -92,38 +90,9 @@ pub(crate) fn run_text(r: &RunBrief) -> String {
     out
 }
 
-/// The running set for the server panel: "baseline · 3f2a9c01b2de", or the id
-/// alone while it has no label.
-pub(crate) fn running_set_text(id: Option<&str>, ledger: &[FlagSetResults]) -> String {
-    let Some(id) = id else {
-        return format!("flag set {MISSING}");
-    };
-    match ledger
-        .iter()
-        .find(|r| r.set.id == id)
-        .and_then(|r| r.set.label.as_deref())
-    {
-        Some(label) => format!("flag set {label} · {id}"),
-        None => format!("flag set {id}"),
-    }
-}
-
-/// The running set's span for the server panel, as HTML text: its id in
-/// `data-flagset`, [`running_set_text`] as its text and tooltip.
-pub(crate) fn running_set_markup(id: Option<&str>, ledger: &[FlagSetResults]) -> String {
-    let text = escape(&running_set_text(id, ledger));
-    let data = id
-        .map(|id| format!(r#" data-flagset="{}""#, escape(id)))
-        .unwrap_or_default();
-    format!(
-        r#"<span class="srv-set" data-testid="server-flagset"{data} title="{text}">{text}</span>"#
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::test_data::ledger;
 
     #[test]
     fn live_and_progress_lines() {
@@ -193,18 +162,5 @@ mod tests {
             run.correctness.map(|c| c.passed),
             full.correctness.map(|c| c.passed)
         );
-    }
-
-    #[test]
-    fn the_running_set_by_name() {
-        let l = ledger();
-        assert_eq!(running_set_text(Some("aaa"), &l), "flag set base · aaa");
-        assert_eq!(running_set_text(Some("zzz"), &l), "flag set zzz");
-        assert_eq!(running_set_text(None, &l), "flag set —");
-        assert_eq!(
-            running_set_markup(Some("ccc"), &l),
-            r#"<span class="srv-set" data-testid="server-flagset" data-flagset="ccc" title="flag set &lt;b&gt;new&lt;/b&gt; · ccc">flag set &lt;b&gt;new&lt;/b&gt; · ccc</span>"#
-        );
-        assert!(!running_set_markup(None, &l).contains("data-flagset"));
     }
 }

@@ -4,7 +4,7 @@
 //! write them back (a default is left out).
 
 use crate::deeplink;
-use crate::ledger::selection::Sort;
+use shared::bench::LedgerSort as Sort;
 
 /// The target line's default, in output tok/s.
 pub(crate) const DEFAULT_TARGET: f64 = 1000.0;

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use shared::auth::{Presence, SessionInfo};
-use shared::bench::{BenchProgress, FlagSetResults};
+use shared::bench::{BenchProgress, LedgerView};
 use shared::campaign::CampaignInfo;
 use shared::flags::Flags;
 use shared::restart::{OpKind, RestartSummary, ServerStatus, TimelinePoint};
@@ -98,8 +98,9 @@ pub(crate) struct AppState {
     pub(crate) bench: RwSignal<Option<BenchProgress>>,
     /// The newest run that finished (from `bench_run` messages).
     pub(crate) last_run: RwSignal<Option<RunBrief>>,
-    /// The throughput ledger (`GET /api/flagsets`), first seen first.
-    pub(crate) ledger: RwSignal<Vec<FlagSetResults>>,
+    /// The throughput ledger as the agent drew it for the viewer's picks
+    /// (`GET /api/flagsets/view`).
+    pub(crate) ledger: RwSignal<Option<LedgerView>>,
     /// Bumped whenever the ledger should be fetched again.
     pub(crate) ledger_gen: RwSignal<u64>,
     /// Who this page is logged in as (`GET /api/session`).
@@ -137,7 +138,7 @@ impl AppState {
             timeline: RwSignal::new(None),
             bench: RwSignal::new(None),
             last_run: RwSignal::new(None),
-            ledger: RwSignal::new(Vec::new()),
+            ledger: RwSignal::new(None),
             ledger_gen: RwSignal::new(0),
             session: RwSignal::new(None),
             presence: RwSignal::new(Vec::new()),

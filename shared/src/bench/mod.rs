@@ -1,16 +1,19 @@
 //! Throughput per flag set: what a flag set is and how a serving benchmark is
 //! asked for ([`settings`]), what it measured ([`results`]), and what it was
-//! measured with and under ([`provenance`]). Everything is re-exported here.
+//! measured with and under ([`provenance`]), and the ledger as the agent
+//! draws it for the page ([`view`]). Everything is re-exported here.
 
 mod provenance;
 mod results;
 mod settings;
 mod spread;
+mod view;
 
 pub use provenance::*;
 pub use results::*;
 pub use settings::*;
 pub use spread::Spread;
+pub use view::*;
 
 #[cfg(test)]
 mod tests {

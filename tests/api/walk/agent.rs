@@ -321,6 +321,33 @@ fn ledger(mark: &str, val: &str, big: &str) -> Vec<Case> {
         cases.push(call("POST", path, change(405)));
         cases.push(call("DELETE", path, change(405)));
     }
+    for q in [
+        "?sort=x",
+        "?target=0",
+        "?target=nan",
+        "?c=-1",
+        "?compare=a,b,c",
+        "?nope=1",
+        "?filter[]=x",
+    ] {
+        cases.push(call("GET", format!("/api/flagsets/view{q}"), read(400)));
+    }
+    cases.push(call(
+        "GET",
+        format!("/api/flagsets/view?filter={big}"),
+        read(400),
+    ));
+    cases.push(call(
+        "GET",
+        format!("/api/flagsets/view?baseline={big}"),
+        read(400),
+    ));
+    cases.push(call(
+        "GET",
+        "/api/flagsets/view?c=4&sort=first&filter=x",
+        read(200),
+    ));
+    cases.push(call("POST", "/api/flagsets/view", change(405)));
     // Routes that read no query string refuse one.
     for path in [
         "/api/flagsets",

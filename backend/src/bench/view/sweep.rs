@@ -8,13 +8,15 @@ use std::fmt::Write as _;
 use shared::bench::FlagSetResults;
 use shared::units::fmt_tok_s;
 
-use crate::axis::{empty_note, gpu_colour, y_grid};
-use crate::ledger::{pct, scale_max, set_name};
-use crate::markup::escape;
+use shared::html::axis::{empty_note, gpu_colour, y_grid};
+use shared::html::scale_max;
+
+use super::{pct, set_name};
+use shared::html::escape;
 
 /// The sweep chart's drawing box, in user units.
-pub(crate) const SW: f64 = 760.0;
-pub(crate) const SH: f64 = 270.0;
+const SW: f64 = shared::bench::SWEEP_BOX.0;
+const SH: f64 = shared::bench::SWEEP_BOX.1;
 const S_LEFT: f64 = 78.0;
 const S_RIGHT: f64 = SW - 24.0;
 const S_TOP: f64 = 14.0;
@@ -54,7 +56,8 @@ pub(crate) fn sweep_markup(ledger: &[FlagSetResults], shown: &[usize], target: f
         .iter()
         .flat_map(|&i| ledger[i].levels.keys().copied())
         .collect();
-    crate::sort::sort_dedup(&mut cs);
+    cs.sort_unstable();
+    cs.dedup();
     let (Some(&c_lo), Some(&c_hi)) = (cs.first(), cs.last()) else {
         empty_note(
             &mut out,
@@ -154,7 +157,7 @@ pub(crate) fn sweep_legend(ledger: &[FlagSetResults], shown: &[usize]) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::test_data::ledger;
+    use crate::bench::view::test_data::ledger;
 
     #[test]
     fn sweep_draws_sets_with_two_levels() {

@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 
 use shared::bench::FlagSetResults;
 
-use crate::ledger::rows::axis_markup;
-use crate::ledger::set_name;
-use crate::markup::escape;
+use super::rows::axis_markup;
+use super::set_name;
+use shared::html::escape;
 
 /// The list's head row: the columns' names and the tick labels at `scale`.
 pub(crate) fn head_markup(scale: f64) -> String {
@@ -68,7 +68,7 @@ pub(crate) fn baseline_options(ledger: &[FlagSetResults], cur: Option<&str>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::test_data::ledger;
+    use crate::bench::view::test_data::ledger;
 
     #[test]
     fn options_mark_the_current_choice() {

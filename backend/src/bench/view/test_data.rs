@@ -3,7 +3,12 @@
 
 use shared::bench::{FlagSet, FlagSetResults, LevelSummary, Spread, TokenSource};
 
-use crate::flags::of_pairs as flags;
+fn flags(pairs: &[(&str, &str)]) -> shared::flags::Flags {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
 
 pub(crate) fn lvl(c: u32, med: f64) -> LevelSummary {
     LevelSummary {

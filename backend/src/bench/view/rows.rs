@@ -1,9 +1,8 @@
 //! The throughput list: one row per flag set (compare box, name, badges and
 //! flags, the bar with its min–max whisker, the median with Δ against the
 //! baseline, the latency columns, the edit button), the tick labels over the
-//! bar column, the target line's place, and what a click inside the rows asks
-//! for ([`RowAction`], read from the `data-act` the markup puts on its
-//! controls).
+//! bar column. The controls carry what a click asks for in `data-act`
+//! (`compare`, `edit`) and the set in `data-flagset`.
 
 use std::fmt::Write as _;
 
@@ -11,10 +10,11 @@ use shared::bench::{FlagSet, FlagSetResults, LevelSummary};
 use shared::flags::Flags;
 use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, rate_num, tok_num};
 
-use crate::axis::{nice_step, tick_label, ticks};
-use crate::flags;
-use crate::ledger::{SCALE_TICKS, delta_pct, fmt_delta, level, pct, set_name};
-use crate::markup::escape;
+use shared::html::axis::{nice_step, tick_label, ticks};
+use shared::html::{SCALE_TICKS, fmt_delta};
+
+use super::{delta_pct, level, pct, set_name};
+use shared::html::escape;
 
 /// "k=v · k=v", or "no flags".
 pub(crate) fn all_flags(flags: &Flags) -> String {
@@ -33,7 +33,7 @@ pub(crate) fn all_flags(flags: &Flags) -> String {
 pub(crate) fn flag_summary(set: &FlagSet, baseline: Option<&FlagSet>) -> String {
     match baseline {
         Some(b) if b.id != set.id => {
-            let changes = flags::diff(&b.flags, &set.flags);
+            let changes = super::diff(&b.flags, &set.flags);
             let mut parts: Vec<String> = changes.iter().map(ToString::to_string).collect();
             if b.model != set.model {
                 parts.insert(0, format!("model {}", set.model));
@@ -46,11 +46,6 @@ pub(crate) fn flag_summary(set: &FlagSet, baseline: Option<&FlagSet>) -> String 
         }
         _ => all_flags(&set.flags),
     }
-}
-
-/// The left of the target line over the bars, in percent of the track.
-pub(crate) fn target_left(target: f64, scale: f64) -> f64 {
-    pct(target, scale)
 }
 
 /// The tick labels over the bar column.
@@ -72,27 +67,6 @@ pub(crate) fn axis_markup(scale: f64) -> String {
         );
     }
     out
-}
-
-/// What a click or tick inside the rows asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RowAction {
-    /// Open or close the label and notes editor of this set.
-    Edit(String),
-    /// Tick or untick this set for the comparison.
-    Compare(String),
-}
-
-impl RowAction {
-    /// The action of a control from its `data-act` and `data-flagset`.
-    pub(crate) fn of(act: &str, flagset: Option<String>) -> Option<Self> {
-        let id = flagset?;
-        match act {
-            "edit" => Some(Self::Edit(id)),
-            "compare" => Some(Self::Compare(id)),
-            _ => None,
-        }
-    }
 }
 
 /// What a row needs besides its set.
@@ -389,9 +363,9 @@ fn latency_cells(out: &mut String, lv: Option<&LevelSummary>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::scale_max;
-    use crate::ledger::test_data::ledger;
+    use crate::bench::view::test_data::ledger;
     use shared::bench::Spread;
+    use shared::html::scale_max;
 
     #[test]
     fn flag_summaries_differ_from_the_baseline() {
@@ -415,8 +389,6 @@ mod tests {
         assert_eq!(scale_max(600.0, 1000.0), 1200.0);
         assert_eq!(scale_max(1900.0, 1000.0), 2000.0);
         assert!(scale_max(0.0, 0.0) >= 1.0);
-        assert_eq!(target_left(600.0, 1200.0), 50.0);
-        assert_eq!(target_left(5000.0, 1200.0), 100.0);
         let axis = axis_markup(1200.0);
         assert!(axis.contains(">0 tok/s<") && axis.contains(">1200 tok/s<"));
     }
@@ -601,16 +573,5 @@ mod tests {
             )
             .contains("data-act=\"edit\"")
         );
-        let id = || Some("aaa".to_owned());
-        assert_eq!(
-            RowAction::of("edit", id()),
-            Some(RowAction::Edit("aaa".into()))
-        );
-        assert_eq!(
-            RowAction::of("compare", id()),
-            Some(RowAction::Compare("aaa".into()))
-        );
-        assert_eq!(RowAction::of("other", id()), None);
-        assert_eq!(RowAction::of("edit", None), None);
     }
 }

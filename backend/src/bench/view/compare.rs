@@ -1,22 +1,19 @@
-//! Two flag sets side by side: their results per concurrency, their flag
-//! diff as the page shows it, and the restart dialog's starting values for
-//! relaunching with one of them.
+//! Two flag sets side by side: their results per concurrency.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use shared::bench::{FlagSetResults, LevelSummary};
-use shared::flags::{FlagSpec, Flags};
+use shared::html::{escape, fmt_delta};
 use shared::units::{MISSING, fmt_tok_s, ms_num};
 
-use crate::ledger::{delta_pct, fmt_delta, set_name};
-use crate::markup::escape;
+use super::{delta_pct, set_name};
 
 /// The results of `a` and `b` side by side, one row per concurrency either
 /// has: tok/s of each and B's Δ against A, TTFT and ITL p50 of each.
 pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
     let mut cs: Vec<u32> = a.levels.keys().chain(b.levels.keys()).copied().collect();
-    crate::sort::sort_dedup(&mut cs);
+    cs.sort_unstable();
+    cs.dedup();
     let (na, nb) = (escape(set_name(&a.set)), escape(set_name(&b.set)));
     // Results of different workloads do not compare: say so above them.
     let differs = a
@@ -75,23 +72,10 @@ pub(crate) fn compare_table(a: &FlagSetResults, b: &FlagSetResults) -> String {
     out
 }
 
-/// The restart dialog's starting values for a flag set: each allowed flag at
-/// the set's value, or at "(default)" when the set does not name it, so the
-/// launch reproduces the set rather than keeping today's extras.
-pub(crate) fn prefill(specs: &[FlagSpec], set: &Flags) -> BTreeMap<String, Option<String>> {
-    crate::sort::map_of(
-        specs
-            .iter()
-            .map(|s| (s.name.clone(), set.get(&s.name).cloned())),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flags;
-    use crate::flags::of_pairs as flags;
-    use crate::ledger::test_data::ledger;
+    use crate::bench::view::test_data::ledger;
 
     #[test]
     fn comparison_rows_per_concurrency() {
@@ -142,29 +126,5 @@ mod tests {
         ];
         let lines: Vec<String> = wire.iter().map(ToString::to_string).collect();
         assert_eq!(lines, ["--tp: 8 → 4", "+ SGLANG_X=1"]);
-    }
-
-    #[test]
-    fn prefill_takes_the_sets_values_for_allowed_flags_only() {
-        use shared::flags::{FlagKind, FlagType};
-        let spec = |n: &str| FlagSpec {
-            name: n.to_owned(),
-            kind: FlagKind::Arg,
-            ty: FlagType::Bool,
-            help: None,
-        };
-        let specs = [spec("--tp"), spec("X"), spec("Y")];
-        let current = flags(&[("--tp", "6"), ("X", "0"), ("Y", "a"), ("--other", "1")]);
-        let target = flags(&[("--tp", "4"), ("X", "0"), ("--other", "2")]);
-        let p = prefill(&specs, &target);
-        assert_eq!(p.len(), 3);
-        assert_eq!(p["--tp"].as_deref(), Some("4"));
-        assert_eq!(p["X"].as_deref(), Some("0"));
-        assert_eq!(p["Y"], None);
-        // Only the changes are sent: the new --tp, and Y back to its default.
-        let req = flags::request_flags(&specs, &current, &Flags::new(), &p);
-        assert_eq!(req.len(), 2);
-        assert_eq!(req["--tp"].as_deref(), Some("4"));
-        assert_eq!(req["Y"], None);
     }
 }

@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use shared::bench::FlagSetResults;
+use shared::bench::{FlagSetResults, LedgerSort as Sort};
 
-use crate::ledger::level;
+use super::level;
 
 /// The concurrency shown first when the data has it.
 pub(crate) const PREFERRED_C: u32 = 16;
@@ -16,7 +16,8 @@ pub(crate) fn concurrencies(ledger: &[FlagSetResults]) -> Vec<u32> {
         .iter()
         .flat_map(|r| r.levels.keys().copied())
         .collect();
-    crate::sort::sort_dedup(&mut out);
+    out.sort_unstable();
+    out.dedup();
     out
 }
 
@@ -49,46 +50,10 @@ pub(crate) fn pick_baseline(
         .map(|r| r.set.id.clone())
 }
 
-/// How the bars are ordered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Sort {
-    /// Fastest first at the shown concurrency; sets without a result last.
-    Throughput,
-    /// As the ledger lists them: first seen first.
-    FirstSeen,
-}
-
-impl Sort {
-    pub(crate) fn key(self) -> &'static str {
-        match self {
-            Self::Throughput => "throughput",
-            Self::FirstSeen => "first",
-        }
-    }
-
-    pub(crate) fn from_key(key: &str) -> Self {
-        if key == "first" {
-            Self::FirstSeen
-        } else {
-            Self::Throughput
-        }
-    }
-}
-
-/// `s` in lower case. In the page, the browser's own `toLowerCase`: Rust's
-/// would bring its Unicode case tables (about 5 KB gzipped) into the bundle
-/// for this one filter.
-fn lowercase(s: &str) -> String {
-    #[cfg(target_arch = "wasm32")]
-    return js_sys::JsString::from(s).to_lower_case().into();
-    #[cfg(not(target_arch = "wasm32"))]
-    return s.to_lowercase();
-}
-
 /// Whether every word of `query` is in the set's label, id, model or flags
 /// (case-insensitive).
 pub(crate) fn matches_filter(r: &FlagSetResults, query: &str) -> bool {
-    let q = lowercase(query.trim());
+    let q = query.trim().to_lowercase();
     if q.is_empty() {
         return true;
     }
@@ -101,7 +66,7 @@ pub(crate) fn matches_filter(r: &FlagSetResults, query: &str) -> bool {
     for (k, v) in &r.set.flags {
         let _ = write!(hay, " {k}={v}");
     }
-    let hay = lowercase(&hay);
+    let hay = hay.to_lowercase();
     q.split_whitespace().all(|w| hay.contains(w))
 }
 
@@ -118,7 +83,7 @@ pub(crate) fn order(
     if sort == Sort::Throughput {
         let v = |i: usize| level(&ledger[i], c).map(|l| l.output_tok_s.median);
         // Stable: equal or missing values keep first-seen order.
-        crate::sort::sort_by(&mut idx, |&a, &b| match (v(a), v(b)) {
+        idx.sort_by(|&a, &b| match (v(a), v(b)) {
             (Some(x), Some(y)) => y.total_cmp(&x),
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
@@ -147,23 +112,10 @@ pub(crate) fn count_text(shown: usize, all: usize) -> String {
     }
 }
 
-/// The compare selection after `id`'s box is set to `on`: at most two, the
-/// older pick dropped for a third.
-pub(crate) fn toggle_compare(list: &[String], id: &str, on: bool) -> Vec<String> {
-    let mut out: Vec<String> = list.iter().filter(|s| *s != id).cloned().collect();
-    if on {
-        out.push(id.to_owned());
-        if out.len() > 2 {
-            out.remove(0);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::test_data::ledger;
+    use crate::bench::view::test_data::ledger;
 
     #[test]
     fn concurrency_and_baseline_defaults() {
@@ -198,8 +150,6 @@ mod tests {
         assert_eq!(order(&l, Some(16), Sort::FirstSeen, "BASE"), [0]);
         assert_eq!(order(&l, Some(16), Sort::FirstSeen, "--tp=6 x=0"), [0]);
         assert!(order(&l, Some(16), Sort::FirstSeen, "nothing").is_empty());
-        assert_eq!(Sort::from_key(Sort::FirstSeen.key()), Sort::FirstSeen);
-        assert_eq!(Sort::from_key("?"), Sort::Throughput);
     }
 
     #[test]
@@ -210,14 +160,5 @@ mod tests {
         assert_eq!(count_text(3, 3), "3 flag sets");
         assert_eq!(count_text(1, 3), "1 of 3 flag sets");
         assert_eq!(count_text(1, 1), "1 flag set");
-    }
-
-    #[test]
-    fn compare_picks() {
-        let one = toggle_compare(&[], "a", true);
-        let two = toggle_compare(&one, "b", true);
-        assert_eq!(two, ["a", "b"]);
-        assert_eq!(toggle_compare(&two, "c", true), ["b", "c"]);
-        assert_eq!(toggle_compare(&two, "a", false), ["b"]);
     }
 }
