@@ -5,7 +5,6 @@
 //! deep links (`?dialog=`, `?detail=`) in step.
 
 use leptos::prelude::*;
-use leptos_use::use_interval_fn;
 use shared::restart::OpKind;
 
 use crate::api;
@@ -65,7 +64,10 @@ pub(crate) fn App() -> impl IntoView {
     let state = AppState::provide(localtime::now_ms());
     api::check_session(state);
     ws::connect(state);
-    use_interval_fn(move || state.now_ms.set(localtime::now_ms()), CLOCK_TICK_MS);
+    set_interval(
+        move || state.now_ms.set(localtime::now_ms()),
+        std::time::Duration::from_millis(CLOCK_TICK_MS),
+    );
     deep_links(state);
 
     // The tab's title names the host, so several open dashboards stay apart.

@@ -9,7 +9,6 @@
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use leptos_use::use_interval_fn;
 
 /// How often the page asks the hub.
 const POLL_MS: u64 = 1_000;
@@ -117,7 +116,7 @@ pub(crate) fn FleetApp() -> impl IntoView {
         ask_records();
     };
     ask();
-    use_interval_fn(ask, POLL_MS);
+    set_interval(ask, std::time::Duration::from_millis(POLL_MS));
     document().set_title("fleet · drainwatch");
     let on_click = move |ev: web_sys::MouseEvent| restart_clicked(&ev, said, ask_records);
     view! {

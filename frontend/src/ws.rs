@@ -2,21 +2,17 @@
 //! message into [`AppState`], retries with exponential backoff after a close,
 //! and sends an application-level `ping` every few seconds.
 //!
-//! leptos-use's own reconnect waits a fixed interval, so it is switched off
-//! (`ReconnectLimit::Limited(0)`) and retries are scheduled here by calling its
-//! `open` again once the old socket is closed.
+//! The browser's own `WebSocket`, through web-sys: the page needs its three
+//! events and `send`, and a socket that is closed is replaced by a new one
+//! after the backoff.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use codee::string::FromToStringCodec;
 use leptos::prelude::*;
-use leptos_use::core::ConnectionReadyState;
-use leptos_use::{
-    ReconnectLimit, UseWebSocketOptions, UseWebSocketReturn, use_interval_fn,
-    use_websocket_with_options,
-};
+use leptos::wasm_bindgen::JsCast;
+use leptos::wasm_bindgen::closure::Closure;
 use shared::ClientMsg;
+use web_sys::{MessageEvent, WebSocket};
 
 use crate::localtime;
 use crate::state::{AppState, Link};
@@ -44,21 +40,63 @@ fn socket_url() -> String {
     format!("{scheme}://{host}{}/ws", crate::base::base())
 }
 
-/// Opens the socket and keeps it open for as long as the calling component lives.
+/// The open socket and its event handlers (dropped with it).
+struct Socket {
+    ws: WebSocket,
+    _handlers: [Closure<dyn FnMut(web_sys::Event)>; 3],
+}
+
+/// Opens the socket and keeps it open for as long as the page lives.
 pub(crate) fn connect(state: AppState) {
-    // Set once `open` exists; called by the retry timer.
-    let reopen: StoredValue<Option<Arc<dyn Fn() + Send + Sync>>> = StoredValue::new(None);
+    // The socket now; replaced after a close.
+    let socket = StoredValue::new_local(None::<Socket>);
     // Consecutive failed connections; back to 0 once the server has spoken.
     let failures = StoredValue::new(0u32);
+    open(state, socket, failures);
 
-    let options = UseWebSocketOptions::default()
-        .reconnect_limit(ReconnectLimit::Limited(0))
-        .on_open(move |_| {
-            state.link.set(Link::Open {
-                since_ms: localtime::now_ms(),
+    let nonce = StoredValue::new(0u64);
+    set_interval(
+        move || {
+            nonce.update_value(|n| *n += 1);
+            let ping = ClientMsg::Ping {
+                nonce: nonce.get_value(),
+            };
+            socket.with_value(|s| {
+                if let (Some(s), Ok(text)) = (s, serde_json::to_string(&ping))
+                    && s.ws.ready_state() == WebSocket::OPEN
+                {
+                    let _ = s.ws.send_with_str(&text);
+                }
             });
-        })
-        .on_message_raw(move |text: &str| match crate::wire::parse_msg(text) {
+        },
+        Duration::from_millis(PING_EVERY_MS),
+    );
+}
+
+/// A new socket into `socket`: its messages go to `state`, and its close
+/// schedules the next one after the backoff.
+fn open(
+    state: AppState,
+    socket: StoredValue<Option<Socket>, LocalStorage>,
+    failures: StoredValue<u32>,
+) {
+    let Ok(ws) = WebSocket::new(&socket_url()) else {
+        closed(state, socket, failures);
+        return;
+    };
+    let on_open = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        state.link.set(Link::Open {
+            since_ms: localtime::now_ms(),
+        });
+    });
+    let on_message = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+        let Some(text) = ev
+            .dyn_ref::<MessageEvent>()
+            .and_then(|m| m.data().as_string())
+        else {
+            return;
+        };
+        match crate::wire::parse_msg(&text) {
             Ok(msg) => {
                 failures.set_value(0);
                 state.apply(msg, localtime::now_ms());
@@ -69,55 +107,43 @@ pub(crate) fn connect(state: AppState) {
                     "could not read a message from the server: {err}"
                 )));
             }
-        })
-        .on_close(move |_| {
-            // A session that ended closes the socket too: log in again.
-            crate::api::check_session(state);
-            let attempt = failures.get_value().saturating_add(1);
-            failures.set_value(attempt);
-            let delay_ms = backoff_ms(attempt);
-            state.link.set(Link::Waiting {
-                attempt,
-                delay_ms,
-                retry_at_ms: localtime::now_ms() + delay_ms as f64,
-            });
-            set_timeout(
-                move || {
-                    state.link.set(Link::Connecting { attempt, delay_ms });
-                    if let Some(open) = reopen.get_value() {
-                        open();
-                    }
-                },
-                Duration::from_millis(delay_ms),
-            );
-        });
+        }
+    });
+    let on_close = Closure::<dyn FnMut(web_sys::Event)>::new(move |_| {
+        closed(state, socket, failures);
+    });
+    ws.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    ws.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    ws.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    socket.set_value(Some(Socket {
+        ws,
+        _handlers: [on_open, on_message, on_close],
+    }));
+}
 
-    let UseWebSocketReturn {
-        ready_state,
-        open,
-        send,
-        ..
-    } = use_websocket_with_options::<String, String, FromToStringCodec, _, _>(
-        &socket_url(),
-        options,
-    );
-    reopen.set_value(Some(Arc::new(open)));
-
-    let nonce = StoredValue::new(0u64);
-    use_interval_fn(
+/// The socket closed (or could not be made): the session is checked, and a
+/// new socket is opened after the backoff.
+fn closed(
+    state: AppState,
+    socket: StoredValue<Option<Socket>, LocalStorage>,
+    failures: StoredValue<u32>,
+) {
+    // A session that ended closes the socket too: log in again.
+    crate::api::check_session(state);
+    let attempt = failures.get_value().saturating_add(1);
+    failures.set_value(attempt);
+    let delay_ms = backoff_ms(attempt);
+    state.link.set(Link::Waiting {
+        attempt,
+        delay_ms,
+        retry_at_ms: localtime::now_ms() + delay_ms as f64,
+    });
+    set_timeout(
         move || {
-            if ready_state.get_untracked() != ConnectionReadyState::Open {
-                return;
-            }
-            nonce.update_value(|n| *n += 1);
-            let ping = ClientMsg::Ping {
-                nonce: nonce.get_value(),
-            };
-            if let Ok(text) = serde_json::to_string(&ping) {
-                send(&text);
-            }
+            state.link.set(Link::Connecting { attempt, delay_ms });
+            open(state, socket, failures);
         },
-        PING_EVERY_MS,
+        Duration::from_millis(delay_ms),
     );
 }
 

@@ -308,6 +308,9 @@ impl Step {
 }
 
 /// A campaign's header: everything but its steps. Pushed over `/ws` when it changes.
+/// The browser's page reads its number, name, state and step count only (the
+/// agent draws the rest, `CampaignView`): it skips the other fields, which
+/// keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CampaignInfo {
     pub id: i64,
@@ -315,34 +318,50 @@ pub struct CampaignInfo {
     pub state: CampaignState,
     /// Why it paused or stopped.
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub reason: Option<String>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub requested_by: String,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub created_at_ms: u64,
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub finished_at_ms: Option<u64>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub order: PlanOrder,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub on_failure: FailurePolicy,
     /// Skip a set already measured with the same settings on the same server version.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub reuse: bool,
     /// The goal, in the metric's unit (output tok/s, or good req/s in open loop).
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub target: Option<f64>,
     /// The step every other is compared with (plan index 0).
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub baseline: u32,
     /// The step running (or next to run).
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub current: Option<u32>,
     pub steps: u32,
     /// Steps per state so far: done, reused, failed, skipped.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub done: u32,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub reused: u32,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub failed: u32,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub skipped: u32,
     /// The flags the plan varies, in the plan's order: what attribution is over.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub varied: Vec<String>,
     /// A step's likely duration before any has run (ms): typical restart
     /// phases and benchmark, when drainwatch has seen some.
     #[serde(default)]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub step_estimate_ms: Option<u64>,
 }
 
