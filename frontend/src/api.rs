@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use shared::auth::SessionInfo;
 use shared::bench::LedgerView;
 use shared::campaign::CampaignView;
-use shared::restart::{ConfirmRequest, OpKind, RestartDetail, RestartRequest};
+use shared::restart::{ConfirmRequest, DrainChartView, OpKind, RestartDetail, RestartRequest};
 
 use crate::ledger::form::BenchRequest;
 use crate::ops;
@@ -129,6 +129,12 @@ async fn body_from(
 async fn accepted(req: Result<Request, gloo_net::Error>) -> Result<(), String> {
     let req = req.map_err(|e| format!("could not write the request: {e}"))?;
     body_of(req).await.map(drop)
+}
+
+/// `GET /api/restarts/{id}/chart`: its drain chart, drawn by the agent.
+pub(crate) async fn restart_chart(id: i64) -> Result<DrainChartView, String> {
+    let url = crate::base::url(&format!("/api/restarts/{id}/chart"));
+    parse(&body_of(Request::get(&url).build().map_err(unreachable)?).await?)
 }
 
 /// `GET /api/flagsets/view`: the ledger drawn by the agent for what the

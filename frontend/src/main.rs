@@ -6,10 +6,8 @@
 mod api;
 #[allow(unreachable_pub)]
 mod app;
-pub(crate) use shared::html::axis;
 mod base;
 mod campaign;
-mod chart;
 #[allow(unreachable_pub)]
 mod components;
 mod deeplink;

@@ -55,10 +55,11 @@ struct Pong {
     nonce: u64,
 }
 
+/// A `timeline` message, read as news that its restart's timeline grew (the
+/// agent draws the chart): its points are skipped.
 #[derive(Deserialize)]
 struct Timeline {
     restart_id: i64,
-    points: Vec<shared::restart::TimelinePoint>,
 }
 
 #[derive(Deserialize)]
@@ -95,7 +96,7 @@ pub(crate) fn parse_msg(text: &str) -> Result<Msg, String> {
             let t: Timeline = read(body)?;
             ServerMsg::Timeline {
                 restart_id: t.restart_id,
-                points: t.points,
+                points: Vec::new(),
             }
         }
         "bench" => ServerMsg::Bench(read(body)?),
@@ -150,7 +151,12 @@ mod tests {
     fn every_fixture_reads_as_serde_reads_it() {
         for text in FIXTURES {
             let ours = parse_msg(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-            let serdes: Msg = serde_json::from_str(text).expect("fixture");
+            let mut serdes: Msg = serde_json::from_str(text).expect("fixture");
+            // A timeline message is read as news of its restart only.
+            if let ServerMsg::Timeline { points, .. } = &mut serdes {
+                assert!(!points.is_empty(), "the fixture has points");
+                points.clear();
+            }
             assert_eq!(format!("{ours:?}"), format!("{serdes:?}"));
             // The same message as the server writes it on the wire (compact).
             let full: ServerMsg = serde_json::from_str(text).expect("fixture");

@@ -24,6 +24,7 @@ pub struct GpuSample {
     /// proves a drained server is really gone.
     pub mem_baseline_bytes: Option<u64>,
     pub util_gpu_percent: Option<u32>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub util_mem_percent: Option<u32>,
     pub power_mw: Option<u32>,
     pub power_limit_mw: Option<u32>,

@@ -47,6 +47,7 @@ pub struct GpuHealth {
     pub xid: Vec<XidEvent>,
     /// When the slow fields (ECC, pages, rows, modes, MIG, PCIe traffic) were
     /// last read (Unix ms).
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub slow_at_ms: Option<u64>,
 }
 

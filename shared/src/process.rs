@@ -65,7 +65,9 @@ pub struct ProcessInfo {
     /// Wall-clock start (Unix milliseconds), derived from `start_ticks` and boot time.
     pub started_at_ms: Option<u64>,
     pub ppid: Option<u32>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub pgid: Option<i32>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub sid: Option<i32>,
     pub uid: Option<u32>,
     pub user: Option<String>,

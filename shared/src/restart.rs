@@ -138,6 +138,7 @@ pub struct Containment {
     pub pidfd: bool,
     /// Why pidfds are not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub pidfd_reason: Option<String>,
     /// What this kernel lacks that drainwatch would use, or what this host
     /// hides from it (the host's PIDs, in a container), and what it does
@@ -228,6 +229,8 @@ pub enum Origin {
 }
 
 /// The managed server as drainwatch supervises it. Pushed over `/ws` on every change.
+/// The browser's page skips the fields it does not show (marked for
+/// wasm32), which keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
     /// The name an operator types to confirm a restart.
@@ -292,6 +295,7 @@ pub struct ServerStatus {
     /// The server spans nodes (its argv names `{node_rank}`): it is launched
     /// only by a hub's coordinated restart, which says which node this is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub spans_nodes: bool,
     /// What the running server says it is, read from it once it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,13 +315,19 @@ pub struct EngineIdentity {
     pub simulated: bool,
 }
 
-/// The campaign that holds the server, and how far it is.
+/// The campaign that holds the server, and how far it is. The browser's page
+/// asks only whether one holds it (the campaign panel says which), so it
+/// skips the fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldBy {
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub campaign_id: i64,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub name: String,
     /// The step running (from 1), of `steps`.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub step: u32,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub steps: u32,
 }
 
@@ -455,12 +465,32 @@ pub struct TimelinePoint {
     pub running_requests: Option<u32>,
 }
 
-/// A restart with everything recorded about it.
+/// The drain chart's drawing box (width, height), in user units: the page
+/// sizes the chart's `<svg>` by it before the agent's drawing arrives.
+pub const DRAIN_CHART_BOX: (f64, f64) = (760.0, 310.0);
+
+/// A restart's drain chart as the agent draws it for the page
+/// (`GET /api/restarts/{id}/chart`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrainChartView {
+    /// Timeline points drawn.
+    pub points: u32,
+    /// The `<svg>`'s content.
+    pub svg: String,
+    /// A swatch and "GPU n" per line (HTML).
+    pub legend: String,
+}
+
+/// A restart with everything recorded about it. The browser's page, which
+/// asks the agent for the drain chart (`DrainChartView`), skips the markers
+/// and the timeline, which keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RestartDetail {
     pub summary: RestartSummary,
     pub transitions: Vec<Transition>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub markers: Vec<Marker>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub timeline: Vec<TimelinePoint>,
     pub log_tail: Vec<String>,
     /// How the servers of this operation were contained ("cgroup …", "process

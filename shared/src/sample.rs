@@ -43,6 +43,8 @@ impl NvmlStatus {
 }
 
 /// The host's facts that do not change between samples.
+/// The browser's page skips the fields it does not show (marked for
+/// wasm32), which keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostInfo {
     pub hostname: String,
@@ -51,6 +53,7 @@ pub struct HostInfo {
     pub nvml: NvmlStatus,
     pub sample_interval_ms: u64,
     /// How far back the backend keeps history.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub history_ms: u64,
     /// The port the managed server listens on; its listener identifies the server.
     pub server_port: Option<u16>,
@@ -69,6 +72,8 @@ pub struct ServerIdentity {
 }
 
 /// One reading of NVML and `/proc`, taken at `at_ms`.
+/// The browser's page skips the fields it does not show (marked for
+/// wasm32), which keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sample {
     /// Increases by one per sample; a client that sees a gap knows it missed some.
@@ -76,6 +81,7 @@ pub struct Sample {
     /// When the reading started (Unix milliseconds).
     pub at_ms: u64,
     /// How long the reading took.
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub took_us: u32,
     /// One entry per GPU NVML counts, in index order. Empty when NVML is unavailable
     /// (see [`HostInfo::nvml`]).
@@ -110,6 +116,8 @@ impl HistoryPoint {
 
 /// Everything a client needs to draw the page from nothing: sent on connect, after
 /// a resync, and by `GET /api/state`.
+/// The browser's page skips the fields it does not show (marked for
+/// wasm32), which keeps their readers out of its bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub host: HostInfo,
@@ -117,6 +125,7 @@ pub struct Snapshot {
     pub latest: Option<Sample>,
     /// Oldest first, at most one point per `history_step_ms`.
     pub history: Vec<HistoryPoint>,
+    #[cfg_attr(target_arch = "wasm32", serde(skip_deserializing))]
     pub history_step_ms: u64,
     /// The managed server; `None` when drainwatch runs without a server config
     /// (view only).

@@ -70,6 +70,7 @@ fn table() -> Table<AppState> {
         .route("/api/coordinated/{id}/release", post(ops::release), POST)
         .route("/api/restarts", get(ops::restarts), PAGED)
         .route("/api/restarts/{id}", get(ops::restart_detail), GET)
+        .route("/api/restarts/{id}/chart", get(ops::restart_chart), GET)
         .route(
             "/api/audit",
             get(ops::audit),

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::restart::{
-    Accepted, ConfirmRequest, OpKind, RestartDetail, RestartRequest, RestartSummary,
+    Accepted, ConfirmRequest, DrainChartView, OpKind, RestartDetail, RestartRequest, RestartSummary,
 };
 
 use super::audit::audited;
@@ -159,6 +159,33 @@ pub(super) async fn restart_detail(
             format!("no restart #{id}"),
         )),
     }
+}
+
+/// `GET /api/restarts/{id}/chart`: its drain chart drawn for the page,
+/// against the GPUs' total memory in the latest sample.
+pub(super) async fn restart_chart(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DrainChartView>, ApiError> {
+    let id = path_id(&id, "restart")?;
+    let Some(d) = state.store()?.detail(id).await.map_err(internal)? else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no restart #{id}"),
+        ));
+    };
+    let (totals, indices): (Vec<Option<u64>>, Vec<u32>) = state
+        .hub
+        .latest()
+        .map(|p| {
+            p.sample
+                .gpus
+                .iter()
+                .map(|g| (g.mem_total_bytes, g.index))
+                .unzip()
+        })
+        .unwrap_or_default();
+    Ok(Json(crate::restart::chart::view(&d, &totals, &indices)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -2,6 +2,7 @@
 //! health [`gate`] it consults before a launch, and the manager that feeds it
 //! observations and carries out its effects.
 
+pub mod chart;
 pub mod gate;
 pub mod machine;
 pub mod manager;

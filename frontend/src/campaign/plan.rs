@@ -202,25 +202,21 @@ pub(crate) fn form(specs: &[FlagSpec], defaults: &Flags) -> String {
 /// the steps' order and the time a step is expected to take.
 #[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
 pub(crate) struct Laid {
-    #[serde(rename = "info", deserialize_with = "estimate")]
-    step_estimate_ms: Option<u64>,
+    info: LaidInfo,
     steps: Vec<LaidStep>,
+}
+
+/// A laid-out campaign's `info`, read for the time a step is expected to take.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize)]
+struct LaidInfo {
+    #[serde(default)]
+    step_estimate_ms: Option<u64>,
 }
 
 /// One step of a [`Laid`] plan: where it is in the plan.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 struct LaidStep {
     plan_index: u32,
-}
-
-/// A campaign's `info`, read for its `step_estimate_ms` alone.
-fn estimate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(serde::Deserialize)]
-    struct Info {
-        #[serde(default)]
-        step_estimate_ms: Option<u64>,
-    }
-    <Info as serde::Deserialize>::deserialize(d).map(|i| i.step_estimate_ms)
 }
 
 /// What the builder says of the plan as it stands: `n` combinations, and
@@ -236,6 +232,7 @@ pub(crate) fn check_markup(n: u64, laid: Option<&Laid>, refused: Option<&str>) -
         (Some(c), None) => {
             let steps = c.steps.len() as u64;
             let time = c
+                .info
                 .step_estimate_ms
                 .map(|ms| {
                     format!(

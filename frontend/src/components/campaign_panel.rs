@@ -26,9 +26,7 @@ use shared::restart::OpKind;
 use crate::api;
 use crate::campaign::panel;
 use crate::campaign::rows::{Drawn, ROW_PX, window};
-use crate::chart::empty_detail;
 use crate::components::drain_chart::DrainChart;
-use crate::components::restart_detail::live_detail;
 use crate::fetch::SingleFlight;
 use crate::state::{AppState, DialogOpen, Prefill};
 
@@ -121,9 +119,7 @@ fn tick(el: &web_sys::Element, now_ms: u64) {
         } else {
             continue;
         };
-        if e.text_content().as_deref() != Some(text.as_str()) {
-            e.set_text_content(Some(&text));
-        }
+        e.set_text_content(Some(&text));
     }
 }
 
@@ -279,13 +275,12 @@ fn live_view(state: AppState, view: RwSignal<Option<CampaignView>>) -> impl Into
     };
     move || {
         live_restart.get().map(|id| {
-            let (loaded, _) = live_detail(state, id);
             view! {
                 <div class="cpg-live-head">
                     <button type="button" class="link" data-act="restart" data-id=id.to_string()>{format!("restart #{id}")}</button>
                     <span class="cpg-muted num" data-testid="campaign-bench-line">{bench_line}</span>
                 </div>
-                <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty_detail(id))) />
+                <DrainChart id=id />
             }
         })
     }

@@ -1,50 +1,75 @@
 //! A restart's per-GPU memory over time as a fixed-size inline SVG: one line per
 //! GPU from 0 to the GPUs' total memory, a vertical line per marker (SIGTERM,
 //! SIGKILL, verified, launch, ready, failed), and the running requests as a step
-//! line in a track underneath. The drawing itself is [`crate::chart`]'s.
+//! line in a track underneath. The agent draws it (`GET /api/restarts/{id}/chart`);
+//! the page asks again whenever the record may have changed and as the
+//! operation's timeline grows.
 
 use leptos::prelude::*;
-use shared::restart::RestartDetail;
+use shared::restart::{DRAIN_CHART_BOX, DrainChartView, Phase, RestartSummary};
 
-use crate::chart::{self, H, W};
+use crate::api;
+use crate::fetch::SingleFlight;
 use crate::state::AppState;
 
-/// The drain chart of one restart.
+const W: f64 = DRAIN_CHART_BOX.0;
+const H: f64 = DRAIN_CHART_BOX.1;
+
+/// Restart `id`'s summary in the history and its operation's phase (with
+/// its start) while it runs.
+type RecordNews = (Option<RestartSummary>, Option<(Phase, u64)>);
+
+/// What says that restart `id`'s record may have changed: its summary in the
+/// history, and the phase (with its start) of its operation while it runs.
+pub(crate) fn record_news(state: AppState, id: i64) -> Memo<RecordNews> {
+    Memo::new(move |_| {
+        let summary = state
+            .restarts
+            .with(|r| r.iter().find(|s| s.id == id).cloned());
+        let phase = state.server.with(|s| {
+            s.as_ref()
+                .filter(|s| s.operation.as_ref().is_some_and(|o| o.id == id))
+                .map(|s| (s.phase, s.phase_since_ms))
+        });
+        (summary, phase)
+    })
+}
+
+/// The drain chart of restart `id`.
 #[component]
 pub(crate) fn DrainChart(
-    /// The restart's record, refetched while it runs.
-    #[prop(into)]
-    detail: Signal<RestartDetail>,
+    /// The restart whose chart this is.
+    id: i64,
 ) -> impl IntoView {
     let state = AppState::get();
-    // GPU totals and indices from the latest sample (timeline entries are in
-    // the same index order). A GPU's total does not change: the last known
-    // totals are kept through a sample that misses them.
-    let gpus = Memo::new(move |prev: Option<&(Vec<Option<u64>>, Vec<u32>)>| {
-        let now = state.latest.with(|l| {
-            l.as_ref().map_or_else(Default::default, |s| {
-                (
-                    s.gpus.iter().map(|g| g.mem_total_bytes).collect::<Vec<_>>(),
-                    s.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
-                )
-            })
+    let chart = RwSignal::new(None::<DrainChartView>);
+    let flight = SingleFlight::new();
+    let refetch = move || {
+        flight.run(move || async move {
+            match api::restart_chart(id).await {
+                Ok(v) => chart.try_set(Some(v)).is_none(),
+                // The record's own fetch says why it could not be read.
+                Err(_) => chart.try_get_untracked().is_some(),
+            }
         });
-        match prev {
-            Some(p) if !now.0.iter().any(Option::is_some) => p.clone(),
-            _ => now,
+    };
+    let news = record_news(state, id);
+    Effect::new(move |_| {
+        // Read, not only tracked: a memo recomputes when read.
+        let _ = news.get();
+        refetch();
+        // The store commits within a quarter second of the news: look again
+        // then for the points, transition and marker that came with it.
+        set_timeout(refetch, std::time::Duration::from_millis(400));
+    });
+    // Between those, each `timeline` message for it.
+    Effect::new(move |_| {
+        if state.timeline.with(|t| t.0 == id) {
+            refetch();
         }
     });
-    // Plain closures: an element's markup is only replaced when it changed.
-    let markup = move || detail.with(|d| gpus.with(|g| chart::svg_markup(d, &g.0, &g.1)));
-    let legend = move || {
-        let lines = detail.with(|d| {
-            d.timeline
-                .iter()
-                .map(|p| p.mem_used_bytes.len())
-                .max()
-                .unwrap_or(0)
-        });
-        gpus.with(|g| chart::legend_markup(lines, &g.1))
+    let part = move |f: fn(&DrainChartView) -> &String| {
+        move || chart.with(|c| c.as_ref().map(|c| f(c).clone()).unwrap_or_default())
     };
 
     view! {
@@ -52,15 +77,15 @@ pub(crate) fn DrainChart(
             <svg
                 class="drain-chart"
                 data-testid="drain-chart"
-                data-points=move || detail.with(|d| d.timeline.len().to_string())
+                data-points=move || chart.with(|c| c.as_ref().map_or(0, |c| c.points).to_string())
                 width=W.to_string()
                 height=H.to_string()
                 viewBox=format!("0 0 {W} {H}")
                 role="img"
                 aria-label="GPU memory during the operation"
-                inner_html=markup
+                inner_html=part(|c| &c.svg)
             ></svg>
-            <div class="chart-legend" data-testid="chart-legend" inner_html=legend></div>
+            <div class="chart-legend" data-testid="chart-legend" inner_html=part(|c| &c.legend)></div>
         </div>
     }
 }

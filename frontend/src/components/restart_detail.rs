@@ -1,16 +1,15 @@
 //! One operation in full, as a modal: fetched from `GET /api/restarts/{id}`, again
-//! whenever a `restart` message for it arrives or its operation enters a phase,
-//! and while it runs its drain chart grows from the socket's `timeline` messages.
+//! whenever a `restart` message for it arrives or its operation enters a phase;
+//! its drain chart ([`DrainChart`]) is asked for again as its timeline grows.
 //! The drain chart, the phase transitions, the failure and the log.
 
 use leptos::ev;
 use leptos::prelude::*;
-use shared::restart::{RestartDetail, TimelinePoint};
+use shared::restart::RestartDetail;
 
 use crate::api;
-use crate::chart::empty_detail;
 use crate::components::close_button::close_button;
-use crate::components::drain_chart::DrainChart;
+use crate::components::drain_chart::{DrainChart, record_news};
 use crate::components::log_tail::LogTail;
 use crate::fetch::SingleFlight;
 use crate::localtime;
@@ -39,72 +38,35 @@ pub(crate) fn RestartDetailPanel() -> impl IntoView {
 
 /// Restart `id`'s record, kept current while this component lives: fetched
 /// first, again on every `restart` message for it and every phase its
-/// operation enters, and its timeline grown from `timeline` messages in
-/// between. The record (once in) and why it could not be read.
-pub(crate) fn live_detail(
+/// operation enters. The record (once in) and why it could not be read.
+fn live_detail(
     state: AppState,
     id: i64,
 ) -> (Memo<Option<RestartDetail>>, RwSignal<Option<String>>) {
     let data = RwSignal::new(None::<RestartDetail>);
     let error = RwSignal::new(None::<String>);
     let fetcher = SingleFlight::new();
-    // Points the socket brought before the first fetch landed.
-    let early = StoredValue::new(Vec::<TimelinePoint>::new());
     let refetch = move || {
         fetcher.run(move || async move {
             match api::restart_detail(id).await {
-                Ok(mut d) => {
-                    if let Some(points) = early.try_update_value(std::mem::take) {
-                        append_newer(&mut d.timeline, &points);
-                    }
-                    let ok = data
-                        .try_update(|old| *old = Some(merged(d, old.take())))
-                        .is_some();
+                Ok(d) => {
                     error.try_set(None);
-                    ok
+                    data.try_set(Some(d)).is_none()
                 }
                 Err(e) => error.try_set(Some(e)).is_none(),
             }
         });
     };
-
-    // The stored record: first, on every `restart` message for this id, and on
-    // every phase the running operation enters (its transitions, markers and log).
-    let summary = Memo::new(move |_| {
-        state
-            .restarts
-            .with(|r| r.iter().find(|s| s.id == id).cloned())
-    });
-    let phase = Memo::new(move |_| {
-        state.server.with(|s| {
-            s.as_ref()
-                .filter(|s| s.operation.as_ref().is_some_and(|o| o.id == id))
-                .map(|s| (s.phase, s.phase_since_ms))
-        })
-    });
+    let news = record_news(state, id);
     Effect::new(move |_| {
         // Read, not only tracked: a memo recomputes when read, and only then
         // tells this effect that it changed.
-        let _ = (summary.get(), phase.get());
+        let _ = news.get();
         refetch();
         // The store commits within a quarter second of the news: look again
         // then for the transition and marker that came with it.
         set_timeout(refetch, std::time::Duration::from_millis(400));
     });
-    // Between those, the timeline grows from `timeline` messages.
-    Effect::new(move |_| {
-        state.timeline.with(|t| {
-            if let Some((rid, points)) = t
-                && *rid == id
-            {
-                data.update(|d| match d {
-                    Some(d) => append_newer(&mut d.timeline, points),
-                    None => early.update_value(|e| append_newer(e, points)),
-                });
-            }
-        });
-    });
-
     (Memo::new(move |_| data.get()), error)
 }
 
@@ -152,7 +114,7 @@ fn body(state: AppState, id: i64) -> impl IntoView {
                                 })
                         }
                     ></div>
-                    <DrainChart detail=Signal::derive(move || loaded.get().unwrap_or_else(|| empty_detail(id))) />
+                    <DrainChart id=id />
                     <div
                         class="detail-section"
                         inner_html=move || {
@@ -227,41 +189,31 @@ fn wait_markup(id: i64, error: Option<&str>, loaded: bool) -> String {
     }
 }
 
-/// Adds the points of `more` that are newer than the last of `points`.
-fn append_newer(points: &mut Vec<TimelinePoint>, more: &[TimelinePoint]) {
-    let last = points.last().map(|p| p.at_ms);
-    points.extend(
-        more.iter()
-            .filter(|p| last.is_none_or(|l| p.at_ms > l))
-            .cloned(),
-    );
-}
-
-/// The record as fetched, with the points the socket brought since it was
-/// stored (the store writes in batches, so a fetch may lag the socket).
-fn merged(mut fetched: RestartDetail, shown: Option<RestartDetail>) -> RestartDetail {
-    if let Some(shown) = shown {
-        append_newer(&mut fetched.timeline, &shown.timeline);
-    }
-    fetched
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::restart::Phase;
+    use shared::restart::{OpKind, Outcome, RestartSummary};
 
-    fn p(at_ms: u64) -> TimelinePoint {
-        TimelinePoint {
-            at_ms,
-            phase: Phase::Draining,
-            mem_used_bytes: vec![Some(at_ms)],
-            running_requests: None,
+    fn empty_detail(id: i64) -> RestartDetail {
+        RestartDetail {
+            summary: RestartSummary {
+                id,
+                kind: OpKind::Restart,
+                requested_by: String::new(),
+                started_at_ms: 0,
+                finished_at_ms: None,
+                from_flags: Default::default(),
+                to_flags: Default::default(),
+                outcome: Outcome::Running,
+                failure: None,
+                durations: Default::default(),
+            },
+            transitions: Vec::new(),
+            markers: Vec::new(),
+            timeline: Vec::new(),
+            log_tail: Vec::new(),
+            containment: None,
         }
-    }
-
-    fn at(points: &[TimelinePoint]) -> Vec<u64> {
-        points.iter().map(|p| p.at_ms).collect()
     }
 
     #[test]
@@ -284,28 +236,5 @@ mod tests {
             wait_markup(3, Some("<no>"), false),
             r#"<div class="dialog-error" data-testid="detail-error" role="alert">&lt;no&gt;</div>"#
         );
-    }
-
-    #[test]
-    fn the_socket_adds_only_what_is_newer() {
-        let mut points = vec![p(10), p(20)];
-        append_newer(&mut points, &[p(15), p(20), p(30), p(40)]);
-        assert_eq!(at(&points), vec![10, 20, 30, 40]);
-        let mut none = Vec::new();
-        append_newer(&mut none, &[p(5)]);
-        assert_eq!(at(&none), vec![5]);
-    }
-
-    #[test]
-    fn a_fetch_that_lags_the_socket_keeps_the_newer_points() {
-        let mut stored = empty_detail(3);
-        stored.timeline = vec![p(10), p(20)];
-        let mut shown = empty_detail(3);
-        shown.timeline = vec![p(10), p(20), p(30), p(40)];
-        assert_eq!(
-            at(&merged(stored.clone(), Some(shown)).timeline),
-            vec![10, 20, 30, 40]
-        );
-        assert_eq!(at(&merged(stored, None).timeline), vec![10, 20]);
     }
 }

@@ -15,7 +15,7 @@ use shared::auth::{Presence, SessionInfo};
 use shared::bench::{BenchProgress, LedgerView};
 use shared::campaign::CampaignInfo;
 use shared::flags::Flags;
-use shared::restart::{OpKind, RestartSummary, ServerStatus, TimelinePoint};
+use shared::restart::{OpKind, RestartSummary, ServerStatus};
 use shared::{HostInfo, PROTOCOL_VERSION, Sample, ServerMsg, Snapshot};
 
 pub(crate) use self::link::{ConnView, Link};
@@ -92,8 +92,9 @@ pub(crate) struct AppState {
     pub(crate) dialog: RwSignal<Option<DialogOpen>>,
     /// The restart whose detail is open.
     pub(crate) detail: RwSignal<Option<i64>>,
-    /// The newest points of the running operation's timeline, as they came.
-    pub(crate) timeline: RwSignal<Option<(i64, Vec<TimelinePoint>)>>,
+    /// The restart whose timeline grew last, and how many `timeline`
+    /// messages came so far: its drain chart is asked for again.
+    pub(crate) timeline: RwSignal<(i64, u64)>,
     /// The running benchmark, from `bench` messages and the server's status.
     pub(crate) bench: RwSignal<Option<BenchProgress>>,
     /// The newest run that finished (from `bench_run` messages).
@@ -135,7 +136,7 @@ impl AppState {
             restarts: RwSignal::new(Vec::new()),
             dialog: RwSignal::new(None),
             detail: RwSignal::new(None),
-            timeline: RwSignal::new(None),
+            timeline: RwSignal::new((0, 0)),
             bench: RwSignal::new(None),
             last_run: RwSignal::new(None),
             ledger: RwSignal::new(None),
@@ -207,8 +208,8 @@ impl AppState {
                 self.server.set(Some(status));
             }
             ServerMsg::Restart(summary) => self.restarts.update(|r| upsert_restart(r, summary)),
-            ServerMsg::Timeline { restart_id, points } => {
-                self.timeline.set(Some((restart_id, points)))
+            ServerMsg::Timeline { restart_id, .. } => {
+                self.timeline.update(|t| *t = (restart_id, t.1 + 1));
             }
             ServerMsg::Bench(progress) => {
                 let finished = self.finished_run();

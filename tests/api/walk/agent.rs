@@ -197,6 +197,18 @@ fn history(big: &str) -> Vec<Case> {
         cases.push(call("DELETE", format!("{path}/1"), change(405)));
         cases.push(call("PUT", format!("{path}/1"), change(405)));
     }
+    // A restart's drain chart: the same ids, read the same way.
+    for (id, code) in [
+        ("notanumber", 400),
+        ("999999", 404),
+        ("0", 404),
+        ("1.5", 400),
+        (big, 400),
+    ] {
+        cases.push(call("GET", format!("/api/restarts/{id}/chart"), read(code)));
+    }
+    cases.push(call("GET", "/api/restarts/1/chart?nope=1", read(400)));
+    cases.push(call("POST", "/api/restarts/1/chart", change(405)));
     cases
 }
 

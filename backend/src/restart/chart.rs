@@ -1,22 +1,23 @@
-//! The drain chart, pure so host tests pin it down: the fixed drawing box, the
-//! time and memory scales, one polyline per GPU, the running-requests step
-//! line, rows for marker labels that would collide, and the SVG markup that
-//! draws it all (ticks, grid and colours are [`crate::axis`]'s). The markup is built here as text (set as
-//! the `<svg>`'s content) rather than as a tree of components: it is redrawn
-//! whole when the record changes, and text keeps the UI's bundle small. Every
-//! piece of text in it is a number or a fixed label, so nothing needs escaping.
+//! A restart's drain chart as the page shows it (`GET /api/restarts/{id}/chart`,
+//! a [`DrainChartView`]), pure so host tests pin it down: the fixed drawing
+//! box, the time and memory scales, one polyline per GPU, the running-requests
+//! step line, rows for marker labels that would collide, and the SVG markup
+//! that draws it all (ticks, grid and colours are `shared::html::axis`'s). The
+//! page sets the markup as its `<svg>`'s content and asks again as the
+//! operation's timeline grows. Every piece of text in it is a number or a
+//! fixed label, so nothing needs escaping.
 
 use std::fmt::Write as _;
 
-use shared::restart::{Marker, MarkerKind, Outcome, RestartDetail, RestartSummary, TimelinePoint};
+use shared::restart::{DrainChartView, Marker, MarkerKind, RestartDetail, TimelinePoint};
 
-use crate::axis::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
+use shared::html::axis::{empty_note, gpu_colour, nice_step, tick_label, ticks, y_grid};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// The whole SVG, in user units (drawn 1:1 in pixels).
-pub(crate) const W: f64 = 760.0;
-pub(crate) const H: f64 = 310.0;
+/// The whole SVG's width, in user units (drawn 1:1 in pixels); its height is
+/// `DRAIN_CHART_BOX.1`, which the rows below divide.
+const W: f64 = shared::restart::DRAIN_CHART_BOX.0;
 /// The memory plot.
 pub(crate) const PLOT_LEFT: f64 = 64.0;
 pub(crate) const PLOT_RIGHT: f64 = W - 16.0;
@@ -325,7 +326,7 @@ fn requests_track(out: &mut String, path: Option<(String, u32)>) {
 /// near the right edge reads leftwards so it stays inside.
 fn markers(out: &mut String, markers: &[Marker], frame: &Frame) {
     let mut markers = markers.to_vec();
-    crate::sort::sort_by_key(&mut markers, |m| m.at_ms);
+    markers.sort_by_key(|m| m.at_ms);
     let xs: Vec<f64> = markers.iter().map(|m| frame.x(m.at_ms)).collect();
     for ((m, x), row) in markers.iter().zip(&xs).zip(label_rows(&xs)) {
         let label_y = MARKER_ROWS[row];
@@ -359,27 +360,20 @@ pub(crate) fn legend_markup(gpus: usize, indices: &[u32]) -> String {
     out
 }
 
-/// A record with nothing in it yet: what the chart of restart `id` draws
-/// from until its record is loaded.
-pub(crate) fn empty_detail(id: i64) -> RestartDetail {
-    RestartDetail {
-        summary: RestartSummary {
-            id,
-            kind: shared::restart::OpKind::Restart,
-            requested_by: String::new(),
-            started_at_ms: 0,
-            finished_at_ms: None,
-            from_flags: Default::default(),
-            to_flags: Default::default(),
-            outcome: Outcome::Running,
-            failure: None,
-            durations: Default::default(),
-        },
-        transitions: Vec::new(),
-        markers: Vec::new(),
-        timeline: Vec::new(),
-        log_tail: Vec::new(),
-        containment: None,
+/// Restart `detail`'s chart as the page shows it: the `<svg>`'s content, its
+/// legend and how many points it draws. `totals` and `indices` are the GPUs'
+/// total memory and NVML indices from the latest sample, in timeline order.
+pub fn view(detail: &RestartDetail, totals: &[Option<u64>], indices: &[u32]) -> DrainChartView {
+    let lines = detail
+        .timeline
+        .iter()
+        .map(|p| p.mem_used_bytes.len())
+        .max()
+        .unwrap_or(0);
+    DrainChartView {
+        points: detail.timeline.len() as u32,
+        svg: svg_markup(detail, totals, indices),
+        legend: legend_markup(lines, indices),
     }
 }
 
@@ -495,12 +489,24 @@ mod tests {
     }
 
     fn detail(timeline: Vec<TimelinePoint>, markers: Vec<Marker>) -> RestartDetail {
-        let mut d = empty_detail(1);
-        d.summary.started_at_ms = 10_000;
         RestartDetail {
+            summary: shared::restart::RestartSummary {
+                id: 1,
+                kind: shared::restart::OpKind::Restart,
+                requested_by: String::new(),
+                started_at_ms: 10_000,
+                finished_at_ms: None,
+                from_flags: Default::default(),
+                to_flags: Default::default(),
+                outcome: shared::restart::Outcome::Running,
+                failure: None,
+                durations: Default::default(),
+            },
+            transitions: Vec::new(),
             markers,
             timeline,
-            ..d
+            log_tail: Vec::new(),
+            containment: None,
         }
     }
 
@@ -545,5 +551,26 @@ mod tests {
     fn marker_names() {
         assert_eq!(marker_kind(MarkerKind::Sigkill), "sigkill");
         assert_eq!(marker_label(MarkerKind::Sigterm), "SIGTERM");
+    }
+
+    #[test]
+    fn the_view_counts_its_points_and_names_each_line() {
+        let g = 1u64 << 30;
+        let d = detail(
+            vec![
+                point(10_000, &[Some(80 * g), Some(80 * g)], Some(2)),
+                point(11_000, &[Some(g / 256), Some(g / 256)], Some(0)),
+            ],
+            Vec::new(),
+        );
+        let v = view(&d, &[Some(96 * g), Some(96 * g)], &[0, 3]);
+        assert_eq!(v.points, 2);
+        assert_eq!(
+            v.svg.matches(r#"data-testid="gpu-line""#).count(),
+            2,
+            "{}",
+            v.svg
+        );
+        assert!(v.legend.contains("GPU 3"), "{}", v.legend);
     }
 }
