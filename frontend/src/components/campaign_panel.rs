@@ -409,8 +409,8 @@ pub(crate) fn CampaignPanel() -> impl IntoView {
         let Some(el) = side_el.get() else { return };
         side.with(|html| redraw_keeping_focus(&el, html));
     });
-    // The summary is set, then its clock-following times read as now; each
-    // second they are read again.
+    // The summary is set, then its clock-following times read as now; at
+    // every tick of the page's clock they are read again.
     let summary_el = NodeRef::<leptos::html::Div>::new();
     Effect::new(move |_| {
         let Some(el) = summary_el.get() else { return };
