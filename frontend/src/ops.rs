@@ -50,7 +50,7 @@ pub(crate) fn takes_flags(kind: OpKind) -> bool {
 
 /// "Benchmark…" is enabled while the server is ready and nothing else runs.
 pub(crate) fn can_bench(s: &ServerStatus) -> bool {
-    s.phase == Phase::Ready && s.operation.is_none() && s.bench.is_none() && s.held_by.is_none()
+    s.phase == Phase::Ready && s.bench.is_none() && s.is_free()
 }
 
 /// The operation that brings the server up with other flags: a restart while
@@ -68,7 +68,7 @@ pub(crate) fn relaunch_kind(s: &ServerStatus) -> Option<OpKind> {
 
 /// "Restart…" is enabled while no operation runs.
 pub(crate) fn can_restart(s: &ServerStatus) -> bool {
-    s.operation.is_none() && s.held_by.is_none()
+    s.is_free()
 }
 
 /// "Stop…" is enabled while the server is up, coming up, or left failed or
@@ -84,14 +84,13 @@ pub(crate) fn can_stop(s: &ServerStatus) -> bool {
 pub(crate) fn can_start(s: &ServerStatus) -> bool {
     matches!(s.phase, Phase::Stopped | Phase::Failed | Phase::Crashed)
         && s.adoptable.is_none()
-        && s.operation.is_none()
-        && s.held_by.is_none()
+        && s.is_free()
 }
 
 /// "Adopt…" is offered when a server listens on the port and drainwatch
 /// manages none.
 pub(crate) fn can_adopt(s: &ServerStatus) -> bool {
-    s.adoptable.is_some() && s.root.is_none() && s.operation.is_none() && s.held_by.is_none()
+    s.adoptable.is_some() && s.root.is_none() && s.is_free()
 }
 
 /// A signed offset in seconds from a start: "+4.2 s".

@@ -339,6 +339,15 @@ pub fn diff(a: &Flags, b: &Flags) -> Vec<FlagChange> {
     out
 }
 
+/// [`diff`] in name order, as the views show a change. (The browser's page
+/// orders it with its own one sort, `frontend::sort`, which keeps another
+/// copy of the standard sort out of its bundle.)
+pub fn diff_by_name(a: &Flags, b: &Flags) -> Vec<FlagChange> {
+    let mut out = diff(a, b);
+    out.sort_by(|x, y| x.name().cmp(y.name()));
+    out
+}
+
 // Reading a `FlagChange` and a `FlagSpec`: one flat struct each, checked
 // against the tag (see [`crate::flat`]).
 

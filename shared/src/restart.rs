@@ -178,6 +178,13 @@ impl Containment {
 }
 
 impl ServerStatus {
+    /// Nothing holds the server: no operation runs and no campaign holds it,
+    /// so a person may ask for a restart (a stop or start has its own phase
+    /// rules besides).
+    pub fn is_free(&self) -> bool {
+        self.operation.is_none() && self.held_by.is_none()
+    }
+
     /// How the running server is contained (or, with none running, how the next
     /// launch will be), in one line for the UI and the CLI.
     pub fn containment_line(&self) -> Option<String> {

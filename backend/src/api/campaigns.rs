@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::campaign::{Campaign, CampaignInfo, CampaignView, analysis};
-use shared::restart::Phase;
+use shared::restart::{Phase, ServerStatus};
 
 use super::audit::{audited, record};
 use super::error::{internal, refused};
@@ -212,9 +212,7 @@ pub(super) async fn view(
         selected: q.selected,
         rows: from..to,
         may: caller.role.may_operate(),
-        free: server
-            .as_ref()
-            .is_some_and(|s| s.held_by.is_none() && s.operation.is_none()),
+        free: server.as_ref().is_some_and(ServerStatus::is_free),
         phase: server.map_or(Phase::Stopped, |s| s.phase),
         now_ms: crate::clock::now_ms(),
     };

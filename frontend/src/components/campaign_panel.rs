@@ -72,10 +72,9 @@ struct Ask {
 fn follow(state: AppState, ask: Memo<Option<Ask>>, view: RwSignal<Option<CampaignView>>) {
     let flight = SingleFlight::new();
     let drawn_with = Memo::new(move |_| {
-        let server = state.server.with(|s| {
-            s.as_ref()
-                .map(|s| (s.phase, s.held_by.is_none() && s.operation.is_none()))
-        });
+        let server = state
+            .server
+            .with(|s| s.as_ref().map(|s| (s.phase, s.is_free())));
         (state.may_operate(), server)
     });
     Effect::new(move |_| {

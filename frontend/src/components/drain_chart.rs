@@ -6,7 +6,7 @@
 //! operation's timeline grows.
 
 use leptos::prelude::*;
-use shared::restart::{DRAIN_CHART_BOX, DrainChartView, Phase, RestartSummary};
+use shared::restart::{DRAIN_CHART_BOX, DrainChartView};
 
 use crate::api;
 use crate::fetch::SingleFlight;
@@ -15,14 +15,13 @@ use crate::state::AppState;
 const W: f64 = DRAIN_CHART_BOX.0;
 const H: f64 = DRAIN_CHART_BOX.1;
 
-/// Restart `id`'s summary in the history and its operation's phase (with
-/// its start) while it runs.
-type RecordNews = (Option<RestartSummary>, Option<(Phase, u64)>);
-
-/// What says that restart `id`'s record may have changed: its summary in the
-/// history, and the phase (with its start) of its operation while it runs.
-pub(crate) fn record_news(state: AppState, id: i64) -> Memo<RecordNews> {
-    Memo::new(move |_| {
+/// Calls `refetch` now and whenever restart `id`'s record may have changed
+/// (its summary in the history; the phase, with its start, its operation
+/// enters while it runs), and once more 400 ms after each: the store commits
+/// within a quarter second of the news, so the second look finds the
+/// transition, marker and points that came with it.
+pub(crate) fn on_record_news(state: AppState, id: i64, refetch: impl Fn() + Copy + 'static) {
+    let news = Memo::new(move |_| {
         let summary = state
             .restarts
             .with(|r| r.iter().find(|s| s.id == id).cloned());
@@ -32,7 +31,14 @@ pub(crate) fn record_news(state: AppState, id: i64) -> Memo<RecordNews> {
                 .map(|s| (s.phase, s.phase_since_ms))
         });
         (summary, phase)
-    })
+    });
+    Effect::new(move |_| {
+        // Read, not only tracked: a memo recomputes when read, and only then
+        // tells this effect that it changed.
+        let _ = news.get();
+        refetch();
+        set_timeout(refetch, std::time::Duration::from_millis(400));
+    });
 }
 
 /// The drain chart of restart `id`.
@@ -53,15 +59,7 @@ pub(crate) fn DrainChart(
             }
         });
     };
-    let news = record_news(state, id);
-    Effect::new(move |_| {
-        // Read, not only tracked: a memo recomputes when read.
-        let _ = news.get();
-        refetch();
-        // The store commits within a quarter second of the news: look again
-        // then for the points, transition and marker that came with it.
-        set_timeout(refetch, std::time::Duration::from_millis(400));
-    });
+    on_record_news(state, id, refetch);
     // Between those, each `timeline` message for it.
     Effect::new(move |_| {
         if state.timeline.with(|t| t.0 == id) {

@@ -9,7 +9,7 @@ use shared::restart::RestartDetail;
 
 use crate::api;
 use crate::components::close_button::close_button;
-use crate::components::drain_chart::{DrainChart, record_news};
+use crate::components::drain_chart::{DrainChart, on_record_news};
 use crate::components::log_tail::LogTail;
 use crate::fetch::SingleFlight;
 use crate::localtime;
@@ -57,16 +57,7 @@ fn live_detail(
             }
         });
     };
-    let news = record_news(state, id);
-    Effect::new(move |_| {
-        // Read, not only tracked: a memo recomputes when read, and only then
-        // tells this effect that it changed.
-        let _ = news.get();
-        refetch();
-        // The store commits within a quarter second of the news: look again
-        // then for the transition and marker that came with it.
-        set_timeout(refetch, std::time::Duration::from_millis(400));
-    });
+    on_record_news(state, id, refetch);
     (Memo::new(move |_| data.get()), error)
 }
 

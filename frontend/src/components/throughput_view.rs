@@ -123,11 +123,8 @@ struct Shown {
 
 impl Shown {
     fn new(state: AppState) -> Self {
-        let of = move |f: fn(&LedgerView) -> Option<u32>| {
-            Memo::new(move |_| state.ledger.with(|l| l.as_ref().and_then(f)))
-        };
         Self {
-            c: of(|l| l.c),
+            c: Memo::new(move |_| state.ledger.with(|l| l.as_ref()?.c)),
             baseline: Memo::new(move |_| state.ledger.with(|l| l.as_ref()?.baseline.clone())),
             scale: Memo::new(move |_| state.ledger.with(|l| l.as_ref().map_or(1.0, |l| l.scale))),
         }

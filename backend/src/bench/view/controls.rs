@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 
 use shared::bench::FlagSetResults;
+use shared::html::escape;
 
 use super::rows::axis_markup;
 use super::set_name;
-use shared::html::escape;
 
 /// The list's head row: the columns' names and the tick labels at `scale`.
 pub(crate) fn head_markup(scale: f64) -> String {

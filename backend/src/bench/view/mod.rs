@@ -23,7 +23,7 @@ use shared::bench::{
     Compared, FlagSet, FlagSetResults, LedgerRow, LedgerSort, LedgerView, LevelSummary,
 };
 use shared::campaign::ChosenSet;
-use shared::flags::{FlagChange, Flags};
+use shared::flags::FlagChange;
 use shared::html::{diff_lines, escape, scale_max};
 use shared::units::MISSING;
 
@@ -124,13 +124,6 @@ pub fn set_changes(a: &FlagSet, b: &FlagSet) -> Vec<FlagChange> {
         );
     }
     changes
-}
-
-/// What changes from `from` to `to`, in name order.
-fn diff(from: &Flags, to: &Flags) -> Vec<FlagChange> {
-    let mut out = shared::flags::diff(from, to);
-    out.sort_by(|a, b| a.name().cmp(b.name()));
-    out
 }
 
 /// A set's name: its label, else its id.

@@ -8,13 +8,11 @@ use std::fmt::Write as _;
 
 use shared::bench::{FlagSet, FlagSetResults, LevelSummary};
 use shared::flags::Flags;
+use shared::html::axis::{nice_step, tick_label, ticks};
+use shared::html::{SCALE_TICKS, escape, fmt_delta};
 use shared::units::{MISSING, fmt_ms_pair, fmt_tok_s, rate_num, tok_num};
 
-use shared::html::axis::{nice_step, tick_label, ticks};
-use shared::html::{SCALE_TICKS, fmt_delta};
-
 use super::{delta_pct, level, pct, set_name};
-use shared::html::escape;
 
 /// "k=v · k=v", or "no flags".
 pub(crate) fn all_flags(flags: &Flags) -> String {
@@ -33,7 +31,7 @@ pub(crate) fn all_flags(flags: &Flags) -> String {
 pub(crate) fn flag_summary(set: &FlagSet, baseline: Option<&FlagSet>) -> String {
     match baseline {
         Some(b) if b.id != set.id => {
-            let changes = super::diff(&b.flags, &set.flags);
+            let changes = shared::flags::diff_by_name(&b.flags, &set.flags);
             let mut parts: Vec<String> = changes.iter().map(ToString::to_string).collect();
             if b.model != set.model {
                 parts.insert(0, format!("model {}", set.model));

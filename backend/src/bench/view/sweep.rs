@@ -6,13 +6,11 @@
 use std::fmt::Write as _;
 
 use shared::bench::FlagSetResults;
+use shared::html::axis::{empty_note, gpu_colour, y_grid};
+use shared::html::{escape, scale_max};
 use shared::units::fmt_tok_s;
 
-use shared::html::axis::{empty_note, gpu_colour, y_grid};
-use shared::html::scale_max;
-
 use super::{pct, set_name};
-use shared::html::escape;
 
 /// The sweep chart's drawing box, in user units.
 const SW: f64 = shared::bench::SWEEP_BOX.0;

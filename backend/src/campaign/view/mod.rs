@@ -16,7 +16,6 @@ use std::fmt::Write as _;
 use std::ops::Range;
 
 use shared::campaign::{Campaign, CampaignView, ChosenSet, analysis};
-use shared::flags::{FlagChange, Flags};
 use shared::html::{duration, escape, fmt_delta};
 use shared::restart::Phase;
 use shared::units::tok_num;
@@ -80,13 +79,6 @@ pub fn view(c: &Campaign, ask: &ViewAsk) -> CampaignView {
         rows: rows::rows(c, first..ask.rows.end.min(first + MAX_ROWS)),
         chosen,
     }
-}
-
-/// What changes from `from` to `to`, in name order.
-fn diff(from: &Flags, to: &Flags) -> Vec<FlagChange> {
-    let mut out = shared::flags::diff(from, to);
-    out.sort_by(|a, b| a.name().cmp(b.name()));
-    out
 }
 
 /// "3 of 8 steps · 2 failed"; the share finished (0–100) for the bar.

@@ -7,12 +7,13 @@
 use std::fmt::Write as _;
 
 use shared::campaign::Campaign;
+use shared::flags::diff_by_name;
 use shared::html::{diff_lines, duration, escape, phase_pill};
 use shared::restart::Phase;
 use shared::units::tok_num;
 
 use super::pareto::{PH, PW, pareto_markup};
-use super::{best_markup, diff, effects_markup, progress, time_left};
+use super::{best_markup, effects_markup, progress, time_left};
 
 /// The summary: how far (text and bar), how long is left, the best set
 /// against the target, and the step running now with the server's `phase`
@@ -87,7 +88,7 @@ pub(super) fn side(c: &Campaign, selected: Option<u32>, may: bool, free: bool) -
                 .map(|r| format!("{} {}", tok_num(r.metric().median), r.metric_unit()))
                 .unwrap_or_default(),
             escape(&s.flagset),
-            diff_lines(&diff(&base, &s.flags), "the baseline's flags")
+            diff_lines(&diff_by_name(&base, &s.flags), "the baseline's flags")
         );
         if let Some(id) = s.restart_id {
             let _ = write!(

@@ -6,12 +6,9 @@
 use std::fmt::Write as _;
 
 use shared::campaign::{Campaign, Step, StepState, analysis};
-use shared::flags::Flags;
-use shared::units::{ms_num, tok_num};
-
+use shared::flags::{Flags, diff_by_name};
 use shared::html::{duration, escape, fmt_delta};
-
-use super::diff;
+use shared::units::{ms_num, tok_num};
 
 /// Steps `range` of the campaign drawn, a row each in the order they run:
 /// a plan of hundreds of steps draws a few dozen rows, and the page replaces
@@ -109,7 +106,7 @@ fn step_row(c: &Campaign, s: &Step, d: Option<f64>, base: &Flags, best: Option<u
 
 /// The flags against the baseline, as compact chips; all of them on hover.
 fn flags_cell(out: &mut String, c: &Campaign, s: &Step, base: &Flags) {
-    let changes: Vec<String> = diff(base, &s.flags)
+    let changes: Vec<String> = diff_by_name(base, &s.flags)
         .iter()
         .map(ToString::to_string)
         .collect();
