@@ -5,42 +5,164 @@ use shared::bench::{BenchProgress, BenchRun, BenchSettings, FlagSet, RunStatus};
 use shared::restart::OpKind;
 use tokio::sync::{mpsc, watch};
 
+use std::path::Path;
+
 use super::{Manager, Refusal};
-use crate::bench::{self, RunContext, flagset, load::Target};
+use crate::bench::dataset::Dataset;
+use crate::bench::load::{Halt, Target};
+use crate::bench::tokens::Tokenizer;
+use crate::bench::{self, RunContext, flagset};
 use crate::clock::now_ms;
+use crate::restart::machine::Machine;
 
 /// The benchmark in flight.
 #[derive(Debug)]
-pub(super) struct RunningBench {
-    pub(super) id: i64,
-    pub(super) repeats: u32,
-    pub(super) requested_by: String,
-    pub(super) cancel: watch::Sender<crate::bench::load::Halt>,
+struct RunningBench {
+    id: i64,
+    repeats: u32,
+    requested_by: String,
+    cancel: watch::Sender<Halt>,
 }
 
 /// The manager's benchmarks: at most one at a time, and never beside an
-/// operation.
+/// operation. They own the config's tokenizer, which prompts and datasets
+/// are measured in.
 #[derive(Debug)]
 pub(super) struct Benches {
+    tokenizer: Option<Tokenizer>,
     /// The benchmark in flight.
-    pub(super) current: Option<RunningBench>,
+    current: Option<RunningBench>,
     /// Where a finished (or cancelled) run comes back to the manager's loop.
     tx: mpsc::Sender<BenchRun>,
     pub(super) rx: mpsc::Receiver<BenchRun>,
     /// An operation just succeeded: benchmark it, if configured to, once the
     /// manager is back at an await point.
-    pub(super) pending: Option<(OpKind, i64)>,
+    pending: Option<(OpKind, i64)>,
 }
 
 impl Benches {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(tokenizer: Option<Tokenizer>) -> Self {
         let (tx, rx) = mpsc::channel(2);
         Self {
+            tokenizer,
             current: None,
             tx,
             rx,
             pending: None,
         }
+    }
+
+    /// The id of the benchmark in flight, if one is.
+    pub(super) fn running(&self) -> Option<i64> {
+        self.current.as_ref().map(|b| b.id)
+    }
+
+    /// The benchmark in flight, as the server's status shows it.
+    pub(super) fn shown(&self) -> Option<BenchProgress> {
+        self.current.as_ref().map(|b| BenchProgress {
+            run_id: b.id,
+            status: RunStatus::Running,
+            concurrency: 0,
+            request_rate: None,
+            repeat: 0,
+            repeats: b.repeats,
+            done: 0,
+            total: 0,
+            output_tok_s: 0.0,
+            requested_by: b.requested_by.clone(),
+        })
+    }
+
+    /// Why a benchmark cannot start beside `machine` now, if it cannot.
+    fn blocked(&self, machine: &Machine) -> Option<String> {
+        if let Some(id) = self.running() {
+            return Some(format!("benchmark #{id} is already running"));
+        }
+        if let Some(kind) = machine.busy() {
+            return Some(format!(
+                "a {} is running; benchmark when it is done",
+                crate::restart::machine::op_name(kind)
+            ));
+        }
+        if machine.phase() != shared::restart::Phase::Ready {
+            return Some(format!(
+                "the server is {}, not ready",
+                machine.phase().label()
+            ));
+        }
+        None
+    }
+
+    /// The dataset a benchmark names, read from `dir` (off the manager's
+    /// thread: a file may be up to 64 MiB).
+    async fn dataset(&self, dir: Option<&Path>, name: &str) -> Result<Dataset, Refusal> {
+        let Some(dir) = dir.map(Path::to_owned) else {
+            return Err(Refusal::BadRequest(
+                "dataset: this server's config names no [bench] datasets directory".to_owned(),
+            ));
+        };
+        let (name, tokenizer) = (name.to_owned(), self.tokenizer.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::bench::dataset::load(&dir, &name, tokenizer.as_ref())
+        })
+        .await
+        .map_err(|_| Refusal::BadRequest("dataset: reading it failed".to_owned()))?
+        .map_err(|e| Refusal::BadRequest(e.to_string()))
+    }
+
+    /// Runs `run` (recorded) in `ctx` until it ends; `cancel` halts it (its
+    /// receiver is `ctx`'s), and the run comes back on `rx`.
+    fn launch(&mut self, run: BenchRun, ctx: RunContext, cancel: watch::Sender<Halt>) {
+        self.current = Some(RunningBench {
+            id: run.id,
+            repeats: run.settings.repeats,
+            requested_by: run.requested_by.clone(),
+            cancel,
+        });
+        let done = self.tx.clone();
+        tokio::spawn(async move {
+            let finished = bench::run(run, ctx).await;
+            let _ = done.send(finished).await;
+        });
+    }
+
+    /// Asks the benchmark in flight to stop; returns its id.
+    pub(super) fn cancel(&self) -> Result<i64, Refusal> {
+        match &self.current {
+            Some(b) => {
+                let _ = b.cancel.send(Halt::Cancel);
+                Ok(b.id)
+            }
+            None => Err(Refusal::Conflict {
+                message: "no benchmark is running".to_owned(),
+                operation: None,
+            }),
+        }
+    }
+
+    /// A restart or a stop begins: the benchmark in flight sends nothing
+    /// more; what it has in flight stays open, to be drained with the server,
+    /// and the run is recorded interrupted. Returns its id.
+    pub(super) fn interrupt(&self) -> Option<i64> {
+        let b = self.current.as_ref()?;
+        let _ = b.cancel.send(Halt::Drain);
+        Some(b.id)
+    }
+
+    /// The benchmark in flight came back.
+    fn finished(&mut self) {
+        self.current = None;
+    }
+
+    /// An operation of `kind` just succeeded: benchmark it at the next
+    /// await point, if configured to.
+    pub(super) fn after(&mut self, kind: OpKind, restart_id: i64) {
+        self.pending = Some((kind, restart_id));
+    }
+
+    /// The operation waiting for its benchmark, if one is.
+    pub(super) fn take_pending(&mut self) -> Option<(OpKind, i64)> {
+        self.pending.take()
     }
 }
 
@@ -87,23 +209,6 @@ impl Manager {
         })
     }
 
-    /// The dataset a benchmark names, read from the configured directory
-    /// (off the manager's thread: a file may be up to 64 MiB).
-    async fn load_dataset(&self, name: &str) -> Result<crate::bench::dataset::Dataset, Refusal> {
-        let Some(dir) = self.cfg.bench.datasets.clone() else {
-            return Err(Refusal::BadRequest(
-                "dataset: this server's config names no [bench] datasets directory".to_owned(),
-            ));
-        };
-        let (name, tokenizer) = (name.to_owned(), self.tokenizer.clone());
-        tokio::task::spawn_blocking(move || {
-            crate::bench::dataset::load(&dir, &name, tokenizer.as_ref())
-        })
-        .await
-        .map_err(|_| Refusal::BadRequest("dataset: reading it failed".to_owned()))?
-        .map_err(|e| Refusal::BadRequest(e.to_string()))
-    }
-
     /// What a run's provenance takes from the host and the config.
     fn provenance(&self) -> shared::bench::Provenance {
         let host = self.hub.host();
@@ -134,26 +239,6 @@ impl Manager {
         }
     }
 
-    /// Why a benchmark cannot start now, if it cannot.
-    pub(super) fn bench_blocked(&self) -> Option<String> {
-        if let Some(b) = &self.bench.current {
-            return Some(format!("benchmark #{} is already running", b.id));
-        }
-        if let Some(kind) = self.machine.busy() {
-            return Some(format!(
-                "a {} is running; benchmark when it is done",
-                crate::restart::machine::op_name(kind)
-            ));
-        }
-        if self.machine.phase() != shared::restart::Phase::Ready {
-            return Some(format!(
-                "the server is {}, not ready",
-                self.machine.phase().label()
-            ));
-        }
-        None
-    }
-
     /// Starts a benchmark of the running server; returns its id.
     pub(super) async fn start_bench(
         &mut self,
@@ -163,14 +248,17 @@ impl Manager {
         campaign: Option<(i64, u32)>,
     ) -> Result<i64, Refusal> {
         settings.validate().map_err(Refusal::BadRequest)?;
-        if let Some(why) = self.bench_blocked() {
+        if let Some(why) = self.bench.blocked(&self.machine) {
             return Err(Refusal::Conflict {
                 message: why,
                 operation: self.op.as_ref().map(|o| o.op.clone()),
             });
         }
         let dataset = match &settings.dataset {
-            Some(name) => Some(std::sync::Arc::new(self.load_dataset(name).await?)),
+            Some(name) => {
+                let dir = self.cfg.bench.datasets.as_deref();
+                Some(std::sync::Arc::new(self.bench.dataset(dir, name).await?))
+            }
             None => None,
         };
         if let Some(d) = &dataset {
@@ -202,14 +290,14 @@ impl Manager {
                 operation: None,
             }
         })?;
-        let (cancel, cancelled) = watch::channel(crate::bench::load::Halt::Run);
+        let (cancel, cancelled) = watch::channel(Halt::Run);
         let ctx = RunContext {
             target: Target {
                 base_url: self.cfg.base_url.clone(),
                 api: run.settings.api,
                 model: self.cfg.bench.request_model.clone(),
                 api_key: self.cfg.api_key.clone(),
-                tokenizer: self.tokenizer.clone(),
+                tokenizer: self.bench.tokenizer.clone(),
                 engine: self.cfg.engine,
             },
             store: self.store.clone(),
@@ -221,7 +309,6 @@ impl Manager {
         };
         let (id, repeats, requested_by) = (run.id, run.settings.repeats, run.requested_by.clone());
         let first = run.settings.levels().first().copied();
-        let done = self.bench.tx.clone();
         self.hub.publish_bench(BenchProgress {
             run_id: id,
             status: RunStatus::Running,
@@ -232,40 +319,17 @@ impl Manager {
             done: 0,
             total: 0,
             output_tok_s: 0.0,
-            requested_by: requested_by.clone(),
-        });
-        tokio::spawn(async move {
-            let finished = bench::run(run, ctx).await;
-            let _ = done.send(finished).await;
-        });
-        self.bench.current = Some(RunningBench {
-            id,
-            repeats,
             requested_by,
-            cancel,
         });
+        self.bench.launch(run, ctx, cancel);
         self.publish_status(true);
         Ok(id)
-    }
-
-    /// Asks the running benchmark to stop; returns its id.
-    pub(super) fn cancel_bench(&mut self) -> Result<i64, Refusal> {
-        match &self.bench.current {
-            Some(b) => {
-                let _ = b.cancel.send(crate::bench::load::Halt::Cancel);
-                Ok(b.id)
-            }
-            None => Err(Refusal::Conflict {
-                message: "no benchmark is running".to_owned(),
-                operation: None,
-            }),
-        }
     }
 
     /// A benchmark finished (or was cancelled).
     pub(super) fn bench_done(&mut self, run: BenchRun) {
         tracing::info!(run = run.id, status = ?run.status, "benchmark finished");
-        self.bench.current = None;
+        self.bench.finished();
         let _ = self
             .events
             .send(super::Event::BenchFinished(Box::new(run.clone())));
@@ -282,7 +346,7 @@ impl Manager {
         // A campaign benchmarks its own steps.
         if !self.cfg.bench.after_restart
             || !matches!(kind, OpKind::Restart | OpKind::Start)
-            || self.lease.is_some()
+            || self.holds.lease().is_some()
         {
             return;
         }
@@ -298,10 +362,7 @@ impl Manager {
 
 /// Each request in flight holds its prompt: `d`'s longest prompt times the
 /// requests `settings` keeps in flight must fit in what a benchmark may hold.
-fn fits_in_memory(
-    d: &crate::bench::dataset::Dataset,
-    settings: &BenchSettings,
-) -> Result<(), Refusal> {
+fn fits_in_memory(d: &Dataset, settings: &BenchSettings) -> Result<(), Refusal> {
     let (longest, in_flight) = (d.max_prompt_bytes(), settings.max_in_flight());
     if longest * u64::from(in_flight) > shared::bench::MAX_BENCH_MEMORY {
         return Err(Refusal::BadRequest(format!(

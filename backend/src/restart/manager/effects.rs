@@ -338,19 +338,17 @@ impl Manager {
         self.store
             .finish(op.op.id, now, outcome, failure.clone(), d.clone());
         if outcome == Outcome::Succeeded && phase == Phase::Ready {
-            self.bench.pending = Some((op.op.kind, op.op.id));
-            if matches!(op.op.kind, OpKind::Restart | OpKind::Start)
-                && let Some(latest) = self.hub.latest()
-            {
-                let marks = self
-                    .health
-                    .history
-                    .mark(&latest.sample, &self.cfg.gpus, now);
-                self.store.health_marks(marks);
-            }
+            self.bench.after(op.op.kind, op.op.id);
         }
-        self.health.fresh_since_ms = None;
-        self.health.overridden.clear();
+        let launched = (outcome == Outcome::Succeeded
+            && phase == Phase::Ready
+            && matches!(op.op.kind, OpKind::Restart | OpKind::Start))
+        .then(|| self.hub.latest())
+        .flatten();
+        let marks = (self.health).end(launched.as_ref().map(|p| &p.sample), &self.cfg, now);
+        if !marks.is_empty() {
+            self.store.health_marks(marks);
+        }
         let summary = RestartSummary {
             id: op.op.id,
             kind: op.op.kind,

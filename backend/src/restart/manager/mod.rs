@@ -13,7 +13,6 @@ use shared::flags::Flags;
 use shared::restart::{Containment, Operation, Origin, Phase, TimelinePoint};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::gate;
 use super::machine::{Input, Machine};
 use super::observe::observe;
 use super::probe::ProbeEvent;
@@ -28,8 +27,9 @@ use crate::supervisor::{self, Group, LogTail, Members};
 mod bench;
 mod effects;
 mod handle;
+mod health;
+mod holds;
 mod inputs;
-mod pregate;
 
 pub(crate) use inputs::client as probe_client;
 mod requests;
@@ -63,14 +63,14 @@ struct Running {
 struct OpRecord {
     op: Operation,
     entered: Vec<(Phase, u64)>,
+    /// Timeline points not yet pushed over the socket (sent with each tick).
+    unsent: Vec<TimelinePoint>,
 }
 
 /// Everything the manager task owns.
 #[derive(Debug)]
 pub struct Manager {
     cfg: Arc<ServerConfig>,
-    /// The benchmark's tokenizer, loaded at start.
-    tokenizer: Option<crate::bench::tokens::Tokenizer>,
     hub: Arc<Hub>,
     store: Store,
     machine: Machine,
@@ -86,10 +86,6 @@ pub struct Manager {
     log: Option<LogTail>,
     log_dir: PathBuf,
     op: Option<OpRecord>,
-    /// A launch waiting for the health gate's fresh reading, before anything stops.
-    pregate: Option<pregate::Pregate>,
-    /// Timeline points not yet pushed over the socket (sent with each tick).
-    unsent: Vec<TimelinePoint>,
     /// The warm-up probe: the machine's `Healthy` and `Ready` inputs.
     probes: inputs::Probes,
     /// The server's metrics, for the status and the timeline.
@@ -98,19 +94,17 @@ pub struct Manager {
     shown: status::Shown,
     /// The benchmarks, here so that a benchmark and an operation exclude each other.
     bench: bench::Benches,
-    /// The campaign holding the server, if one does: every other request is refused.
-    lease: Option<Lease>,
+    /// The campaign or the hub's coordinated restart holding the server,
+    /// if one does: every other request is refused.
+    holds: holds::Holds,
     /// Operations and benchmarks as they end, for the campaign runner.
     events: broadcast::Sender<Event>,
-    /// The pre-launch health gate's memory and the operation's overrides.
-    health: pregate::HealthGate,
+    /// The health gate: its memory, the operation's overrides, and the
+    /// launch it holds before anything stops.
+    health: health::HealthGate,
     /// For a server that spans nodes: this node's place in it, as the last
     /// accepted launch gave it.
     node: Option<shared::restart::NodeRole>,
-    /// The hub's coordinated restart acting on this node, and until when
-    /// its hold lasts without a word from the hub: every change that is not
-    /// its own is refused meanwhile.
-    coordinated: Option<(i64, std::time::Instant)>,
 }
 
 /// What [`Manager::new`] needs.
@@ -140,7 +134,7 @@ impl Manager {
         let client = inputs::client(p.cfg.api_key.as_ref());
         let scrape = inputs::Scrape::spawn(client.clone(), &p.cfg, p.fast);
         let typical = p.store.typical().await.unwrap_or_default();
-        let history = pregate::load_health_history(&p.store).await;
+        let health = health::HealthGate::load(&p.store, p.health_refresh).await;
         let (cgroups, containment) = supervisor::contain(&p.cgroup, p.cfg.port);
         let members = Members::new(Arc::clone(&p.hint), containment.pidfd);
         let mut m = Self {
@@ -148,7 +142,6 @@ impl Manager {
             flags: p.cfg.allow.defaults().clone(),
             generation: p.recovered.generation,
             cfg: p.cfg,
-            tokenizer: p.tokenizer,
             hub: p.hub,
             store: p.store,
             running: None,
@@ -157,25 +150,17 @@ impl Manager {
             log: None,
             log_dir: p.log_dir,
             op: None,
-            pregate: None,
-            unsent: Vec::new(),
             probes: inputs::Probes::new(client),
             scrape,
             shown: status::Shown {
                 typical: Arc::new(Mutex::new(typical)),
                 ..Default::default()
             },
-            bench: bench::Benches::new(),
-            lease: None,
+            bench: bench::Benches::new(p.tokenizer),
+            holds: holds::Holds::default(),
             events: events.clone(),
-            health: pregate::HealthGate {
-                history,
-                refresh: p.health_refresh,
-                fresh_since_ms: None,
-                overridden: Vec::new(),
-            },
+            health,
             node: None,
-            coordinated: None,
         };
         if let Some(inst) = p.recovered.instance {
             m.reattach(inst, &p.recovered.members);
@@ -301,26 +286,23 @@ impl Manager {
             }
             Command::CancelBench { campaign, reply } => {
                 let r = match self.held(campaign) {
-                    Ok(()) => self.cancel_bench(),
+                    Ok(()) => self.bench.cancel(),
                     Err(e) => Err(e),
                 };
                 let _ = reply.send(r);
             }
             Command::Release { id, reply } => {
-                let r = match self.coordinated {
-                    Some((held, _)) if held != id => Err(Refusal::Conflict {
-                        message: format!(
-                            "coordinated restart #{held}, not #{id}, acts on this node"
-                        ),
-                        operation: None,
-                    }),
-                    Some(_) => {
-                        tracing::info!(id, "the hub's coordinated restart let go of this node");
-                        self.coordinated = None;
-                        self.publish_status(true);
+                let r = match self.holds.release(id) {
+                    Ok(released) => {
+                        if released {
+                            self.publish_status(true);
+                        }
                         Ok(())
                     }
-                    None => Ok(()),
+                    Err(message) => Err(Refusal::Conflict {
+                        message,
+                        operation: None,
+                    }),
                 };
                 let _ = reply.send(r);
             }
@@ -329,8 +311,7 @@ impl Manager {
                 let _ = reply.send(r);
             }
             Command::Lease { lease, reply } => {
-                if self.lease != lease {
-                    self.lease = lease;
+                if self.holds.set_lease(lease) {
                     self.publish_status(true);
                 }
                 let _ = reply.send(Ok(()));
@@ -340,36 +321,26 @@ impl Manager {
     }
 
     /// Refuses what is not the coordinated restart's that holds this node
-    /// (`by`: the one asking, if one is); a hold the hub left for longer
-    /// than [`COORDINATED_HOLD`] without a word has lapsed.
+    /// (`by`: the one asking, if one is).
     fn coordinated(&mut self, by: Option<i64>) -> Result<(), Refusal> {
-        match self.coordinated {
-            Some((_, until)) if std::time::Instant::now() > until => {
-                tracing::warn!(
-                    "the hub's coordinated restart held this node too long without a word: its hold lapsed"
-                );
-                self.coordinated = None;
-                Ok(())
-            }
-            Some((id, _)) if by != Some(id) => Err(Refusal::Conflict {
-                message: format!(
-                    "coordinated restart #{id} at the hub is acting on this node: wait for it to end, or stop it at the hub"
-                ),
+        match self.holds.coordinated_by_another(by) {
+            Some(message) => Err(Refusal::Conflict {
+                message,
                 operation: self.op.as_ref().map(|o| o.op.clone()),
             }),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
     /// Refuses a request that is not the holding campaign's (`by`: the
     /// campaign asking, if one is).
     fn held(&self, by: Option<i64>) -> Result<(), Refusal> {
-        match &self.lease {
-            Some(l) if by != Some(l.campaign_id) => Err(Refusal::Conflict {
-                message: l.refusal(),
+        match self.holds.leased_to_another(by) {
+            Some(message) => Err(Refusal::Conflict {
+                message,
                 operation: self.op.as_ref().map(|o| o.op.clone()),
             }),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 
@@ -390,7 +361,7 @@ impl Manager {
 
     /// Work that must wait for an await point: the benchmark after a restart.
     async fn after_events(&mut self) {
-        if let Some((kind, id)) = self.bench.pending.take() {
+        if let Some((kind, id)) = self.bench.take_pending() {
             self.bench_after(kind, id).await;
         }
     }
@@ -429,7 +400,8 @@ impl Manager {
                     let latest = samples.borrow_and_update().clone();
                     if let Some(p) = latest {
                         self.on_sample(&p.sample);
-                        self.pregate_sample(&p.sample).await;
+                        let decided = self.health.decide(&p.sample, &self.cfg);
+                        self.gate_decided(decided).await;
                     }
                 }
                 _ = async { match sigchld.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
@@ -441,7 +413,8 @@ impl Manager {
                     }
                 }
                 _ = tick.tick() => {
-                    self.pregate_deadline().await;
+                    let expired = self.health.expired();
+                    self.gate_decided(expired).await;
                     self.on_exits();
                     if let Some(cg) = &self.tracked.cgroups {
                         cg.remove_empty_leaves();
@@ -493,13 +466,12 @@ impl Manager {
 
     /// Pushes the timeline points taken since the last push to every client.
     pub(super) fn send_timeline(&mut self) {
-        if self.unsent.is_empty() {
+        let Some(op) = self.op.as_mut() else { return };
+        if op.unsent.is_empty() {
             return;
         }
-        let points = std::mem::take(&mut self.unsent);
-        if let Some(op) = &self.op {
-            self.hub.publish_timeline(op.op.id, points);
-        }
+        let points = std::mem::take(&mut op.unsent);
+        self.hub.publish_timeline(op.op.id, points);
     }
 
     fn on_sample(&mut self, sample: &shared::Sample) {
@@ -532,14 +504,7 @@ impl Manager {
             obs.stuck = self.stuck(sample);
         }
         if self.machine.phase() == Phase::Verifying {
-            obs.health = gate::check(
-                sample,
-                &self.cfg.gpus,
-                &self.health.history,
-                &self.cfg.health,
-                &self.health.overridden,
-                self.health.fresh_since_ms,
-            );
+            obs.health = self.health.verify(sample, &self.cfg);
         }
         self.feed(Input::Observe(Box::new(obs)));
         if self.machine.phase().is_busy() {
@@ -550,14 +515,15 @@ impl Manager {
     /// A point of the operation's drain timeline: `sample`'s memory and the
     /// requests the server's own metrics last said were running.
     pub(super) fn timeline_point(&mut self, sample: &shared::Sample, at_ms: u64, phase: Phase) {
-        let Some(op) = &self.op else { return };
+        let running_requests = self.scrape.read().passive.running;
+        let Some(op) = self.op.as_mut() else { return };
         let point = TimelinePoint {
             at_ms,
             phase,
             mem_used_bytes: sample.gpus.iter().map(|g| g.mem_used_bytes).collect(),
-            running_requests: self.scrape.read().passive.running,
+            running_requests,
         };
-        self.unsent.push(point.clone());
+        op.unsent.push(point.clone());
         self.store.point(op.op.id, point);
     }
 }

@@ -5,7 +5,7 @@ use shared::ProcId;
 use shared::flags::Flags;
 use shared::restart::{Accepted, OpKind, Operation, Origin, Outcome};
 
-use super::pregate::{Parked, Reply};
+use super::health::{Parked, Reply};
 use super::{Manager, OpRecord, Refusal, Request, Running};
 use crate::clock::now_ms;
 use crate::identity;
@@ -17,7 +17,7 @@ use crate::supervisor::{self, cgroup};
 impl Manager {
     /// Validates a request against the current state; accepts at most one at a
     /// time. A launch waits for the health gate's fresh reading first
-    /// ([`Manager::pregate`]); every answer is audited before it is sent.
+    /// ([`health::HealthGate::park`](super::health::HealthGate::park)); every answer is audited before it is sent.
     pub(super) async fn request(&mut self, req: Request, reply: Reply) {
         if let Err(refusal) = self.coordinated(req.coordinated) {
             return self.answer(&req, Err(refusal), String::new(), reply);
@@ -42,7 +42,8 @@ impl Manager {
                     reply,
                 };
                 if matches!(parked.req.kind, OpKind::Restart | OpKind::Start) {
-                    self.park(parked);
+                    self.health.park(parked);
+                    self.scrape.fast(true);
                 } else {
                     self.go(parked).await;
                 }
@@ -50,10 +51,23 @@ impl Manager {
         }
     }
 
+    /// Acts on the health gate's decision on the launch it held: begins it,
+    /// or answers it with the refusal.
+    pub(super) async fn gate_decided(&mut self, decided: Option<super::health::Decision>) {
+        let Some(d) = decided else { return };
+        self.scrape.fast(self.machine.busy().is_some());
+        match d.refusal {
+            None => self.go(d.parked).await,
+            Some(refusal) => {
+                let p = d.parked;
+                self.answer(&p.req, Err(refusal), p.override_note, p.reply);
+            }
+        }
+    }
+
     /// Begins a request that passed every check (and, for a launch, the gate).
     pub(super) async fn go(&mut self, p: Parked) {
-        self.health.overridden = p.overridden;
-        let result = self.accept(&p.req, p.to_flags).await;
+        let result = self.accept(&p.req, p.to_flags, p.overridden).await;
         self.answer(&p.req, result, p.override_note, p.reply);
     }
 
@@ -91,22 +105,22 @@ impl Manager {
 
     fn check(&self, req: &Request) -> Result<Flags, Refusal> {
         self.held(req.campaign)?;
-        if let Some(p) = &self.pregate {
+        if let Some(kind) = self.health.waiting() {
             return Err(Refusal::Conflict {
                 message: format!(
                     "a {} was asked first and waits for the GPUs' health check; try again in a moment",
-                    op_name(p.parked.req.kind)
+                    op_name(kind)
                 ),
                 operation: None,
             });
         }
         // A restart or a stop cuts a person's benchmark short (see `accept`);
         // nothing else begins beside one.
-        if let Some(b) = &self.bench.current
+        if let Some(run) = self.bench.running()
             && !matches!(req.kind, OpKind::Restart | OpKind::Stop)
         {
             return Err(Refusal::Conflict {
-                message: format!("benchmark #{} is running; cancel it or wait", b.id),
+                message: format!("benchmark #{run} is running; cancel it or wait"),
                 operation: None,
             });
         }
@@ -215,17 +229,9 @@ impl Manager {
                     .to_owned(),
             ));
         }
-        let verdict = match self.hub.latest() {
-            Some(p) => gate::check(
-                &p.sample,
-                &self.cfg.gpus,
-                &self.health.history,
-                &self.cfg.health,
-                &[],
-                None,
-            ),
-            None => gate::Verdict::default(),
-        };
+        let verdict = (self.hub.latest())
+            .map(|p| self.health.now(&p.sample, &self.cfg))
+            .unwrap_or_default();
         let refused = verdict.refused_gpus();
         if refused.is_empty() {
             return Err(Refusal::BadRequest(
@@ -250,12 +256,16 @@ impl Manager {
         Ok(Some(verdict))
     }
 
-    async fn accept(&mut self, req: &Request, to_flags: Flags) -> Result<Accepted, Refusal> {
+    async fn accept(
+        &mut self,
+        req: &Request,
+        to_flags: Flags,
+        overridden: Vec<u32>,
+    ) -> Result<Accepted, Refusal> {
         let now = now_ms();
         if let Some(id) = req.coordinated {
             // Held for the hub's restart from now on (renewed by each step).
-            let until = std::time::Instant::now() + super::COORDINATED_HOLD;
-            self.coordinated = Some((id, until));
+            self.holds.coordinate(id);
         }
         // The record and every view of the operation show the flags redacted;
         // the machine gets them raw, to launch with.
@@ -272,11 +282,8 @@ impl Manager {
                     operation: None,
                 }
             })?;
-        if let Some(b) = &self.bench.current {
-            // The run sends nothing more; what it has in flight stays open, to
-            // be drained with the server, and the run is recorded interrupted.
-            tracing::info!(run = b.id, op = id, "the restart cuts the benchmark short");
-            let _ = b.cancel.send(crate::bench::load::Halt::Drain);
+        if let Some(run) = self.bench.interrupt() {
+            tracing::info!(run, op = id, "the restart cuts the benchmark short");
         }
         if self.op.is_some() && self.machine.stop_preempts(req.kind) {
             // The launch in flight ends (recorded, interrupted) once the
@@ -293,12 +300,10 @@ impl Manager {
                 to_flags: to_shown,
             },
             entered: Vec::new(),
+            unsent: Vec::new(),
         });
         // The gate decides on slow fields read after this moment.
-        self.health.fresh_since_ms = Some(now);
-        self.health
-            .refresh
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.health.begin(now, overridden);
         if req.kind == OpKind::Adopt {
             self.adopt(now, req.contain);
         } else {

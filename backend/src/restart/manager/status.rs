@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use shared::ProcId;
-use shared::bench::{BenchProgress, RunStatus};
 use shared::restart::{Failure, Phase, ServerStatus};
 
 use super::Manager;
@@ -64,21 +63,10 @@ impl Manager {
             origin: running.map(|r| r.origin),
             server_cgroup: running.and_then(|r| r.cgroup.clone()),
             server_contained: running.is_some_and(|r| r.contained),
-            held_by: self.lease.clone(),
+            held_by: self.holds.lease().cloned(),
             spans_nodes: self.cfg.spans_nodes,
             engine: running.and(self.scrape.identity()),
-            bench: self.bench.current.as_ref().map(|b| BenchProgress {
-                run_id: b.id,
-                status: RunStatus::Running,
-                concurrency: 0,
-                request_rate: None,
-                repeat: 0,
-                repeats: b.repeats,
-                done: 0,
-                total: 0,
-                output_tok_s: 0.0,
-                requested_by: b.requested_by.clone(),
-            }),
+            bench: self.bench.shown(),
         }
     }
 
