@@ -306,9 +306,9 @@ fn tokenizer_for(
             server_cfg.and_then(|c| c.bench.tokenizer.as_ref()),
         ) {
             (Some(path), Some(file)) => {
-                Tokenizer::configured(file).map_err(|message| ConfigError::Invalid {
+                Tokenizer::configured(file).map_err(|problem| ConfigError::Invalid {
                     path: path.clone(),
-                    message,
+                    problem,
                 })?
             }
             _ => None,

@@ -213,16 +213,16 @@ pub fn spec_of<'a>(specs: &'a [FlagSpec], name: &str) -> Result<&'a FlagSpec, Ch
 /// (a secret flag's check does not quote it back) and returns it canonical;
 /// [`plain_value`] is the check for flags that are not secret. A reset (`None`)
 /// is always allowed. Returns the set with canonical values.
-pub fn check_changes(
+pub fn check_changes<E: std::fmt::Display>(
     specs: &[FlagSpec],
     items: impl IntoIterator<Item = (String, Option<String>)>,
-    mut value: impl FnMut(&FlagSpec, &str) -> Result<String, String>,
+    mut value: impl FnMut(&FlagSpec, &str) -> Result<String, E>,
 ) -> Result<Changes, ChangeError> {
     let mut out = gather(items)?;
     for (name, change) in &mut out {
         let spec = spec_of(specs, name)?;
         if let Some(v) = change {
-            *v = value(spec, v).map_err(ChangeError::Value)?;
+            *v = value(spec, v).map_err(|e| ChangeError::Value(e.to_string()))?;
         }
     }
     Ok(out)

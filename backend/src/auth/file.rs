@@ -77,28 +77,26 @@ impl AuthConfig {
         Self::parse(&text).map_err(|e| anyhow::anyhow!("auth file {}: {e}", path.display()))
     }
 
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let raw: Raw = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+    pub fn parse(text: &str) -> Result<Self, AuthFileError> {
+        let raw: Raw =
+            toml::from_str(text).map_err(|e| AuthFileError::Syntax(e.message().to_owned()))?;
         if raw.token.is_empty() {
-            return Err(
-                "no [[token]]: add one with `drainwatch token --name NAME --role operator`".into(),
-            );
+            return Err(AuthFileError::NoToken);
         }
         let mut tokens: Vec<TokenEntry> = Vec::new();
         for t in raw.token {
             let name = t.name.trim().to_owned();
             if name.is_empty() || name.len() > 64 || name.chars().any(|c| c.is_control()) {
-                return Err(format!(
-                    "token name `{}` must be 1–64 printable characters",
-                    t.name.escape_debug()
-                ));
+                return Err(AuthFileError::BadName(t.name.escape_debug().to_string()));
             }
             if tokens.iter().any(|e| e.name == name) {
-                return Err(format!("two tokens are named `{name}`"));
+                return Err(AuthFileError::SameName(name));
             }
-            let hash = parse_hash(&t.sha256).map_err(|e| format!("token `{name}`: sha256 {e}"))?;
+            let Ok(hash) = parse_hash(&t.sha256) else {
+                return Err(AuthFileError::BadHash(name));
+            };
             if tokens.iter().any(|e| e.hash == hash) {
-                return Err(format!("token `{name}` has the same secret as another"));
+                return Err(AuthFileError::SameSecret(name));
             }
             tokens.push(TokenEntry {
                 name,
@@ -109,15 +107,15 @@ impl AuthConfig {
         }
         let public_origin = raw.public_origin.map(|o| parse_origin(&o)).transpose()?;
         let session_ttl = match raw.session_ttl {
-            Some(s) => crate::clock::parse_duration(&s).map_err(|e| format!("session_ttl: {e}"))?,
+            Some(s) => crate::clock::parse_duration(&s).map_err(AuthFileError::Ttl)?,
             None => Duration::from_secs(12 * 3_600),
         };
         if session_ttl < Duration::from_secs(60) || session_ttl > MAX_TTL {
-            return Err("session_ttl must be from 1m to 720h".into());
+            return Err(AuthFileError::TtlRange);
         }
         let metrics_hash = raw
             .metrics_token_sha256
-            .map(|h| parse_hash(&h).map_err(|e| format!("metrics_token_sha256 {e}")))
+            .map(|h| parse_hash(&h).map_err(|BadHash| AuthFileError::BadMetricsHash))
             .transpose()?;
         let trusted_proxies = raw
             .trusted_proxies
@@ -126,9 +124,7 @@ impl AuthConfig {
                 p.trim()
                     .parse::<IpAddr>()
                     .map(|ip| ip.to_canonical())
-                    .map_err(|_| {
-                        format!("trusted_proxies: `{p}` is not an IP address (e.g. \"127.0.0.1\")")
-                    })
+                    .map_err(|_| AuthFileError::BadProxy(p.clone()))
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {
@@ -141,31 +137,70 @@ impl AuthConfig {
     }
 }
 
+/// Why an auth file is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthFileError {
+    /// Not TOML, or a value not of its key's type (TOML's own words).
+    #[error("{0}")]
+    Syntax(String),
+    #[error("no [[token]]: add one with `drainwatch token --name NAME --role operator`")]
+    NoToken,
+    /// The name as written, escaped.
+    #[error("token name `{0}` must be 1–64 printable characters")]
+    BadName(String),
+    #[error("two tokens are named `{0}`")]
+    SameName(String),
+    #[error("token `{0}`: sha256 {BadHash}")]
+    BadHash(String),
+    #[error("token `{0}` has the same secret as another")]
+    SameSecret(String),
+    #[error("metrics_token_sha256 {BadHash}")]
+    BadMetricsHash,
+    #[error(transparent)]
+    Origin(#[from] BadOrigin),
+    #[error("session_ttl: {0}")]
+    Ttl(crate::clock::DurationError),
+    #[error("session_ttl must be from 1m to 720h")]
+    TtlRange,
+    #[error("trusted_proxies: `{0}` is not an IP address (e.g. \"127.0.0.1\")")]
+    BadProxy(String),
+}
+
+/// A token's hash that is not one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be 64 hex digits (the SHA-256 of the token)")]
+pub struct BadHash;
+
+/// A `public_origin` that is not an origin (lowercased, as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadOrigin {
+    #[error("public_origin `{0}` must start with http:// or https://")]
+    Scheme(String),
+    #[error("public_origin `{0}` must be scheme://host[:port], e.g. https://gpu-07.example.com")]
+    Shape(String),
+}
+
 /// 64 hex digits.
-fn parse_hash(hex: &str) -> Result<[u8; 32], String> {
+fn parse_hash(hex: &str) -> Result<[u8; 32], BadHash> {
     let hex = hex.trim();
     if hex.len() != 64 {
-        return Err("must be 64 hex digits (the SHA-256 of the token)".into());
+        return Err(BadHash);
     }
     let mut out = [0u8; 32];
     for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16)
-            .map_err(|_| "must be 64 hex digits (the SHA-256 of the token)".to_owned())?;
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| BadHash)?;
     }
     Ok(out)
 }
 
 /// `scheme://host[:port]`, lowercased, without a path or a trailing slash.
-pub fn parse_origin(o: &str) -> Result<String, String> {
+pub fn parse_origin(o: &str) -> Result<String, BadOrigin> {
     let o = o.trim().trim_end_matches('/').to_ascii_lowercase();
-    let rest = o
-        .strip_prefix("https://")
-        .or_else(|| o.strip_prefix("http://"))
-        .ok_or_else(|| format!("public_origin `{o}` must start with http:// or https://"))?;
+    let Some(rest) = (o.strip_prefix("https://")).or_else(|| o.strip_prefix("http://")) else {
+        return Err(BadOrigin::Scheme(o));
+    };
     if rest.is_empty() || rest.contains(['/', '?', '#', '@', ' ']) {
-        return Err(format!(
-            "public_origin `{o}` must be scheme://host[:port], e.g. https://gpu-07.example.com"
-        ));
+        return Err(BadOrigin::Shape(o));
     }
     Ok(o)
 }
@@ -230,7 +265,7 @@ mod tests {
         ];
         for (text, want) in bad {
             let e = AuthConfig::parse(&text).expect_err(&text);
-            assert!(e.contains(want), "{text:?}: {e}");
+            assert!(e.to_string().contains(want), "{text:?}: {e}");
         }
     }
 }

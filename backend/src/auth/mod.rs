@@ -84,28 +84,40 @@ pub const FOR_HEADER: &str = "x-drainwatch-for";
 /// letters, digits, spaces and `. _ @ + - ( ) :`. Only a hub's token (or
 /// anyone without authentication) may name one: any other token, and a
 /// browser session, speaks for itself.
-pub fn for_whom(headers: &HeaderMap, caller: &Caller) -> Result<Option<String>, String> {
+pub fn for_whom(headers: &HeaderMap, caller: &Caller) -> Result<Option<String>, NotFor> {
     let Some(v) = headers.get(FOR_HEADER) else {
         return Ok(None);
     };
     if matches!(caller.via, Via::Session { .. }) {
-        return Err("a browser session cannot act for someone else (X-Drainwatch-For)".to_owned());
+        return Err(NotFor::Session);
     }
     if !caller.may_act_for {
-        return Err(format!(
-            "token `{}` may not act for someone else (X-Drainwatch-For): only a hub's, marked `hub = true` in the auth file",
-            caller.name.as_deref().unwrap_or("?")
+        return Err(NotFor::NotHub(
+            caller.name.as_deref().unwrap_or("?").to_owned(),
         ));
     }
     match v.to_str().map(str::trim) {
         Ok(s) if !s.is_empty() && s.len() <= 64 && s.chars().all(for_whom_char) => {
             Ok(Some(s.to_owned()))
         }
-        _ => Err(
-            "X-Drainwatch-For must be a name of 1 to 64 letters, digits, spaces and . _ @ + - ( ) :"
-                .to_owned(),
-        ),
+        _ => Err(NotFor::BadName),
     }
+}
+
+/// Why a caller may not name someone it acts for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotFor {
+    #[error("a browser session cannot act for someone else (X-Drainwatch-For)")]
+    Session,
+    /// The token's name.
+    #[error(
+        "token `{0}` may not act for someone else (X-Drainwatch-For): only a hub's, marked `hub = true` in the auth file"
+    )]
+    NotHub(String),
+    #[error(
+        "X-Drainwatch-For must be a name of 1 to 64 letters, digits, spaces and . _ @ + - ( ) :"
+    )]
+    BadName,
 }
 
 impl Caller {

@@ -223,7 +223,9 @@ fn a_trusted_proxy_names_the_client_and_nobody_else_can() {
         may_act_for: false,
         ..hub.clone()
     };
-    let e = super::for_whom(&h, &plain).expect_err("not a hub's token");
+    let e = super::for_whom(&h, &plain)
+        .expect_err("not a hub's token")
+        .to_string();
     assert!(e.contains("hub = true"), "{e}");
     for bad in ["", "a\nb", "x;y", &"a".repeat(65)] {
         if let Ok(v) = bad.parse() {

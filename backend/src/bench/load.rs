@@ -220,15 +220,24 @@ pub async fn one(
     out
 }
 
+/// Why a response's body was not read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error(transparent)]
+    Read(#[from] reqwest::Error),
+    #[error("the answer is over {0} bytes")]
+    TooLong(usize),
+}
+
 /// A response's body, refused past `limit` bytes (a server cannot make the
 /// benchmark hold more).
-pub async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, String> {
+pub async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
     let mut stream = resp.bytes_stream();
     while let Some(piece) = stream.next().await {
-        let piece = piece.map_err(|e| e.to_string())?;
+        let piece = piece?;
         if body.len() + piece.len() > limit {
-            return Err(format!("the answer is over {limit} bytes"));
+            return Err(BodyError::TooLong(limit));
         }
         body.extend_from_slice(&piece);
     }

@@ -8,6 +8,7 @@ pub mod dataset;
 mod events;
 pub mod flagset;
 pub mod load;
+pub mod overrides;
 pub mod prompts;
 pub mod saturation;
 pub mod sizing;
@@ -131,8 +132,11 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
 
     match check_first(&mut run, &ctx, &client).await {
         Ok(()) => {}
-        Err(None) => return halted(run, &ctx, recorder).await,
-        Err(Some(why)) => return finish(run, &ctx, recorder, RunStatus::Failed, Some(why)).await,
+        Err(Unchecked::Halted) => return halted(run, &ctx, recorder).await,
+        Err(why) => {
+            let why = Some(why.to_string());
+            return finish(run, &ctx, recorder, RunStatus::Failed, why).await;
+        }
     }
     for (level, key) in levels.iter().enumerate() {
         let c = key.concurrency;
@@ -197,14 +201,26 @@ pub async fn run(mut run: BenchRun, ctx: RunContext) -> BenchRun {
     finish(run, &ctx, recorder, RunStatus::Succeeded, None).await
 }
 
+/// Why the run ends at its correctness check.
+#[derive(Debug, thiserror::Error)]
+enum Unchecked {
+    /// Halted meanwhile (cancelled, or cut short by a restart).
+    #[error("halted")]
+    Halted,
+    /// A wrong answer, where the settings abort on one.
+    #[error("{WRONG_ANSWER}")]
+    Wrong,
+    #[error(transparent)]
+    NoAnswer(#[from] CheckError),
+}
+
 /// The correctness check before any load, where the settings ask for one; its
-/// result goes on the run. `Err` ends the run: `None` when it was halted
-/// meanwhile, else why it failed (a wrong answer that aborts it, or no answer).
+/// result goes on the run. `Err` ends the run.
 async fn check_first(
     run: &mut BenchRun,
     ctx: &RunContext,
     client: &reqwest::Client,
-) -> Result<(), Option<String>> {
+) -> Result<(), Unchecked> {
     let s = &run.settings;
     let Some(c) = &s.correctness else {
         return Ok(());
@@ -213,13 +229,13 @@ async fn check_first(
     let mut cancel = ctx.cancel.clone();
     let checked = tokio::select! {
         r = check(client, &ctx.target, &c.prompt, &c.expect) => r,
-        _ = cancel.wait_for(|c| c.stops_sending()) => return Err(None),
+        _ = cancel.wait_for(|c| c.stops_sending()) => return Err(Unchecked::Halted),
     };
-    let result = checked.map_err(Some)?;
+    let result = checked?;
     let wrong = !result.passed && abort;
     run.correctness = Some(result);
     match wrong {
-        true => Err(Some(WRONG_ANSWER.to_owned())),
+        true => Err(Unchecked::Wrong),
         false => Ok(()),
     }
 }
@@ -432,6 +448,15 @@ pub(crate) async fn server_version(
     (version, from)
 }
 
+/// Why the correctness check could not ask.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("correctness check: {0}")]
+    Request(#[from] reqwest::Error),
+    #[error("correctness check: the server answered {0}")]
+    Status(reqwest::StatusCode),
+}
+
 /// The correctness check: one non-streaming request, its answer searched for
 /// `expect` (case-insensitive).
 async fn check(
@@ -439,24 +464,17 @@ async fn check(
     target: &Target,
     prompt: &str,
     expect: &str,
-) -> Result<CorrectnessResult, String> {
+) -> Result<CorrectnessResult, CheckError> {
     let resp = target
         .post(client)
         .json(&target.body(prompt, 64, false))
         .timeout(Duration::from_secs(60))
         .send()
-        .await
-        .map_err(|e| format!("correctness check: {e}"))?;
+        .await?;
     if !resp.status().is_success() {
-        return Err(format!(
-            "correctness check: the server answered {}",
-            resp.status()
-        ));
+        return Err(CheckError::Status(resp.status()));
     }
-    let v: serde_json::Value = resp
-        .json()
-        .await
-        .map_err(|e| format!("correctness check: {e}"))?;
+    let v: serde_json::Value = resp.json().await?;
     // OpenAI's completions, its chat, or SGLang's `/generate` (`text` at the top).
     let choice = &v["choices"][0];
     let answer = choice["text"]

@@ -20,16 +20,27 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
+/// A tokenizer file that does not read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot read the tokenizer {}: {why}", path.display())]
+pub struct TokenizerError {
+    pub path: std::path::PathBuf,
+    /// The tokenizers library's words.
+    pub why: String,
+}
+
 impl Tokenizer {
     /// The config's tokenizer, loaded: one named by `bench.tokenizer` must
     /// read (an error names the key); one found in the model's directory that
     /// does not read leaves the benchmark to count per event (said in the log).
-    pub fn configured(file: &crate::config::file::TokenizerFile) -> Result<Option<Self>, String> {
+    pub fn configured(
+        file: &crate::config::file::TokenizerFile,
+    ) -> Result<Option<Self>, crate::config::Problem> {
         use crate::config::file::TokenizerFile;
         match file {
             TokenizerFile::Named(path) => Self::load(path)
                 .map(Some)
-                .map_err(|e| format!("bench.tokenizer: {e}")),
+                .map_err(|e| crate::config::Problem::refused("bench.tokenizer", e)),
             TokenizerFile::InModel(path) => match Self::load(path) {
                 Ok(t) => Ok(Some(t)),
                 Err(e) => {
@@ -41,14 +52,16 @@ impl Tokenizer {
     }
 
     /// Reads `path`: a `tokenizer.json`, or a model directory holding one.
-    pub fn load(path: &Path) -> Result<Self, String> {
+    pub fn load(path: &Path) -> Result<Self, TokenizerError> {
         let file = if path.is_dir() {
             path.join("tokenizer.json")
         } else {
             path.to_owned()
         };
-        let inner = tokenizers::Tokenizer::from_file(&file)
-            .map_err(|e| format!("cannot read the tokenizer {}: {e}", file.display()))?;
+        let inner = tokenizers::Tokenizer::from_file(&file).map_err(|e| TokenizerError {
+            path: file.clone(),
+            why: e.to_string(),
+        })?;
         Ok(Self {
             path: file,
             inner: Arc::new(inner),
@@ -97,7 +110,9 @@ mod tests {
         let found = Tokenizer::configured(&in_model).expect("reads");
         assert_eq!(found.as_ref().map(Tokenizer::path), Some(t.path()));
         std::fs::write(dir.path().join("tokenizer.json"), "{not json").expect("write");
-        let e = Tokenizer::load(dir.path()).expect_err("refused");
+        let e = Tokenizer::load(dir.path())
+            .expect_err("refused")
+            .to_string();
         assert!(e.contains("tokenizer.json"), "{e}");
         // The model's own that does not read is left aside; a named one is an error.
         assert!(
@@ -106,7 +121,9 @@ mod tests {
                 .is_none()
         );
         let named = TokenizerFile::Named(dir.path().join("tokenizer.json"));
-        let e = Tokenizer::configured(&named).expect_err("refused");
+        let e = Tokenizer::configured(&named)
+            .expect_err("refused")
+            .to_string();
         assert!(e.starts_with("bench.tokenizer: "), "{e}");
     }
 }

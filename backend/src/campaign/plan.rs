@@ -13,6 +13,7 @@ use shared::bench::BenchSettings;
 use shared::campaign::{FailurePolicy, MAX_STEPS, PlanOrder};
 use shared::flags::{FlagKind, Flags};
 
+use crate::bench::overrides::SettingsError;
 use crate::config::flags::AllowList;
 
 /// A plan, as an operator writes it.
@@ -216,23 +217,11 @@ type SetChanges = (
 type ArgValues = Vec<(String, Option<String>)>;
 
 /// `defaults` with `changes` on top, checked: a benchmark's settings.
-pub fn bench_settings(
+fn bench_settings(
     defaults: &BenchSettings,
     changes: &serde_json::Map<String, serde_json::Value>,
-) -> Result<BenchSettings, String> {
-    let mut base = serde_json::to_value(defaults).map_err(|e| e.to_string())?;
-    if let serde_json::Value::Object(b) = &mut base {
-        b.extend(changes.clone());
-    }
-    let s: BenchSettings = serde_json::from_value(base).map_err(|_| {
-        "invalid settings: a field is unknown or of the wrong type (the fields: api, \
-         concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness, \
-         request_rate, burstiness, max_concurrency, slo, seed, dataset, prefix_groups, \
-         prefix_len)"
-            .to_owned()
-    })?;
-    s.validate()?;
-    Ok(s)
+) -> Result<BenchSettings, SettingsError> {
+    crate::bench::overrides::with_changes(defaults, &serde_json::Value::Object(changes.clone()))
 }
 
 /// The plan checked against the allow-list (`allow`, whose defaults are the

@@ -372,16 +372,19 @@ pub struct WatchArgs {
 }
 
 /// `NAME=VALUE`, split at the first `=` after the name (a name never holds one).
-fn parse_flag(s: &str) -> Result<(String, String), String> {
+fn parse_flag(s: &str) -> Result<(String, String), NotNameValue> {
     match s.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok((name.trim().to_owned(), value.to_owned()))
         }
-        _ => Err(format!(
-            "`{s}` is not NAME=VALUE (e.g. --flag --tp=8; --reset NAME for the default)"
-        )),
+        _ => Err(NotNameValue(s.to_owned())),
     }
 }
+
+/// A `--flag` that is not `NAME=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not NAME=VALUE (e.g. --flag --tp=8; --reset NAME for the default)")]
+pub struct NotNameValue(String);
 
 /// One line of JSON on stdout.
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CliError> {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::flags::AllowList;
+use super::problem::{Problem, check_env_name};
 use crate::clock::parse_duration;
 use crate::redact::SecretNames;
 use specs::{RawFlag, flag_spec};
@@ -38,8 +39,8 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}: {problem}")]
+    Invalid { path: PathBuf, problem: Problem },
 }
 
 /// The validated configuration of the managed server.
@@ -246,9 +247,9 @@ impl ServerConfig {
         // Relative paths with a directory part are relative to the file itself; a
         // bare program name is looked up in PATH when launched.
         let dir = path.parent().unwrap_or(Path::new("."));
-        let mut cfg = Self::parse_in(&text, dir).map_err(|message| ConfigError::Invalid {
+        let mut cfg = Self::parse_in(&text, dir).map_err(|problem| ConfigError::Invalid {
             path: path.to_owned(),
-            message,
+            problem,
         })?;
         if cfg.program.is_relative() && cfg.program.components().count() > 1 {
             cfg.program = dir.join(&cfg.program);
@@ -261,13 +262,14 @@ impl ServerConfig {
 
     /// Parses and validates the file's text (an API key file relative to the
     /// working directory).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Problem> {
         Self::parse_in(text, Path::new(""))
     }
 
     /// Parses and validates the text of a file in `dir`; reads the API key.
-    fn parse_in(text: &str, dir: &Path) -> Result<Self, String> {
-        let raw: RawFile = toml::from_str(text).map_err(|e| e.to_string().trim().to_owned())?;
+    fn parse_in(text: &str, dir: &Path) -> Result<Self, Problem> {
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| Problem::Syntax(e.to_string().trim().to_owned()))?;
         let s = raw.server;
         let redact = check_server(&s)?;
         let api_key = api_key::KeySource {
@@ -335,47 +337,64 @@ impl ServerConfig {
 }
 
 /// The `[server]` table's own rules; its `redact` names, checked.
-fn check_server(s: &RawServer) -> Result<Vec<String>, String> {
+fn check_server(s: &RawServer) -> Result<Vec<String>, Problem> {
     if s.name.trim().is_empty() {
-        return Err("server.name must not be empty".to_owned());
+        return Err(Problem::rule("server.name", "must not be empty"));
     }
     if s.program.as_os_str().is_empty() {
-        return Err("server.program must not be empty".to_owned());
+        return Err(Problem::rule("server.program", "must not be empty"));
     }
     if s.port == 0 {
-        return Err("server.port must be a port number (1–65535)".to_owned());
+        return Err(Problem::rule(
+            "server.port",
+            "must be a port number (1–65535)",
+        ));
     }
     if s.gpus.is_empty() {
-        return Err("server.gpus must list the GPUs the server uses, e.g. [0, 1, 2, 3]".to_owned());
+        return Err(Problem::rule(
+            "server.gpus",
+            "must list the GPUs the server uses, e.g. [0, 1, 2, 3]",
+        ));
     }
     for (k, v) in &s.env {
-        check_env_name(k).map_err(|e| format!("server.env: {e}"))?;
+        check_env_name(k).map_err(|e| Problem::refused("server.env", e))?;
         if v.contains('\0') {
-            return Err(format!("server.env.{k}: values cannot contain NUL"));
+            return Err(Problem::refused(
+                format!("server.env.{k}"),
+                "values cannot contain NUL",
+            ));
         }
     }
     if s.args.iter().any(|a| a.contains('\0')) {
-        return Err("server.args: arguments cannot contain NUL".to_owned());
+        return Err(Problem::refused(
+            "server.args",
+            "arguments cannot contain NUL",
+        ));
     }
     s.redact
         .iter()
-        .map(|n| check_secret_name(n).map_err(|e| format!("server.redact: {e}")))
+        .map(|n| check_secret_name(n).map_err(|e| Problem::refused("server.redact", e)))
         .collect()
 }
 
 /// The server's URL for path `p` (`default` when not given) under `base`.
-fn url_of(base: &str, p: Option<String>, default: &str, key: &str) -> Result<String, String> {
+fn url_of(base: &str, p: Option<String>, default: &str, key: &str) -> Result<String, Problem> {
     let p = p.unwrap_or_else(|| default.to_owned());
     if !p.starts_with('/') {
-        return Err(format!("server.{key} must start with `/`, got `{p}`"));
+        return Err(Problem::rule(
+            format!("server.{key}"),
+            format!("must start with `/`, got `{p}`"),
+        ));
     }
     Ok(format!("{base}{p}"))
 }
 
 /// The readiness probe's request body: the one given, else a short completion.
-fn readiness_body(body: Option<toml::Value>) -> Result<serde_json::Value, String> {
+fn readiness_body(body: Option<toml::Value>) -> Result<serde_json::Value, Problem> {
     match body {
-        Some(v) => serde_json::to_value(v).map_err(|e| format!("server.readiness.body: {e}")),
+        Some(v) => {
+            serde_json::to_value(v).map_err(|e| Problem::refused("server.readiness.body", e))
+        }
         None => Ok(serde_json::json!({
             "model": "default",
             "prompt": "Say OK.",
@@ -385,7 +404,7 @@ fn readiness_body(body: Option<toml::Value>) -> Result<serde_json::Value, String
     }
 }
 
-fn timeouts(t: RawTimeouts) -> Result<Timeouts, String> {
+fn timeouts(t: RawTimeouts) -> Result<Timeouts, Problem> {
     Ok(Timeouts {
         drain: duration(t.drain, "60s", "timeouts.drain")?,
         kill_grace: duration(t.kill_grace, "10s", "timeouts.kill_grace")?,
@@ -394,12 +413,12 @@ fn timeouts(t: RawTimeouts) -> Result<Timeouts, String> {
     })
 }
 
-fn verify(v: RawVerify) -> Result<Verify, String> {
+fn verify(v: RawVerify) -> Result<Verify, Problem> {
     Ok(Verify {
         tolerance_bytes: v.tolerance_mib.unwrap_or(64) << 20,
         baseline_bytes: v.baseline_mib.unwrap_or(4) << 20,
         samples: match v.samples.unwrap_or(3) {
-            0 => return Err("verify.samples must be at least 1".to_owned()),
+            0 => return Err(Problem::rule("verify.samples", "must be at least 1")),
             n => n,
         },
     })
@@ -440,28 +459,22 @@ fn model_of(args: &[String]) -> String {
     }
 }
 
-fn duration(v: Option<String>, default: &str, key: &str) -> Result<Duration, String> {
-    let d = parse_duration(v.as_deref().unwrap_or(default)).map_err(|e| format!("{key}: {e}"))?;
+fn duration(v: Option<String>, default: &str, key: &str) -> Result<Duration, Problem> {
+    let d =
+        parse_duration(v.as_deref().unwrap_or(default)).map_err(|e| Problem::refused(key, e))?;
     if d.is_zero() {
-        return Err(format!("{key} must be longer than zero"));
+        return Err(Problem::rule(key, "must be longer than zero"));
     }
     Ok(d)
 }
 
-/// Environment variable names: letters, digits, `_`, not starting with a digit.
-pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("`{name}` is not a valid environment variable name"))
-    }
-}
+/// A `server.redact` entry that cannot be a name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a name (letters, digits, `-` and `_`, e.g. `MY_CREDENTIAL` or `--license`)")]
+pub struct BadSecretName(String);
 
 /// An extra secret name: an option (`--license`) or a variable (`MY_CREDENTIAL`).
-fn check_secret_name(name: &str) -> Result<String, String> {
+fn check_secret_name(name: &str) -> Result<String, BadSecretName> {
     let n = name.trim();
     let ok = n.chars().any(|c| c.is_ascii_alphabetic())
         && n.chars()
@@ -469,9 +482,7 @@ fn check_secret_name(name: &str) -> Result<String, String> {
     if ok {
         Ok(n.to_owned())
     } else {
-        Err(format!(
-            "`{name}` is not a name (letters, digits, `-` and `_`, e.g. `MY_CREDENTIAL` or `--license`)"
-        ))
+        Err(BadSecretName(name.to_owned()))
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use shared::flags::{self, FlagKind, FlagSpec, FlagType, Flags};
 
+use super::Problem;
 use crate::redact::{Redactor, SecretNames};
 
 /// A refused flag change, worded for the operator.
@@ -39,19 +40,26 @@ impl AllowList {
         base_args: &[String],
         base_env: &BTreeMap<String, String>,
         secret: &SecretNames,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, Problem> {
         let mut defaults = Flags::new();
         for (i, spec) in specs.iter().enumerate() {
             if specs[..i].iter().any(|s| s.name == spec.name) {
-                return Err(format!("flags: `{}` is listed twice", spec.name));
+                return Err(Problem::refused(
+                    "flags",
+                    format!("`{}` is listed twice", spec.name),
+                ));
             }
             let found = match spec.kind {
                 FlagKind::Env => base_env.get(&spec.name).cloned(),
                 FlagKind::Arg => arg_value(base_args, spec),
             };
             if let Some(v) = found {
-                let v = check(spec, &v, secret.is_secret(&spec.name))
-                    .map_err(|e| format!("flags: the base value of {e} (fix server.args/env)"))?;
+                let v = check(spec, &v, secret.is_secret(&spec.name)).map_err(|e| {
+                    Problem::refused(
+                        "flags",
+                        format!("the base value of {e} (fix server.args/env)"),
+                    )
+                })?;
                 defaults.insert(spec.name.clone(), v);
             }
         }
@@ -157,17 +165,14 @@ impl AllowList {
 /// Validates one value against its flag's type; returns it in canonical form.
 /// A refusal never quotes the values of a secret flag (`--api-key`): it is
 /// answered, audited and logged.
-fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, String> {
-    let checked = flags::plain_value(spec, raw);
-    if secret {
-        return checked.map_err(|_| {
-            format!(
-                "`{}` must be a value its allow-list permits (not shown: a secret)",
-                spec.name
-            )
-        });
-    }
-    checked
+fn check(spec: &FlagSpec, raw: &str, secret: bool) -> Result<String, FlagError> {
+    flags::plain_value(spec, raw).map_err(|e| match secret {
+        true => FlagError(format!(
+            "`{}` must be a value its allow-list permits (not shown: a secret)",
+            spec.name
+        )),
+        false => FlagError(e),
+    })
 }
 
 /// The flag's value in an argument vector (`--x v`, `--x=v`, or a bare boolean `--x`).
@@ -435,14 +440,16 @@ mod tests {
         let args = ["--license".to_owned(), "L-base-9".to_owned()];
         let listed = SecretNames::new(&["LICENSE".to_owned()]);
         let err = AllowList::new(specs.clone(), &args, &BTreeMap::new(), &listed)
-            .expect_err("not allowed");
+            .expect_err("not allowed")
+            .to_string();
         assert!(
             err.contains("`--license`") && !err.contains("L-base"),
             "{err}"
         );
         // Without the list the name is no secret, and the value is quoted.
         let err = AllowList::new(specs, &args, &BTreeMap::new(), &SecretNames::default())
-            .expect_err("not allowed");
+            .expect_err("not allowed")
+            .to_string();
         assert!(err.contains("L-base-9"), "{err}");
     }
 
@@ -558,7 +565,8 @@ mod tests {
             &BTreeMap::new(),
             &SecretNames::default(),
         )
-        .expect_err("8 > 4");
+        .expect_err("8 > 4")
+        .to_string();
         assert!(err.contains("base value"), "{err}");
     }
 }

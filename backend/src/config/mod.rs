@@ -7,6 +7,9 @@
 
 pub mod file;
 pub mod flags;
+mod problem;
+
+pub use problem::{BadEnvName, Problem, check_env_name};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -84,15 +87,29 @@ impl Config {
 
 /// A history length: more than zero, at most an hour (every client gets the
 /// whole history on connect, so it must stay a sensible size).
-fn parse_history(s: &str) -> Result<Duration, String> {
+fn parse_history(s: &str) -> Result<Duration, ArgError> {
     let d = parse_duration(s)?;
     if d.is_zero() {
-        return Err("history must be longer than zero".to_owned());
+        return Err(ArgError::NoHistory);
     }
     if d > Duration::from_secs(3_600) {
-        return Err(format!("`{s}` is more than 1h of history"));
+        return Err(ArgError::TooMuchHistory(s.to_owned()));
     }
     Ok(d)
+}
+
+/// A command-line value of drainwatch's own settings that clap's types do
+/// not check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error(transparent)]
+    Duration(#[from] crate::clock::DurationError),
+    #[error("history must be longer than zero")]
+    NoHistory,
+    #[error("`{0}` is more than 1h of history")]
+    TooMuchHistory(String),
+    #[error("`{0}` is not auto, off or an absolute path to a cgroup v2 directory")]
+    Cgroup(String),
 }
 
 /// What `--cgroup` asks for.
@@ -107,15 +124,13 @@ pub enum CgroupSetting {
 }
 
 impl std::str::FromStr for CgroupSetting {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ArgError;
+    fn from_str(s: &str) -> Result<Self, ArgError> {
         match s {
             "auto" => Ok(Self::Auto),
             "off" => Ok(Self::Off),
             p if p.starts_with('/') => Ok(Self::Path(PathBuf::from(p))),
-            other => Err(format!(
-                "`{other}` is not auto, off or an absolute path to a cgroup v2 directory"
-            )),
+            other => Err(ArgError::Cgroup(other.to_owned())),
         }
     }
 }

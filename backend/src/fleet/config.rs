@@ -25,6 +25,9 @@ use serde::Deserialize;
 use shared::fleet::{CoordKind, CoordTarget};
 use shared::restart::{MAX_NODES, NodeRole};
 
+use crate::config::Problem;
+use crate::config::file::ConfigError;
+
 /// Agents one hub holds at most.
 pub const MAX_AGENTS: usize = 500;
 /// Groups and deployments one hub declares at most.
@@ -159,7 +162,7 @@ struct RawDeployment {
     order: Vec<String>,
 }
 
-fn check_name(what: &str, name: &str) -> Result<String, String> {
+fn check_name(what: &str, name: &str) -> Result<String, Problem> {
     let n = name.trim();
     if n.is_empty()
         || n.chars().all(|c| c == '.')
@@ -168,20 +171,22 @@ fn check_name(what: &str, name: &str) -> Result<String, String> {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        return Err(format!(
-            "{what} `{name}`: a name is 1–64 letters, digits, `-`, `_` or `.`, not dots alone"
+        return Err(Problem::refused(
+            format!("{what} `{name}`"),
+            "a name is 1–64 letters, digits, `-`, `_` or `.`, not dots alone",
         ));
     }
     Ok(n.to_owned())
 }
 
-fn duration(raw: Option<String>, default: &str, what: &str) -> Result<Duration, String> {
+fn duration(raw: Option<String>, default: &str, what: &str) -> Result<Duration, Problem> {
     let text = raw.unwrap_or_else(|| default.to_owned());
     crate::clock::parse_duration(text.trim())
-        .map_err(|e| format!("{what}: `{text}` is not a duration ({e})"))
+        .map_err(|e| Problem::refused(what, format!("`{text}` is not a duration ({e})")))
         .and_then(|d| match d {
-            d if d.is_zero() || d > Duration::from_secs(24 * 3600) => Err(format!(
-                "{what}: `{text}` must be above zero and at most 24h"
+            d if d.is_zero() || d > Duration::from_secs(24 * 3600) => Err(Problem::refused(
+                what,
+                format!("`{text}` must be above zero and at most 24h"),
             )),
             d => Ok(d),
         })
@@ -189,26 +194,34 @@ fn duration(raw: Option<String>, default: &str, what: &str) -> Result<Duration, 
 
 /// Reads and checks the fleet config whole: a bad entry names itself and
 /// nothing starts.
-pub fn load(path: &Path) -> Result<FleetConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<FleetConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    check(&text, path).map_err(|problem| ConfigError::Invalid {
+        path: path.to_owned(),
+        problem,
+    })
+}
+
+/// The fleet config's text, checked (`path`: where relative files are).
+fn check(text: &str, path: &Path) -> Result<FleetConfig, Problem> {
     let raw: RawFleet =
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))?;
+        toml::from_str(text).map_err(|e| Problem::Syntax(e.message().to_owned()))?;
     if raw.agent.is_empty() {
-        return Err(format!("{}: no [[agent]]", path.display()));
+        return Err(Problem::Whole("no [[agent]]".to_owned()));
     }
     if raw.agent.len() > MAX_AGENTS {
-        return Err(format!(
-            "{}: {} agents, at most {MAX_AGENTS}",
-            path.display(),
+        return Err(Problem::Whole(format!(
+            "{} agents, at most {MAX_AGENTS}",
             raw.agent.len()
-        ));
+        )));
     }
     if raw.group.len() + raw.deployment.len() > MAX_TARGETS {
-        return Err(format!(
-            "{}: at most {MAX_TARGETS} groups and deployments together",
-            path.display()
-        ));
+        return Err(Problem::Whole(format!(
+            "at most {MAX_TARGETS} groups and deployments together"
+        )));
     }
     let mut cfg = FleetConfig::default();
     for a in raw.agent {
@@ -233,22 +246,24 @@ fn taken(cfg: &FleetConfig, n: &str) -> bool {
 
 /// One `[[agent]]`, checked against those before it; a relative token file
 /// is beside the config (`path`).
-fn agent(a: RawAgent, path: &Path, cfg: &FleetConfig) -> Result<AgentConfig, String> {
+fn agent(a: RawAgent, path: &Path, cfg: &FleetConfig) -> Result<AgentConfig, Problem> {
     let name = check_name("agent", &a.name)?;
     if cfg.agent(&name).is_some() {
-        return Err(format!("agent `{name}` is listed twice"));
+        return Err(Problem::rule(format!("agent `{name}`"), "is listed twice"));
     }
     let url = a.url.trim().to_owned();
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
-            "agent `{name}`: url must start with http:// or https://"
+        return Err(Problem::refused(
+            format!("agent `{name}`"),
+            "url must start with http:// or https://",
         ));
     }
     match reqwest::Url::parse(&url) {
         Ok(u) if u.query().is_none() && u.fragment().is_none() && u.host().is_some() => {}
         _ => {
-            return Err(format!(
-                "agent `{name}`: url must be http(s)://host[:port][/path], without a query or fragment"
+            return Err(Problem::refused(
+                format!("agent `{name}`"),
+                "url must be http(s)://host[:port][/path], without a query or fragment",
             ));
         }
     }
@@ -260,7 +275,12 @@ fn agent(a: RawAgent, path: &Path, cfg: &FleetConfig) -> Result<AgentConfig, Str
         None => None,
         Some(f) => Some(
             std::fs::read_to_string(&f)
-                .map_err(|e| format!("agent `{name}`: cannot read its token_file: {e}"))?
+                .map_err(|e| {
+                    Problem::refused(
+                        format!("agent `{name}`"),
+                        format!("cannot read its token_file: {e}"),
+                    )
+                })?
                 .trim()
                 .to_owned(),
         )
@@ -270,27 +290,37 @@ fn agent(a: RawAgent, path: &Path, cfg: &FleetConfig) -> Result<AgentConfig, Str
 }
 
 /// One `[[group]]`: its nodes are agents, each in one group only.
-fn group(g: RawGroup, cfg: &FleetConfig) -> Result<GroupConfig, String> {
+fn group(g: RawGroup, cfg: &FleetConfig) -> Result<GroupConfig, Problem> {
     let name = check_name("group", &g.name)?;
     if taken(cfg, &name) {
-        return Err(format!("group `{name}`: the name is taken"));
+        return Err(Problem::refused(
+            format!("group `{name}`"),
+            "the name is taken",
+        ));
     }
     if g.nodes.is_empty() || g.nodes.len() > MAX_NODES as usize {
-        return Err(format!(
-            "group `{name}`: nodes lists 1 to {MAX_NODES} agents"
+        return Err(Problem::refused(
+            format!("group `{name}`"),
+            format!("nodes lists 1 to {MAX_NODES} agents"),
         ));
     }
     for (i, n) in g.nodes.iter().enumerate() {
         if cfg.agent(n).is_none() {
-            return Err(format!("group `{name}`: node `{n}` is not an [[agent]]"));
+            return Err(Problem::refused(
+                format!("group `{name}`"),
+                format!("node `{n}` is not an [[agent]]"),
+            ));
         }
         if g.nodes[..i].contains(n) {
-            return Err(format!("group `{name}`: node `{n}` is listed twice"));
+            return Err(Problem::refused(
+                format!("group `{name}`"),
+                format!("node `{n}` is listed twice"),
+            ));
         }
         if let Some(other) = cfg.groups.iter().find(|o| o.nodes.contains(n)) {
-            return Err(format!(
-                "group `{name}`: node `{n}` is already in group `{}`",
-                other.name
+            return Err(Problem::refused(
+                format!("group `{name}`"),
+                format!("node `{n}` is already in group `{}`", other.name),
             ));
         }
     }
@@ -313,29 +343,37 @@ fn group(g: RawGroup, cfg: &FleetConfig) -> Result<GroupConfig, String> {
     group
         .role(0)
         .check()
-        .map_err(|e| format!("group `{name}`: {e}"))?;
+        .map_err(|e| Problem::refused(format!("group `{name}`"), e))?;
     Ok(group)
 }
 
 /// One `[[deployment]]`: its order names agents and groups, each once.
-fn deployment(d: RawDeployment, cfg: &FleetConfig) -> Result<DeploymentConfig, String> {
+fn deployment(d: RawDeployment, cfg: &FleetConfig) -> Result<DeploymentConfig, Problem> {
     let name = check_name("deployment", &d.name)?;
     if taken(cfg, &name) {
-        return Err(format!("deployment `{name}`: the name is taken"));
+        return Err(Problem::refused(
+            format!("deployment `{name}`"),
+            "the name is taken",
+        ));
     }
     if d.order.is_empty() || d.order.len() > MAX_AGENTS {
-        return Err(format!(
-            "deployment `{name}`: order lists 1 to {MAX_AGENTS} agents or groups"
+        return Err(Problem::refused(
+            format!("deployment `{name}`"),
+            format!("order lists 1 to {MAX_AGENTS} agents or groups"),
         ));
     }
     for (i, m) in d.order.iter().enumerate() {
         if cfg.agent(m).is_none() && cfg.group(m).is_none() {
-            return Err(format!(
-                "deployment `{name}`: `{m}` is neither an [[agent]] nor a [[group]]"
+            return Err(Problem::refused(
+                format!("deployment `{name}`"),
+                format!("`{m}` is neither an [[agent]] nor a [[group]]"),
             ));
         }
         if d.order[..i].contains(m) {
-            return Err(format!("deployment `{name}`: `{m}` is listed twice"));
+            return Err(Problem::refused(
+                format!("deployment `{name}`"),
+                format!("`{m}` is listed twice"),
+            ));
         }
     }
     Ok(DeploymentConfig {
@@ -431,7 +469,7 @@ order = ["dsv3"]
             ),
         ] {
             let (_d, p) = write(bad);
-            let e = load(&p).expect_err(bad);
+            let e = load(&p).expect_err(bad).to_string();
             assert!(e.contains(says), "{bad}: {e}");
             assert!(!e.contains("secret"));
         }
@@ -472,7 +510,7 @@ order = ["dsv3"]
         ] {
             let text = format!("{TWO}{extra}");
             let (_d, p) = write(&text);
-            let e = load(&p).expect_err(&text);
+            let e = load(&p).expect_err(&text).to_string();
             assert!(e.contains(says), "{text}: {e}");
         }
     }

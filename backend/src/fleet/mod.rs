@@ -154,7 +154,7 @@ pub async fn serve(
     args: HubArgs,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let cfg = Arc::new(config::load(&args.config).map_err(anyhow::Error::msg)?);
+    let cfg = Arc::new(config::load(&args.config)?);
     let auth = match &args.auth {
         Some(path) => Auth::new(AuthConfig::load(path)?),
         None if !args.bind.ip().is_loopback() => anyhow::bail!(
@@ -521,7 +521,7 @@ async fn follow(s: Shared, i: usize, a: AgentConfig) {
         let mut connected = false;
         let error = match connect(&s, i, &remote, &mut connected).await {
             Ok(()) => "the agent closed the connection".to_owned(),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         // A connection that was up starts the backoff over.
         if connected {
@@ -537,15 +537,25 @@ async fn follow(s: Shared, i: usize, a: AgentConfig) {
     }
 }
 
+/// Why the link to an agent broke.
+#[derive(Debug, thiserror::Error)]
+enum Unlinked {
+    /// It could not be reached, or refused: the client's words.
+    #[error("{}", .0.message)]
+    Call(#[from] crate::cli::CliError),
+    #[error("no message for {} s", .0.as_secs())]
+    Silent(Duration),
+}
+
 /// One connection to an agent, until it ends.
 async fn connect(
     s: &Shared,
     i: usize,
     remote: &Remote,
     connected: &mut bool,
-) -> Result<(), String> {
-    let client = Client::new(remote).map_err(|e| e.message)?;
-    let mut events = client.events().await.map_err(|e| e.message)?;
+) -> Result<(), Unlinked> {
+    let client = Client::new(remote)?;
+    let mut events = client.events().await?;
     *connected = true;
     s.update(i, |v| {
         v.reachable = true;
@@ -555,8 +565,8 @@ async fn connect(
     loop {
         let next = tokio::time::timeout(AGENT_SILENCE, events.next())
             .await
-            .map_err(|_| format!("no message for {} s", AGENT_SILENCE.as_secs()))?;
-        let Some((_, msg)) = next.map_err(|e| e.message)? else {
+            .map_err(|_| Unlinked::Silent(AGENT_SILENCE))?;
+        let Some((_, msg)) = next? else {
             return Ok(());
         };
         s.update(i, |v| {

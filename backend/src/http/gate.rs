@@ -166,7 +166,7 @@ pub(crate) async fn gate(
     if let Some(mut c) = caller {
         match crate::auth::for_whom(req.headers(), &c) {
             Ok(p) => c.for_whom = p,
-            Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, e).into_response(),
+            Err(e) => return ApiError::new(StatusCode::BAD_REQUEST, e.to_string()).into_response(),
         }
         req.extensions_mut().insert(c);
     }

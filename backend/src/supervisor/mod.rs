@@ -153,7 +153,7 @@ pub fn contain(
         reason: cgroups.as_ref().err().map(ToString::to_string),
         cgroup: cgroups.as_ref().ok().map(cgroup::Cgroups::name),
         pidfd: pidfd.is_ok(),
-        pidfd_reason: pidfd.err(),
+        pidfd_reason: pidfd.err().map(|e| e.to_string()),
         fallbacks,
     };
     (cgroups.ok(), containment)
@@ -175,14 +175,22 @@ fn signal_limit() -> Option<String> {
 
 /// Whether drainwatch may signal a process owned by `uid` (it runs as that
 /// user, as root, or with `CAP_KILL`); otherwise why not, in a sentence.
-pub fn may_signal(uid: u32) -> Result<(), String> {
+pub fn may_signal(uid: u32) -> Result<(), NotPermitted> {
     let me = effective_uid();
     if me == 0 || me == uid || has_effective_cap(CAP_KILL) {
         return Ok(());
     }
-    Err(format!(
-        "it runs as uid {uid} and drainwatch as uid {me}, without CAP_KILL: drainwatch could not signal it (run drainwatch as that user, or give it CAP_KILL)"
-    ))
+    Err(NotPermitted { uid, me })
+}
+
+/// A process drainwatch may not signal: another user's, without `CAP_KILL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "it runs as uid {uid} and drainwatch as uid {me}, without CAP_KILL: drainwatch could not signal it (run drainwatch as that user, or give it CAP_KILL)"
+)]
+pub struct NotPermitted {
+    pub uid: u32,
+    pub me: u32,
 }
 
 #[allow(unsafe_code)]

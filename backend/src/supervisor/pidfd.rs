@@ -129,33 +129,48 @@ impl Pidfd {
     }
 }
 
+/// Why this kernel's pidfds cannot be used here, or only in part.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Lacking {
+    #[error("cannot read this process's own /proc entry")]
+    NoSelf,
+    /// The kernel's refusal, in words.
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("pidfd_open did not find this process")]
+    Gone,
+    #[error("no file descriptor to spare")]
+    NoFds,
+    #[error("no group signals through a pidfd (Linux < 6.9)")]
+    NoGroupSignals,
+}
+
 /// Whether this kernel hands out pidfds, and why not if it does not.
-pub fn probe() -> Result<(), String> {
+pub fn probe() -> Result<(), Lacking> {
     let me = identity::of(std::process::id())
         .map(|i| i.id)
-        .ok_or("cannot read this process's own /proc entry")?;
+        .ok_or(Lacking::NoSelf)?;
     match Pidfd::open(me) {
         Ok(_) => Ok(()),
-        Err(OpenError::Unsupported(why)) => Err(why),
-        Err(OpenError::Gone) => Err("pidfd_open did not find this process".to_owned()),
-        Err(OpenError::NoFds) => Err("no file descriptor to spare".to_owned()),
+        Err(OpenError::Unsupported(why)) => Err(Lacking::Unsupported(why)),
+        Err(OpenError::Gone) => Err(Lacking::Gone),
+        Err(OpenError::NoFds) => Err(Lacking::NoFds),
     }
 }
 
 /// Whether this kernel signals process groups through a pidfd (Linux ≥ 6.9),
 /// and why not if it does not: signal 0 (nothing is delivered, only the
 /// permission is checked) through drainwatch's own pidfd to the group it leads.
-pub fn probe_group() -> Result<(), String> {
+pub fn probe_group() -> Result<(), Lacking> {
     let me = identity::of(std::process::id())
         .map(|i| i.id)
-        .ok_or("cannot read this process's own /proc entry")?;
-    const NO: &str = "no group signals through a pidfd (Linux < 6.9)";
-    let fd = Pidfd::open(me).map_err(|_| NO.to_owned())?;
+        .ok_or(Lacking::NoSelf)?;
+    let fd = Pidfd::open(me).map_err(|_| Lacking::NoGroupSignals)?;
     // The group is the one this process leads: none (ESRCH) where it leads
     // none, which still says the kernel knows the flag.
     match fd.send(0, PIDFD_SIGNAL_PROCESS_GROUP) {
         Sent::Delivered | Sent::Gone => Ok(()),
-        Sent::Unsupported => Err(NO.to_owned()),
+        Sent::Unsupported => Err(Lacking::NoGroupSignals),
     }
 }
 

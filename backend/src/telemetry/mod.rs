@@ -111,7 +111,7 @@ impl Telemetry {
             }
             Err(reason) => {
                 if matches!(self.nvml.status(), NvmlStatus::Ok { .. }) {
-                    processes_error = Some(reason);
+                    processes_error = Some(reason.to_string());
                 }
             }
         }
@@ -163,7 +163,7 @@ impl Telemetry {
 }
 
 fn process_info(
-    details: Result<ProcDetails, String>,
+    details: Result<ProcDetails, procfs::Unreadable>,
     pid: u32,
     gpu_mem: Vec<GpuMemUse>,
     role: ProcessRole,
@@ -186,7 +186,7 @@ fn process_info(
             gpu_mem,
             role,
         },
-        Err(reason) => ProcessInfo::without_proc(pid, gpu_mem, role, reason),
+        Err(reason) => ProcessInfo::without_proc(pid, gpu_mem, role, reason.to_string()),
     }
 }
 
@@ -234,7 +234,7 @@ mod tests {
     use super::*;
 
     fn p(pid: u32, ppid: u32, role: ProcessRole) -> ProcessInfo {
-        process_info(Err("x".into()), pid, Vec::new(), role).tap_ppid(ppid)
+        process_info(Err(procfs::Unreadable::Exited), pid, Vec::new(), role).tap_ppid(ppid)
     }
 
     trait TapPpid {

@@ -105,16 +105,16 @@ impl NvmlReader {
     }
 
     /// Reads every GPU. `Err` only when NVML is unavailable or cannot count devices.
-    pub fn read(&mut self) -> Result<Vec<GpuReading>, String> {
+    pub fn read(&mut self) -> Result<Vec<GpuReading>, NoReading> {
         let Some(nvml) = &self.nvml else {
             return Err(match &self.status {
-                NvmlStatus::Unavailable { reason, .. } => reason.clone(),
-                NvmlStatus::Ok { .. } => "nvml not initialised".to_owned(),
+                NvmlStatus::Unavailable { reason, .. } => NoReading::Unavailable(reason.clone()),
+                NvmlStatus::Ok { .. } => NoReading::NotInitialised,
             });
         };
         let count = nvml
             .device_count()
-            .map_err(|e| format!("counting GPUs: {}", describe(&e)))?;
+            .map_err(|e| NoReading::Count(describe(&e)))?;
         self.identity.resize(count as usize, None);
         let due = self.health.due(count as usize, Instant::now());
         let health = &mut self.health;
@@ -126,6 +126,19 @@ impl NvmlReader {
             })
             .collect())
     }
+}
+
+/// Why no GPU could be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoReading {
+    /// NVML did not load or initialise: why, as the status says.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("nvml not initialised")]
+    NotInitialised,
+    /// The driver's answer to counting the devices.
+    #[error("counting GPUs: {0}")]
+    Count(String),
 }
 
 /// What [`HealthReader::read`] gives for one device.

@@ -98,7 +98,7 @@ impl ProcReader {
     /// One process; `Err` says why it could not be read (usually: it has exited).
     /// One stat read ([`identity::stat`]) per call; owner and command line are read
     /// once per identity and refreshed every [`CMDLINE_TTL`].
-    pub fn read(&mut self, pid: u32) -> Result<ProcDetails, String> {
+    pub fn read(&mut self, pid: u32) -> Result<ProcDetails, Unreadable> {
         let stat = identity::stat(pid).map_err(|e| reason(&e))?;
         let ident = Identity::from_stat(pid, &stat);
         let id = ident.id;
@@ -127,7 +127,7 @@ impl ProcReader {
                 },
             );
         }
-        let c = self.cached.get(&id).ok_or("cache")?;
+        let c = (self.cached.get(&id)).ok_or_else(|| Unreadable::Other("cache".to_owned()))?;
         Ok(ProcDetails {
             id,
             state: ident.state,
@@ -158,11 +158,23 @@ impl ProcReader {
     }
 }
 
-fn reason(e: &procfs::ProcError) -> String {
+/// Why a process could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("exited (no /proc entry)")]
+    Exited,
+    #[error("no permission to read /proc")]
+    NotPermitted,
+    /// The procfs library's words.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn reason(e: &procfs::ProcError) -> Unreadable {
     match e {
-        procfs::ProcError::NotFound(_) => "exited (no /proc entry)".to_owned(),
-        procfs::ProcError::PermissionDenied(_) => "no permission to read /proc".to_owned(),
-        other => other.to_string().to_lowercase(),
+        procfs::ProcError::NotFound(_) => Unreadable::Exited,
+        procfs::ProcError::PermissionDenied(_) => Unreadable::NotPermitted,
+        other => Unreadable::Other(other.to_string().to_lowercase()),
     }
 }
 
@@ -244,6 +256,7 @@ mod tests {
         let pid = child.id();
         child.wait().expect("reap");
         let err = ProcReader::new().read(pid).expect_err("gone");
-        assert!(err.contains("exited"), "{err}");
+        assert_eq!(err, Unreadable::Exited);
+        assert!(err.to_string().contains("exited"), "{err}");
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use reqwest::header::HeaderValue;
 
-use super::check_env_name;
+use crate::config::{Problem, check_env_name};
 
 /// A secret API key. Its `Debug` says only that there is one; it has no
 /// `Display`. [`ApiKey::bearer`] is the one way it leaves, as a header value
@@ -23,15 +23,16 @@ impl std::fmt::Debug for ApiKey {
 
 impl ApiKey {
     /// Checks a key read from `what` (the key and where it was read from).
-    fn new(raw: &str, what: &str) -> Result<Self, String> {
+    fn new(raw: &str, what: &str) -> Result<Self, Problem> {
         let key = raw.strip_suffix('\n').unwrap_or(raw);
         let key = key.strip_suffix('\r').unwrap_or(key);
         if key.trim().is_empty() {
-            return Err(format!("{what} is empty"));
+            return Err(Problem::rule(what, "is empty"));
         }
         if !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(format!(
-                "{what} holds characters an HTTP header cannot carry (spaces, control or non-ASCII characters)"
+            return Err(Problem::rule(
+                what,
+                "holds characters an HTTP header cannot carry (spaces, control or non-ASCII characters)",
             ));
         }
         Ok(Self(key.to_owned()))
@@ -64,20 +65,20 @@ pub(super) struct KeySource {
 impl KeySource {
     /// Reads the key: `file` relative to `dir` (the config file's folder).
     /// Errors name the key and, for a file, its path; never the value.
-    pub(super) fn read(&self, dir: &Path) -> Result<Option<ApiKey>, String> {
+    pub(super) fn read(&self, dir: &Path) -> Result<Option<ApiKey>, Problem> {
         if self.inline {
-            return Err(
-                "server.api_key: the key is not taken from the config itself; put it in a file \
+            return Err(Problem::refused(
+                "server.api_key",
+                "the key is not taken from the config itself; put it in a file \
                  (server.api_key_file = \"/path\", readable by drainwatch only) or an environment \
-                 variable (server.api_key_env = \"NAME\")"
-                    .to_owned(),
-            );
+                 variable (server.api_key_env = \"NAME\")",
+            ));
         }
         match (&self.file, &self.env) {
-            (Some(_), Some(_)) => Err(
-                "server.api_key_file and server.api_key_env are both set; give one of them"
-                    .to_owned(),
-            ),
+            (Some(_), Some(_)) => Err(Problem::rule(
+                "server.api_key_file and server.api_key_env",
+                "are both set; give one of them",
+            )),
             (Some(file), None) => {
                 let path = if file.is_relative() {
                     dir.join(file)
@@ -86,19 +87,19 @@ impl KeySource {
                 };
                 let what = format!("server.api_key_file ({})", path.display());
                 let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("{what}: cannot read it: {e}"))?;
+                    .map_err(|e| Problem::refused(what.clone(), format!("cannot read it: {e}")))?;
                 ApiKey::new(&text, &what).map(Some)
             }
             (None, Some(name)) => {
-                check_env_name(name).map_err(|e| format!("server.api_key_env: {e}"))?;
+                check_env_name(name).map_err(|e| Problem::refused("server.api_key_env", e))?;
                 let what = format!("server.api_key_env ({name})");
                 match std::env::var(name) {
                     Ok(v) => ApiKey::new(&v, &what).map(Some),
                     Err(std::env::VarError::NotPresent) => {
-                        Err(format!("{what}: the variable is not set"))
+                        Err(Problem::refused(what, "the variable is not set"))
                     }
                     Err(std::env::VarError::NotUnicode(_)) => {
-                        Err(format!("{what}: the value is not UTF-8"))
+                        Err(Problem::refused(what, "the value is not UTF-8"))
                     }
                 }
             }

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::config::Problem;
 use shared::bench::{BenchApi, BenchSettings};
 
 /// Which server the config runs, where it changes what drainwatch does.
@@ -69,7 +71,7 @@ impl RawBench {
         engine: Engine,
         model: &str,
         dir: &Path,
-    ) -> Result<BenchConfig, String> {
+    ) -> Result<BenchConfig, Problem> {
         let api_given = self
             .defaults
             .as_ref()
@@ -77,7 +79,7 @@ impl RawBench {
         let mut defaults: BenchSettings = match self.defaults {
             Some(table) => table
                 .try_into()
-                .map_err(|e: toml::de::Error| format!("bench.defaults: {}", e.message()))?,
+                .map_err(|e: toml::de::Error| Problem::refused("bench.defaults", e.message()))?,
             None => BenchSettings::default(),
         };
         if engine == Engine::Sglang && !api_given {
@@ -85,7 +87,7 @@ impl RawBench {
         }
         defaults
             .validate()
-            .map_err(|e| format!("bench.defaults: {e}"))?;
+            .map_err(|e| Problem::refused("bench.defaults", e))?;
         let tokenizer = match self.tokenizer {
             Some(path) => {
                 let path = dir.join(path);
@@ -95,9 +97,9 @@ impl RawBench {
                     path
                 };
                 if !file.is_file() {
-                    return Err(format!(
-                        "bench.tokenizer: cannot read the tokenizer {}: no such file",
-                        file.display()
+                    return Err(Problem::refused(
+                        "bench.tokenizer",
+                        format!("cannot read the tokenizer {}: no such file", file.display()),
                     ));
                 }
                 Some(TokenizerFile::Named(file))
@@ -108,9 +110,9 @@ impl RawBench {
             Some(path) => {
                 let path = dir.join(path);
                 if !path.is_dir() {
-                    return Err(format!(
-                        "bench.datasets ({}): not a directory",
-                        path.display()
+                    return Err(Problem::refused(
+                        format!("bench.datasets ({})", path.display()),
+                        "not a directory",
                     ));
                 }
                 Some(path)

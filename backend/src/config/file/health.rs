@@ -13,6 +13,8 @@
 //! ```
 
 use serde::Deserialize;
+
+use crate::config::Problem;
 use shared::health::HealthReason;
 
 /// What the gate does about one reason.
@@ -68,14 +70,14 @@ pub(super) struct RawHealth {
     throttle: Option<Policy>,
 }
 
-pub(super) fn check(raw: RawHealth) -> Result<HealthPolicy, String> {
+pub(super) fn check(raw: RawHealth) -> Result<HealthPolicy, Problem> {
     let d = HealthPolicy::default();
     if raw.throttle == Some(Policy::Refuse) {
-        return Err(
-            "health.throttle: throttling shows only under load, so it cannot refuse a launch; \
-             use \"warn\" or \"ignore\""
-                .to_owned(),
-        );
+        return Err(Problem::refused(
+            "health.throttle",
+            "throttling shows only under load, so it cannot refuse a launch; \
+             use \"warn\" or \"ignore\"",
+        ));
     }
     Ok(HealthPolicy {
         xid: raw.xid.unwrap_or(d.xid),

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use shared::flags::{FlagKind, FlagSpec, FlagType};
 
-use super::check_env_name;
+use crate::config::{Problem, check_env_name};
 
 /// One `[[flags]]` entry as written.
 #[derive(Debug, Deserialize)]
@@ -20,23 +20,27 @@ pub(super) struct RawFlag {
     help: Option<String>,
 }
 
-fn number(v: &Option<toml::Value>, key: &str) -> Result<Option<f64>, String> {
+fn number(v: &Option<toml::Value>, key: &str) -> Result<Option<f64>, Problem> {
     match v {
         None => Ok(None),
         Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
         Some(toml::Value::Float(f)) => Ok(Some(*f)),
-        Some(other) => Err(format!("flag {key} must be a number, got {other}")),
+        Some(other) => Err(Problem::rule(
+            format!("flag {key}"),
+            format!("must be a number, got {other}"),
+        )),
     }
 }
 
-pub(super) fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
+pub(super) fn flag_spec(f: RawFlag) -> Result<FlagSpec, Problem> {
     let name = f.name.trim().to_owned();
     match f.kind {
-        FlagKind::Env => check_env_name(&name).map_err(|e| format!("flags: {e}"))?,
+        FlagKind::Env => check_env_name(&name).map_err(|e| Problem::refused("flags", e))?,
         FlagKind::Arg => {
             if !name.starts_with("--") || name.len() < 3 || name.contains(['=', ' ', '\0']) {
-                return Err(format!(
-                    "flags: argument `{name}` must look like `--name` (no `=` or spaces)"
+                return Err(Problem::refused(
+                    "flags",
+                    format!("argument `{name}` must look like `--name` (no `=` or spaces)"),
                 ));
             }
         }
@@ -51,8 +55,9 @@ pub(super) fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
                 max.unwrap_or(i64::MAX as f64),
             );
             if min.fract() != 0.0 || max.fract() != 0.0 {
-                return Err(format!(
-                    "flags: `{name}`: an int flag needs whole-number min and max"
+                return Err(Problem::refused(
+                    "flags",
+                    format!("`{name}`: an int flag needs whole-number min and max"),
                 ));
             }
             FlagType::Int {
@@ -67,26 +72,34 @@ pub(super) fn flag_spec(f: RawFlag) -> Result<FlagSpec, String> {
         "enum" => match f.values {
             Some(values) if !values.is_empty() => FlagType::Enum { values },
             _ => {
-                return Err(format!(
-                    "flags: `{name}`: an enum flag needs `values = [...]`"
+                return Err(Problem::refused(
+                    "flags",
+                    format!("`{name}`: an enum flag needs `values = [...]`"),
                 ));
             }
         },
         other => {
-            return Err(format!(
-                "flags: `{name}`: unknown type `{other}` (use bool, int, float or enum)"
+            return Err(Problem::refused(
+                "flags",
+                format!("`{name}`: unknown type `{other}` (use bool, int, float or enum)"),
             ));
         }
     };
     if let FlagType::Int { min, max } = ty
         && min > max
     {
-        return Err(format!("flags: `{name}`: min is above max"));
+        return Err(Problem::refused(
+            "flags",
+            format!("`{name}`: min is above max"),
+        ));
     }
     if let FlagType::Float { min, max } = ty
         && (min > max || min.is_nan() || max.is_nan())
     {
-        return Err(format!("flags: `{name}`: min is above max"));
+        return Err(Problem::refused(
+            "flags",
+            format!("`{name}`: min is above max"),
+        ));
     }
     Ok(FlagSpec {
         name,

@@ -23,7 +23,8 @@ fn minimal_file_gets_defaults() {
     assert_eq!(on.readiness.url, "http://[::1]:30000/v1/completions");
     let err =
         ServerConfig::parse(&MINIMAL.replace("port = 30000", "port = 30000\nhost = \"gpu-07\""))
-            .expect_err("a name");
+            .expect_err("a name")
+            .to_string();
     assert!(err.contains("host"), "{err}");
     assert_eq!(c.readiness.url, "http://127.0.0.1:30000/v1/completions");
     assert_eq!(c.timeouts.drain, Duration::from_secs(60));
@@ -124,7 +125,7 @@ fn errors_name_the_key() {
         ),
     ];
     for (text, needle) in cases {
-        let err = ServerConfig::parse(&text).expect_err(needle);
+        let err = ServerConfig::parse(&text).expect_err(needle).to_string();
         assert!(err.contains(needle), "{needle}: {err}");
     }
 }
@@ -220,7 +221,9 @@ fn api_key_errors_name_the_key_and_never_the_value() {
         ),
     ];
     for (text, needle) in cases {
-        let err = ServerConfig::parse_in(&text, dir.path()).expect_err(needle);
+        let err = ServerConfig::parse_in(&text, dir.path())
+            .expect_err(needle)
+            .to_string();
         assert!(err.contains(needle), "{needle}: {err}");
         assert!(!err.contains("sk-"), "{err}");
     }
@@ -248,7 +251,9 @@ fn sglang_benchmarks_its_native_generate_unless_told_otherwise() {
         let c = ServerConfig::parse(&with_server(other)).expect("valid");
         assert_eq!(c.bench.defaults.api, BenchApi::Completions, "{other}");
     }
-    let err = ServerConfig::parse(&with_server("engine = \"tgi\"")).expect_err("unknown");
+    let err = ServerConfig::parse(&with_server("engine = \"tgi\""))
+        .expect_err("unknown")
+        .to_string();
     assert!(err.contains("engine"), "{err}");
 }
 
@@ -291,7 +296,8 @@ fn the_tokenizer_is_the_configured_one_or_the_model_directory_s() {
         // Absent: the config says so; there but unreadable: loading does.
         let err = ServerConfig::parse_in(&text, dir.path())
             .and_then(|c| Tokenizer::configured(c.bench.tokenizer.as_ref().expect("named")))
-            .expect_err(name);
+            .expect_err(name)
+            .to_string();
         assert!(err.contains("bench.tokenizer"), "{err}");
         assert!(err.contains(name), "{err}");
     }
@@ -308,7 +314,9 @@ fn the_datasets_directory_is_relative_to_the_config_and_must_exist() {
         Some(dir.path().join("data").as_path())
     );
     let text = format!("{MINIMAL}\n[bench]\ndatasets = \"absent\"\n");
-    let err = ServerConfig::parse_in(&text, dir.path()).expect_err("absent");
+    let err = ServerConfig::parse_in(&text, dir.path())
+        .expect_err("absent")
+        .to_string();
     assert!(
         err.contains("bench.datasets") && err.contains("not a directory"),
         "{err}"
@@ -330,7 +338,9 @@ fn slos_and_open_loop_defaults_are_configured_per_server() {
     assert_eq!(slo.attainment_pct, 90.0);
     assert_eq!(c.bench.defaults.request_rate, [2.0, 8.0]);
     let bad = format!("{MINIMAL}\n[bench.defaults.slo]\nattainment_pct = 50\n");
-    let err = ServerConfig::parse(&bad).expect_err("no threshold");
+    let err = ServerConfig::parse(&bad)
+        .expect_err("no threshold")
+        .to_string();
     assert!(
         err.contains("bench.defaults: slo: give at least one"),
         "{err}"

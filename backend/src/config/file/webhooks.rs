@@ -5,6 +5,8 @@
 
 use serde::Deserialize;
 
+use crate::config::Problem;
+
 /// How a hook wants its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -48,28 +50,37 @@ fn json() -> HookFormat {
 }
 
 /// The checked hooks; an error names the entry (never its URL).
-pub(super) fn check(raw: Vec<RawWebhook>) -> Result<Vec<Hook>, String> {
+pub(super) fn check(raw: Vec<RawWebhook>) -> Result<Vec<Hook>, Problem> {
     if raw.len() > 16 {
-        return Err("webhooks: at most 16".to_owned());
+        return Err(Problem::refused("webhooks", "at most 16"));
     }
     let mut out: Vec<Hook> = Vec::new();
     for (i, w) in raw.into_iter().enumerate() {
         let at = format!("webhooks #{}", i + 1);
-        let url =
-            reqwest::Url::parse(w.url.trim()).map_err(|_| format!("{at}: url is not a URL"))?;
+        let url = reqwest::Url::parse(w.url.trim())
+            .map_err(|_| Problem::refused(&at, "url is not a URL"))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(format!(
-                "{at}: url must be an http:// or https:// URL with a host"
+            return Err(Problem::refused(
+                at,
+                "url must be an http:// or https:// URL with a host",
             ));
         }
         let name = match w.name.map(|n| n.trim().to_owned()) {
             Some(n) if !n.is_empty() && n.len() <= 64 && !n.chars().any(char::is_control) => n,
-            Some(_) => return Err(format!("{at}: name must be 1–64 printable characters")),
+            Some(_) => {
+                return Err(Problem::refused(
+                    at,
+                    "name must be 1–64 printable characters",
+                ));
+            }
             // The host only: the path and query may hold a token.
             None => url.host_str().unwrap_or("webhook").to_owned(),
         };
         if out.iter().any(|h| h.name == name) {
-            return Err(format!("{at}: another webhook is already named `{name}`"));
+            return Err(Problem::refused(
+                at,
+                format!("another webhook is already named `{name}`"),
+            ));
         }
         out.push(Hook {
             name,

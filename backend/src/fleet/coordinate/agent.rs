@@ -3,34 +3,72 @@
 
 use super::*;
 
+/// Why a step on one member's agent did not go through. Each is worded for
+/// the record, as its member's failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(in crate::fleet) enum MemberError {
+    /// Its agent could not be asked, or refused: the client's words.
+    #[error("{0}")]
+    Call(String),
+    #[error("`{0}` is not an agent")]
+    NotAgent(String),
+    #[error("its drainwatch manages no server (it runs without --config)")]
+    NoServer,
+    /// Its operation did not end within the limit.
+    #[error("its operation #{id} still runs after {}", humanize(*limit))]
+    StillRuns { id: i64, limit: Duration },
+    /// Its operation ended, not well: why, as its record says.
+    #[error("{0}")]
+    Failed(String),
+    /// Someone else's operation runs there.
+    #[error("its agent is running #{id} ({phase}) for {by}{}", if *waiting { ": wait for it to end" } else { ": left to them" })]
+    Others {
+        id: i64,
+        phase: &'static str,
+        by: String,
+        waiting: bool,
+    },
+    /// One of this record's own still runs, past the time to unwind.
+    #[error(
+        "its agent's #{id} still runs ({phase}) after {}",
+        humanize(UNWIND_WAIT)
+    )]
+    Unwinding { id: i64, phase: &'static str },
+    #[error("not drained after {}: {}", humanize(*after), reasons.join("; "))]
+    NotDrained {
+        after: Duration,
+        reasons: Vec<String>,
+    },
+    #[error("not spawned after {}", humanize(*.0))]
+    NotSpawned(Duration),
+}
+
+impl From<crate::cli::CliError> for MemberError {
+    fn from(e: crate::cli::CliError) -> Self {
+        Self::Call(e.message)
+    }
+}
+
 /// A client of agent `name` that acts for `person`.
 pub(in crate::fleet) fn client(
     cfg: &FleetConfig,
     name: &str,
     person: &str,
-) -> Result<Client, String> {
+) -> Result<Client, MemberError> {
     let a = cfg
         .agent(name)
-        .ok_or_else(|| format!("`{name}` is not an agent"))?;
-    Client::new(&a.remote())
-        .map(|c| c.acting_for(person))
-        .map_err(|e| e.message)
+        .ok_or_else(|| MemberError::NotAgent(name.to_owned()))?;
+    Ok(Client::new(&a.remote())?.acting_for(person))
 }
 
-pub(in crate::fleet) async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), String> {
-    let s: Snapshot = c.get("api/state").await.map_err(|e| e.message)?;
-    let sv = s
-        .server
-        .clone()
-        .ok_or("its drainwatch manages no server (it runs without --config)")?;
+pub(in crate::fleet) async fn state(c: &Client) -> Result<(Snapshot, ServerStatus), MemberError> {
+    let s: Snapshot = c.get("api/state").await?;
+    let sv = s.server.clone().ok_or(MemberError::NoServer)?;
     Ok((s, sv))
 }
 
-pub(in crate::fleet) async fn summary(c: &Client, id: i64) -> Result<RestartSummary, String> {
-    let d: RestartDetail = c
-        .get(&format!("api/restarts/{id}"))
-        .await
-        .map_err(|e| e.message)?;
+pub(in crate::fleet) async fn summary(c: &Client, id: i64) -> Result<RestartSummary, MemberError> {
+    let d: RestartDetail = c.get(&format!("api/restarts/{id}")).await?;
     Ok(d.summary)
 }
 
@@ -39,7 +77,7 @@ pub(super) async fn wait_op(
     c: &Client,
     id: i64,
     limit: Duration,
-) -> Result<RestartSummary, String> {
+) -> Result<RestartSummary, MemberError> {
     let began = Instant::now();
     loop {
         let s = summary(c, id).await?;
@@ -47,10 +85,7 @@ pub(super) async fn wait_op(
             return Ok(s);
         }
         if began.elapsed() >= limit {
-            return Err(format!(
-                "its operation #{id} still runs after {}",
-                humanize(limit)
-            ));
+            return Err(MemberError::StillRuns { id, limit });
         }
         tokio::time::sleep(POLL).await;
     }
@@ -65,12 +100,12 @@ pub(super) fn humanize(d: Duration) -> String {
     format!("{} s", d.as_secs().max(1))
 }
 
-pub(super) fn why_failed(s: &RestartSummary) -> String {
-    match (&s.failure, s.outcome) {
+pub(super) fn why_failed(s: &RestartSummary) -> MemberError {
+    MemberError::Failed(match (&s.failure, s.outcome) {
         (Some(f), _) => f.summary(),
         (None, Outcome::Interrupted) => format!("its operation #{} was interrupted", s.id),
         (None, _) => format!("its operation #{} did not succeed", s.id),
-    }
+    })
 }
 
 /// Has the agent stop its own server (if it runs) and verify it. An
@@ -82,7 +117,7 @@ pub(in crate::fleet) async fn drain(
     m: usize,
     c: &Client,
     step: CoordStep,
-) -> Result<(), String> {
+) -> Result<(), MemberError> {
     let began = Instant::now();
     let sv = loop {
         let (_, sv) = state(c).await?;
@@ -90,28 +125,21 @@ pub(in crate::fleet) async fn drain(
         let ours = log.ops(m).contains(&op.id);
         if !ours {
             // Someone else's: never cut short, and what it launches is theirs.
-            return Err(format!(
-                "its agent is running #{} ({}) for {}{}",
-                op.id,
-                sv.phase.label(),
-                op.requested_by,
-                if step == CoordStep::Drain {
-                    ": wait for it to end"
-                } else {
-                    ": left to them"
-                }
-            ));
+            return Err(MemberError::Others {
+                id: op.id,
+                phase: sv.phase.label(),
+                by: op.requested_by.clone(),
+                waiting: step == CoordStep::Drain,
+            });
         }
         if ours && matches!(sv.phase, Phase::Launching | Phase::WarmingUp) {
             break sv;
         }
         if began.elapsed() >= UNWIND_WAIT {
-            return Err(format!(
-                "its agent's #{} still runs ({}) after {}",
-                op.id,
-                sv.phase.label(),
-                humanize(UNWIND_WAIT)
-            ));
+            return Err(MemberError::Unwinding {
+                id: op.id,
+                phase: sv.phase.label(),
+            });
         }
         tokio::time::sleep(POLL).await;
     };
@@ -129,8 +157,7 @@ pub(in crate::fleet) async fn drain(
                 coordinated: Some(log.id()),
             },
         )
-        .await
-        .map_err(|e| e.message)?;
+        .await?;
     log.op(m, acc.id);
     let what = match sv.root {
         Some(root) => format!(
@@ -166,7 +193,7 @@ pub(in crate::fleet) async fn verify(
     timeout: Duration,
     tolerance: u64,
     step: CoordStep,
-) -> Result<(), String> {
+) -> Result<(), MemberError> {
     let began = Instant::now();
     let (first, _) = state(c).await?;
     // The agent's clock, not ours: a newer sample is one with a later time.
@@ -194,11 +221,10 @@ pub(in crate::fleet) async fn verify(
             return Ok(());
         }
         if began.elapsed() >= timeout {
-            return Err(format!(
-                "not drained after {}: {}",
-                humanize(timeout),
-                reasons.join("; ")
-            ));
+            return Err(MemberError::NotDrained {
+                after: timeout,
+                reasons,
+            });
         }
         tokio::time::sleep(POLL).await;
     }
@@ -238,7 +264,7 @@ pub(super) enum Fit<'a> {
 pub(super) async fn fit(wants: &[(&Client, Fit<'_>)]) -> Result<(), (usize, Problem)> {
     let found = join_all(wants.iter().map(|(c, _)| state(c))).await;
     for (r, (found, &(_, want))) in found.into_iter().zip(wants).enumerate() {
-        let (_, sv) = found.map_err(|e| (r, Problem::Unreachable(e)))?;
+        let (_, sv) = found.map_err(|e| (r, Problem::Unreachable(e.to_string())))?;
         let invalid = match want {
             Fit::Node(_) if !sv.spans_nodes => Some(
                 "its server does not span nodes (its config's argv has no {node_rank})".to_owned(),
@@ -288,7 +314,7 @@ pub(super) async fn launch(
     c: &Client,
     role: NodeRole,
     changes: &Changes,
-) -> Result<i64, String> {
+) -> Result<i64, MemberError> {
     let (_, sv) = state(c).await?;
     let id = ask(
         log,
@@ -319,7 +345,7 @@ pub(super) async fn ask(
     sv: &ServerStatus,
     flags: Changes,
     node: Option<NodeRole>,
-) -> Result<i64, String> {
+) -> Result<i64, MemberError> {
     let req = RestartRequest {
         generation: sv.generation,
         flags,
@@ -328,14 +354,14 @@ pub(super) async fn ask(
         node,
         coordinated: Some(log.id()),
     };
-    let acc: Accepted = c.post(path, &req).await.map_err(|e| e.message)?;
+    let acc: Accepted = c.post(path, &req).await?;
     log.op(m, acc.id);
     Ok(acc.id)
 }
 
 /// Waits until the agent's start `id` has spawned the server (warming up),
 /// or has ended well.
-pub(super) async fn wait_spawned(c: &Client, id: i64, limit: Duration) -> Result<(), String> {
+pub(super) async fn wait_spawned(c: &Client, id: i64, limit: Duration) -> Result<(), MemberError> {
     let began = Instant::now();
     loop {
         let (_, sv) = state(c).await?;
@@ -353,7 +379,7 @@ pub(super) async fn wait_spawned(c: &Client, id: i64, limit: Duration) -> Result
             }
         }
         if began.elapsed() >= limit {
-            return Err(format!("not spawned after {}", humanize(limit)));
+            return Err(MemberError::NotSpawned(limit));
         }
         tokio::time::sleep(POLL).await;
     }

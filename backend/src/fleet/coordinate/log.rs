@@ -120,10 +120,8 @@ impl Log {
         let id = self.id();
         for name in agents {
             let res = match client(cfg, name, person) {
-                Ok(c) => c
-                    .post_empty(&format!("api/coordinated/{id}/release"))
-                    .await
-                    .map_err(|e| e.message),
+                Ok(c) => (c.post_empty(&format!("api/coordinated/{id}/release")).await)
+                    .map_err(MemberError::from),
                 Err(e) => Err(e),
             };
             if let Err(e) = res {
@@ -185,7 +183,8 @@ impl Log {
     }
 
     /// A failure of member `m`: on its timeline, and as the record's failure.
-    pub(super) fn failed(&self, m: usize, reason: String) -> CoordFailure {
+    pub(super) fn failed(&self, m: usize, reason: impl std::fmt::Display) -> CoordFailure {
+        let reason = reason.to_string();
         self.event(m, CoordStep::Failed, reason.clone());
         CoordFailure {
             member: self.name(m),

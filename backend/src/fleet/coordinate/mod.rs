@@ -152,7 +152,10 @@ impl Coordinator {
     ) -> Result<(), Refused> {
         let mut clients = Vec::new();
         for m in members {
-            clients.push(client(&self.cfg, &m.agent, person).map_err(Refused::Internal)?);
+            clients.push(
+                client(&self.cfg, &m.agent, person)
+                    .map_err(|e| Refused::Internal(e.to_string()))?,
+            );
         }
         let wants: Vec<(&Client, Fit<'_>)> = (clients.iter().zip(members))
             .map(|(c, m)| match m.rank {
@@ -323,7 +326,7 @@ mod agent;
 mod log;
 mod run;
 
-use agent::{Fit, Problem, fit};
+use agent::{Fit, MemberError, Problem, fit};
 pub(in crate::fleet) use agent::{client, drain, op_word, state, summary, verify};
 pub(in crate::fleet) use log::{Log, Member, members};
 use run::{run_deployment, run_group};

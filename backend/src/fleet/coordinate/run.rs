@@ -41,7 +41,7 @@ async fn stop_all(
         let ok = drained[r].is_ok();
         async move {
             if !ok {
-                return Err(String::new());
+                return Err(MemberError::Failed(String::new()));
             }
             verify(
                 log,
@@ -168,7 +168,7 @@ pub(super) async fn wait_ready(
         if log.cancelled() {
             return Err((0, "cancelled during the warm-up".to_owned()));
         }
-        let s0 = summary(&clients[0], id0).await.map_err(|e| (0, e))?;
+        let s0 = (summary(&clients[0], id0).await).map_err(|e| (0, e.to_string()))?;
         match s0.outcome {
             Outcome::Succeeded => {
                 log.event(
@@ -189,7 +189,7 @@ pub(super) async fn wait_ready(
             _ => return Err((0, format!("warm-up: {}", why_failed(&s0)))),
         }
         for (r, c) in clients.iter().enumerate().skip(1) {
-            let (_, sv) = state(c).await.map_err(|e| (r, e))?;
+            let (_, sv) = state(c).await.map_err(|e| (r, e.to_string()))?;
             if matches!(sv.phase, Phase::Crashed | Phase::Failed | Phase::Stopped) {
                 let why = sv
                     .failure
@@ -274,7 +274,7 @@ pub(super) async fn run_deployment(
 }
 
 /// One server's own guarded restart, on its agent, to ready.
-pub(super) async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), String> {
+pub(super) async fn restart_one(log: &Log, m: usize, c: &Client) -> Result<(), MemberError> {
     let (_, sv) = state(c).await?;
     let path = if sv.phase == Phase::Ready {
         "api/restart"

@@ -187,26 +187,8 @@ impl Manager {
         &self,
         overrides: serde_json::Value,
     ) -> Result<BenchSettings, Refusal> {
-        let serde_json::Value::Object(changes) = overrides else {
-            return Err(Refusal::BadRequest(
-                "send the settings to change as a JSON object".to_owned(),
-            ));
-        };
-        let mut base = serde_json::to_value(&self.cfg.bench.defaults)
-            .map_err(|e| Refusal::BadRequest(e.to_string()))?;
-        if let serde_json::Value::Object(b) = &mut base {
-            b.extend(changes);
-        }
-        // serde's message quotes the value; this one is audited, so it does not.
-        serde_json::from_value(base).map_err(|_| {
-            Refusal::BadRequest(
-                "invalid settings: a field is unknown or of the wrong type (the fields: api, \
-                 concurrency, num_prompts, input_len, output_len, warmup, repeats, correctness, \
-                 request_rate, burstiness, max_concurrency, slo, seed, dataset, prefix_groups, \
-                 prefix_len)"
-                    .to_owned(),
-            )
-        })
+        crate::bench::overrides::with_changes(&self.cfg.bench.defaults, &overrides)
+            .map_err(|e| Refusal::BadRequest(e.to_string()))
     }
 
     /// What a run's provenance takes from the host and the config.

@@ -6,6 +6,14 @@ use std::time::Instant;
 
 use super::{COORDINATED_HOLD, Lease};
 
+/// A coordinated restart asked to let go of a node another one holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("coordinated restart #{held}, not #{asked}, acts on this node")]
+pub(super) struct HeldByAnother {
+    held: i64,
+    asked: i64,
+}
+
 /// The server's holders.
 #[derive(Debug, Default)]
 pub(super) struct Holds {
@@ -65,11 +73,9 @@ impl Holds {
 
     /// The coordinated restart `id` lets go of this node. Says whether a hold
     /// ended; refuses (with why) when another restart holds it.
-    pub(super) fn release(&mut self, id: i64) -> Result<bool, String> {
+    pub(super) fn release(&mut self, id: i64) -> Result<bool, HeldByAnother> {
         match self.coordinated {
-            Some((held, _)) if held != id => Err(format!(
-                "coordinated restart #{held}, not #{id}, acts on this node"
-            )),
+            Some((held, _)) if held != id => Err(HeldByAnother { held, asked: id }),
             Some(_) => {
                 tracing::info!(id, "the hub's coordinated restart let go of this node");
                 self.coordinated = None;
@@ -119,7 +125,7 @@ mod tests {
         let why = h.coordinated_by_another(None).expect("refused");
         assert!(why.contains("coordinated restart #3"), "{why}");
         let wrong = h.release(4).expect_err("another restart cannot release it");
-        assert!(wrong.contains("#3, not #4"), "{wrong}");
+        assert!(wrong.to_string().contains("#3, not #4"), "{wrong}");
         assert!(h.coordinated_by_another(None).is_some(), "still held");
         assert_eq!(h.release(3), Ok(true));
         assert_eq!(h.coordinated_by_another(None), None);

@@ -299,8 +299,8 @@ impl Manager {
                         }
                         Ok(())
                     }
-                    Err(message) => Err(Refusal::Conflict {
-                        message,
+                    Err(e) => Err(Refusal::Conflict {
+                        message: e.to_string(),
                         operation: None,
                     }),
                 };
