@@ -32,7 +32,7 @@ SGLANG_OPT_USE_TILELANG_INDEXER = "1"
 
 /// Output tok/s of 4 clients asking 16 tokens each at `speed` (the simulated
 /// server's formula, `rate.rs`).
-fn truth(speed: f64) -> f64 {
+pub(crate) fn truth(speed: f64) -> f64 {
     let (c, n) = (4.0, 16.0);
     let s = spec("");
     let load = 1.0 + (c - 1.0) / s.batch_knee;

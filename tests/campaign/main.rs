@@ -9,6 +9,7 @@ mod control;
 mod grid;
 mod nights;
 mod resume;
+mod search;
 
 use std::time::{Duration, Instant};
 

@@ -15,6 +15,7 @@
 pub mod outcome;
 pub mod plan;
 pub mod runner;
+pub mod search;
 pub mod view;
 pub mod webhook;
 

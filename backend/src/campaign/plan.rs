@@ -10,11 +10,19 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use shared::bench::BenchSettings;
-use shared::campaign::{FailurePolicy, MAX_STEPS, PlanOrder};
+use shared::campaign::{FailurePolicy, MAX_STEPS, PlanOrder, Strategy};
 use shared::flags::{FlagKind, Flags};
 
+use super::search::SearchPlan;
+use super::search::space::{Axis, Space};
 use crate::bench::overrides::SettingsError;
 use crate::config::flags::AllowList;
+
+mod search;
+
+/// The most combinations a searched grid may have (a search draws from
+/// them; only a grid runs them all).
+pub const MAX_SPACE: usize = 1_000_000;
 
 /// A plan, as an operator writes it.
 ///
@@ -31,6 +39,21 @@ use crate::config::flags::AllowList;
 /// "--ep-size" = 8
 /// [[sets]]                       # and/or sets one by one
 /// flags = { "--tp" = 4 }
+/// ```
+///
+/// Or a search over the grid, after its listed sets:
+///
+/// ```toml
+/// strategy = "search"            # grid | random | screen | search
+/// screen = true                  # a search starts with a screen
+/// [budget]
+/// max_steps = 20
+/// max_hours = 8
+/// patience = 6                   # stop after 6 steps without a gain…
+/// min_gain_pct = 2               # …of more than 2 %
+/// [confirm]                      # re-test the best 2 and the baseline
+/// top = 2
+/// rounds = 3
 /// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +72,18 @@ pub struct PlanSpec {
     /// Changes to the config's `[bench.defaults]` for every step.
     #[serde(default)]
     pub bench: serde_json::Map<String, serde_json::Value>,
+    /// How the steps are chosen over the `[grid]`.
+    #[serde(default)]
+    pub strategy: Strategy,
+    /// A search starts with a screen (else with a few random sets).
+    #[serde(default = "yes")]
+    pub screen: bool,
+    /// When a search or a random draw stops.
+    #[serde(default)]
+    pub budget: search::BudgetSpec,
+    /// The re-tests before a winner is named.
+    #[serde(default)]
+    pub confirm: Option<search::ConfirmSpec>,
     #[serde(default)]
     pub grid: Ordered,
     #[serde(default)]
@@ -203,6 +238,9 @@ pub struct Resolved {
     pub steps: Vec<ResolvedStep>,
     /// The flags the plan varies, in its order.
     pub varied: Vec<String>,
+    /// How a plan that does not walk its grid chooses its steps (after its
+    /// listed sets, which run first).
+    pub search: Option<SearchPlan>,
 }
 
 /// A set before it is resolved: its label, its changes from the config's
@@ -250,9 +288,17 @@ pub fn resolve(
             .map_err(|e| bad(format!("{at}: {e}")))?;
         Ok(flags.get(flag).cloned())
     };
-    let (mut sets, mut varied) = grid_sets(&spec, &canon)?;
+    let searching = spec.strategy != Strategy::Grid;
+    let cap = if searching { MAX_SPACE } else { MAX_STEPS };
+    let (space, mut varied) = grid_space(&spec, &canon, cap)?;
+    let search = search::resolve(&spec, &space)?;
+    let mut sets = if searching {
+        Vec::new()
+    } else {
+        grid_sets(&space)
+    };
     sets.extend(listed_sets(&spec, &bench, &canon)?);
-    if sets.is_empty() {
+    if sets.is_empty() && search.is_none() {
         return Err(bad(
             "the plan has no flag sets: give a [grid] or [[sets]] (all combinations excluded?)",
         ));
@@ -286,7 +332,7 @@ pub fn resolve(
         });
     }
     // Every flag whose value differs between steps is varied, grid's first.
-    for spec in allow.specs() {
+    for spec in allow.specs().iter().filter(|_| !steps.is_empty()) {
         let first = steps[0].flags.get(&spec.name);
         if !varied.contains(&spec.name) && steps.iter().any(|s| s.flags.get(&spec.name) != first) {
             varied.push(spec.name.clone());
@@ -304,6 +350,7 @@ pub fn resolve(
         bench,
         steps,
         varied,
+        search,
     })
 }
 
@@ -311,18 +358,17 @@ pub fn resolve(
 /// written (`at`).
 type Canon<'a> = dyn Fn(&str, &Scalar, &str) -> Result<Option<String>, PlanError> + 'a;
 
-/// The grid's combinations in order (the first flag slowest), less the
-/// excluded ones, and the flags it varies.
-fn grid_sets(
+/// The grid as a space: each flag's canonical values, and the exclusions
+/// as (flag, value) indices; with the flags it varies. `cap`: the most
+/// combinations it may have (a grid runs them all; a search draws from
+/// them).
+fn grid_space(
     spec: &PlanSpec,
     canon: &Canon<'_>,
-) -> Result<(Vec<SetChanges>, Vec<String>), PlanError> {
-    let mut sets: Vec<SetChanges> = Vec::new();
+    cap: usize,
+) -> Result<(Space, Vec<String>), PlanError> {
+    let mut axes: Vec<Axis> = Vec::new();
     let mut varied: Vec<String> = Vec::new();
-    if spec.grid.0.is_empty() {
-        return Ok((sets, varied));
-    }
-    let mut axes: Vec<(String, Vec<Option<String>>)> = Vec::new();
     let mut count: usize = 1;
     for (flag, values) in &spec.grid.0 {
         if values.0.is_empty() {
@@ -341,23 +387,26 @@ fn grid_sets(
         }
         count = count
             .checked_mul(canon_values.len())
-            .filter(|n| *n <= MAX_STEPS)
+            .filter(|n| *n <= cap)
             .ok_or_else(|| {
                 bad(format!(
-                    "grid: more than {MAX_STEPS} combinations; split the campaign"
+                    "grid: more than {cap} combinations; split the campaign"
                 ))
             })?;
         // One value is a setting of every step, not something varied.
         if canon_values.len() > 1 {
             varied.push(flag.clone());
         }
-        axes.push((flag.clone(), canon_values));
+        axes.push(Axis {
+            flag: flag.clone(),
+            values: canon_values,
+        });
     }
-    let mut excludes: Vec<Vec<(String, Option<String>)>> = Vec::new();
+    let mut excluded: Vec<Vec<(usize, usize)>> = Vec::new();
     for (i, ex) in spec.exclude.iter().enumerate() {
         let mut one = Vec::new();
         for (flag, values) in &ex.0 {
-            let Some((_, axis)) = axes.iter().find(|(f, _)| f == flag) else {
+            let Some(a) = axes.iter().position(|a| a.flag == *flag) else {
                 return Err(bad(format!(
                     "exclude #{}: `{flag}` is not one of the grid's flags",
                     i + 1
@@ -367,37 +416,34 @@ fn grid_sets(
                 return Err(bad(format!("exclude #{}: give `{flag}` one value", i + 1)));
             };
             let c = canon(flag, v, &format!("exclude #{}", i + 1))?;
-            if !axis.contains(&c) {
+            let Some(at) = axes[a].values.iter().position(|x| *x == c) else {
                 return Err(bad(format!(
                     "exclude #{}: `{flag}` = `{}` is not among the grid's values",
                     i + 1,
                     c.as_deref().unwrap_or("")
                 )));
-            }
-            one.push((flag.clone(), c));
+            };
+            one.push((a, at));
         }
         if one.is_empty() {
             return Err(bad(format!("exclude #{}: name at least one flag", i + 1)));
         }
-        excludes.push(one);
+        excluded.push(one);
     }
-    for n in 0..count {
-        // Mixed radix, the last flag fastest.
-        let mut rem = n;
-        let mut combo: Vec<(String, Option<String>)> = Vec::new();
-        for (flag, values) in axes.iter().rev() {
-            combo.push((flag.clone(), values[rem % values.len()].clone()));
-            rem /= values.len();
-        }
-        combo.reverse();
-        let excluded = excludes
-            .iter()
-            .any(|ex| ex.iter().all(|e| combo.contains(e)));
-        if !excluded {
-            sets.push((None, combo.into_iter().collect(), None));
-        }
+    Ok((Space { axes, excluded }, varied))
+}
+
+/// The grid's combinations in order (the first flag slowest), less the
+/// excluded ones.
+fn grid_sets(space: &Space) -> Vec<SetChanges> {
+    if space.axes.is_empty() {
+        return Vec::new();
     }
-    Ok((sets, varied))
+    (0..space.size())
+        .map(|n| space.nth(n))
+        .filter(|p| space.allows(p))
+        .map(|p| (None, space.changes(&p).into_iter().collect(), None))
+        .collect()
 }
 
 /// The plan's listed sets, each with its label and benchmark settings.

@@ -219,3 +219,92 @@ bench = { concurrency = [32] }
         .expect_err("same set twice");
     assert!(e.0.contains("flag set #2 is the same as #1"), "{e}");
 }
+
+#[test]
+fn a_search_plan_resolves_its_space_budget_and_confirmation() {
+    let r = plan(
+        r#"
+name = "search"
+strategy = "search"
+[grid]
+"--ep-size" = [1, 2, 4, 8]
+"--speculative-algorithm" = ["", "EAGLE"]
+"--tp" = 8
+[[exclude]]
+"--ep-size" = 8
+"--speculative-algorithm" = "EAGLE"
+[[sets]]
+label = "today's"
+flags = { "--tp" = 8 }
+[budget]
+patience = 5
+"#,
+    )
+    .expect("valid");
+    let s = r.search.expect("a search");
+    assert_eq!(s.strategy, Strategy::Search);
+    assert!(s.screen);
+    assert_eq!(s.space.size(), 8);
+    assert_eq!(s.space.open_size(100), 7, "one combination excluded");
+    assert_eq!((s.max_steps, s.patience), (None, Some(5)));
+    assert_eq!((s.confirm_top, s.confirm_rounds, s.listed), (2, 3, 1));
+    assert!((s.min_gain - 0.02).abs() < 1e-12);
+    // Only the listed set is laid out; the search adds the rest as it goes.
+    assert_eq!(r.steps.len(), 1);
+    assert_eq!(r.varied, ["--ep-size", "--speculative-algorithm"]);
+    // A random draw with no budget of its own stops after 20 steps.
+    let r = plan("name = \"r\"\nstrategy = \"random\"\n[grid]\n\"--ep-size\" = [1, 2, 4, 8]\n")
+        .expect("valid");
+    let s = r.search.expect("a draw");
+    assert_eq!((s.max_steps, s.confirm_top), (Some(20), 2));
+    assert!(r.steps.is_empty());
+    // A grid is laid out whole and has no search.
+    assert_eq!(plan(GRID).expect("valid").search, None);
+}
+
+#[test]
+fn a_search_plan_that_cannot_run_is_refused_naming_why() {
+    let grid = "[grid]\n\"--ep-size\" = [1, 2]\n";
+    for (text, says) in [
+        (
+            "strategy = \"search\"\n[grid]\n\"--tp\" = 8\n".to_owned(),
+            "at least one flag of two values",
+        ),
+        (
+            format!("[budget]\nmax_steps = 4\n{grid}"),
+            "a grid runs every combination",
+        ),
+        (
+            format!("strategy = \"search\"\n[budget]\nmax_steps = 0\n{grid}"),
+            "max_steps",
+        ),
+        (
+            format!("strategy = \"search\"\n[budget]\nmax_hours = -1\n{grid}"),
+            "max_hours",
+        ),
+        (
+            format!("strategy = \"search\"\n[budget]\npatience = 0\n{grid}"),
+            "patience",
+        ),
+        (
+            format!("strategy = \"search\"\n[budget]\nmin_gain_pct = 80\n{grid}"),
+            "min_gain_pct",
+        ),
+        (
+            format!("strategy = \"search\"\n[budget]\nsteps = 3\n{grid}"),
+            "unknown field",
+        ),
+        (
+            format!("strategy = \"screen\"\n[confirm]\ntop = 2\n{grid}"),
+            "names no winner",
+        ),
+        (
+            format!("strategy = \"search\"\n[confirm]\ntop = 9\n{grid}"),
+            "confirm: top",
+        ),
+        (format!("strategy = \"anneal\"\n{grid}"), "unknown variant"),
+    ] {
+        let e = plan(&format!("name = \"x\"\n{text}")).expect_err(&text);
+        assert!(e.to_string().contains(says), "{text}: {e}");
+    }
+}

@@ -23,12 +23,16 @@ struct Plan {
     bench: BenchSettings,
     #[serde(default)]
     step_estimate_ms: Option<u64>,
+    /// A campaign that searches: its search as the runner reads it.
+    #[serde(default)]
+    search: Option<serde_json::Value>,
 }
 
 /// A write of a campaign's (see [`Write::Campaign`]).
 pub(super) enum CampaignWrite {
     Begin {
         campaign: Box<Campaign>,
+        search: Option<serde_json::Value>,
         reply: oneshot::Sender<Result<i64, StoreError>>,
     },
     Info(Box<CampaignInfo>),
@@ -41,7 +45,11 @@ pub(super) fn apply(
     replies: &mut Vec<Box<dyn FnOnce(bool) + Send>>,
 ) -> rusqlite::Result<()> {
     match w {
-        CampaignWrite::Begin { campaign, reply } => {
+        CampaignWrite::Begin {
+            campaign,
+            search,
+            reply,
+        } => {
             let i = &campaign.info;
             let plan = Plan {
                 order: i.order,
@@ -52,6 +60,7 @@ pub(super) fn apply(
                 varied: i.varied.clone(),
                 bench: campaign.bench.clone(),
                 step_estimate_ms: i.step_estimate_ms,
+                search,
             };
             tx.execute(
                 "INSERT INTO campaigns (name, state, reason, requested_by, created_at_ms, current, plan)
@@ -103,26 +112,40 @@ pub(super) fn apply(
                 ],
             )?;
         }
-        CampaignWrite::Step(id, s) => {
-            tx.execute(
-                "UPDATE campaign_steps SET state = ?3, attempts = ?4, restart_id = ?5, run_id = ?6,
-                        failure = ?7, result = ?8, started_at_ms = ?9, finished_at_ms = ?10
-                 WHERE campaign_id = ?1 AND idx = ?2",
-                params![
-                    id,
-                    s.index,
-                    name(&s.state),
-                    s.attempts,
-                    s.restart_id,
-                    s.run_id,
-                    s.failure.as_ref().map(text),
-                    s.result.as_ref().map(text),
-                    s.started_at_ms.map(|v| v as i64),
-                    s.finished_at_ms.map(|v| v as i64)
-                ],
-            )?;
-        }
+        CampaignWrite::Step(id, s) => write_step(tx, id, &s)?,
     }
+    Ok(())
+}
+
+/// A step's write: the first one of a step a search adds inserts it.
+fn write_step(tx: &Connection, id: i64, s: &Step) -> rusqlite::Result<()> {
+    // A search's steps are added as it goes: the first write of one
+    // inserts it.
+    tx.execute(
+        "INSERT INTO campaign_steps (campaign_id, idx, plan_index, label, flags, flagset, settings,
+                state, attempts, restart_id, run_id, failure, result, started_at_ms, finished_at_ms)
+         VALUES (?1, ?2, ?11, ?12, ?13, ?14, ?15, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (campaign_id, idx) DO UPDATE SET state = ?3, attempts = ?4,
+                restart_id = ?5, run_id = ?6, failure = ?7, result = ?8,
+                started_at_ms = ?9, finished_at_ms = ?10",
+        params![
+            id,
+            s.index,
+            name(&s.state),
+            s.attempts,
+            s.restart_id,
+            s.run_id,
+            s.failure.as_ref().map(text),
+            s.result.as_ref().map(text),
+            s.started_at_ms.map(|v| v as i64),
+            s.finished_at_ms.map(|v| v as i64),
+            s.plan_index,
+            s.label,
+            text(&s.flags),
+            s.flagset,
+            s.settings.as_ref().map(text)
+        ],
+    )?;
     Ok(())
 }
 
@@ -265,11 +288,17 @@ pub(super) fn step_run(c: &Connection, campaign: i64, step: u32) -> rusqlite::Re
 }
 
 impl Store {
-    /// Records a new campaign with its steps; returns its id once committed.
-    pub async fn campaign_begin(&self, campaign: Campaign) -> Result<i64, StoreError> {
+    /// Records a new campaign with its steps, and its search as the runner
+    /// reads it (if it searches); returns its id once committed.
+    pub async fn campaign_begin(
+        &self,
+        campaign: Campaign,
+        search: Option<serde_json::Value>,
+    ) -> Result<i64, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.send(Write::Campaign(CampaignWrite::Begin {
             campaign: Box::new(campaign),
+            search,
             reply,
         }));
         rx.await.map_err(|_| StoreError::WriterGone)?
@@ -284,6 +313,24 @@ impl Store {
             campaign,
             Box::new(step),
         )));
+    }
+
+    /// A campaign's search as it was recorded, if it searches.
+    pub async fn campaign_search(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError> {
+        self.read(move |c| {
+            let plan: Option<String> = c
+                .query_row(
+                    "SELECT plan FROM campaigns WHERE id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(match plan {
+                Some(text) => parse::<Plan>(&text)?.search,
+                None => None,
+            })
+        })
+        .await
     }
 
     /// A campaign whole, flags raw.

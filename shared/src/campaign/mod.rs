@@ -31,6 +31,30 @@ pub enum PlanOrder {
     EnvFirst,
 }
 
+/// How a campaign chooses its steps over its plan's `[grid]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Every combination, in order.
+    #[default]
+    Grid,
+    /// Combinations drawn at random, until the budget is spent.
+    Random,
+    /// A two-level design (Plackett–Burman): every flag's main effect, with
+    /// its interval, in the first multiple of 4 runs above the flags' count.
+    Screen,
+    /// Model-based proposals (TPE), after a screen unless the plan says
+    /// `screen = false`, until the budget is spent or no step gains.
+    Search,
+}
+
+wire_names!(Strategy {
+    Grid => "grid",
+    Random => "random",
+    Screen => "screen",
+    Search => "search",
+});
+
 /// What a failed step leads to. A foreign process holding GPU memory always
 /// pauses the campaign, whatever the policy: it is not the campaign's to resolve.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

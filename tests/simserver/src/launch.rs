@@ -13,8 +13,8 @@ use simserver::workers;
 use tokio::process::{Child, Command};
 
 use crate::modes::Modes;
-use crate::rate::{RateModel, SpeedFlags};
 use crate::serve::{self, Server};
+use simserver::rate::{RateModel, SpeedFlags};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct LaunchArgs {
@@ -52,6 +52,8 @@ pub(crate) struct LaunchArgs {
     cuda_graph_max_bs: Option<usize>,
     #[arg(long)]
     speculative_algorithm: Option<String>,
+    #[arg(long)]
+    attention_backend: Option<String>,
     /// Nodes the server spans (SGLang's `--nnodes`).
     #[arg(long, default_value_t = 1)]
     nnodes: u32,
@@ -103,6 +105,24 @@ pub(crate) fn run(args: LaunchArgs) -> anyhow::Result<()> {
         .block_on(serve_until_stopped(args))
 }
 
+/// This launch's pace factor: `exp(σ·z)` with σ from `SIMSERVER_NOISE_PCT`
+/// (none when unset), `z` drawn from the clock and this process's id.
+fn launch_noise() -> f64 {
+    let pct: f64 = std::env::var(simserver::rate::NOISE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|p: &f64| p.is_finite() && *p >= 0.0 && *p <= 50.0)
+        .unwrap_or(0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = simserver::rate::noise(pct / 100.0, now ^ u64::from(std::process::id()) << 40);
+    if pct > 0.0 {
+        eprintln!("simserver: launch noise σ {pct} % drew ×{n:.4}");
+    }
+    n
+}
+
 async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
     let speed = SpeedFlags {
         tilelang_indexer: std::env::var("SGLANG_OPT_USE_TILELANG_INDEXER").is_ok_and(|v| v == "1"),
@@ -110,6 +130,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         ep_size: args.ep_size,
         speculative: args.speculative_algorithm.is_some(),
         cuda_graph_max_bs: args.cuda_graph_max_bs,
+        attention_backend: args.attention_backend.clone(),
     };
     // The flags' own failures join the modes asked for; workers get them all.
     let mode_text: String = std::env::var(crate::modes::ENV)
@@ -117,7 +138,7 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         .split(',')
         .map(str::trim)
         .filter(|m| !m.is_empty())
-        .chain(crate::quirks::modes(&speed))
+        .chain(simserver::quirks::modes(&speed))
         .collect::<Vec<_>>()
         .join(",");
     let modes = Modes::parse(&mode_text).map_err(anyhow::Error::msg)?;
@@ -165,7 +186,13 @@ async fn serve_until_stopped(args: LaunchArgs) -> anyhow::Result<()> {
         itl: Default::default(),
         api_key: serve::api_key_from_env(),
         version: serve::version(),
-        rate: RateModel::new(args.itl_ms, args.ttft_ms, args.batch_knee, &speed),
+        rate: RateModel::noisy(
+            args.itl_ms,
+            args.ttft_ms,
+            args.batch_knee,
+            &speed,
+            launch_noise(),
+        ),
     });
     let mut workers = spawn_workers(&args, &server, &mode_text)?;
     let app = serve::router(Arc::clone(&server));

@@ -25,8 +25,6 @@ mod hist;
 mod launch;
 mod modes;
 mod nodes;
-mod quirks;
-mod rate;
 mod serve;
 mod worker;
 

@@ -13,7 +13,7 @@
 use crate::rate::SpeedFlags;
 
 /// The modes the flags switch on (comma-separated, as `SIMSERVER_MODE`).
-pub(crate) fn modes(f: &SpeedFlags) -> Vec<&'static str> {
+pub fn modes(f: &SpeedFlags) -> Vec<&'static str> {
     let mut out = Vec::new();
     if f.ep_size >= 8 && f.speculative {
         out.push("oom");
@@ -39,6 +39,7 @@ mod tests {
             torch_compile,
             tilelang_indexer,
             cuda_graph_max_bs: None,
+            attention_backend: None,
         };
         assert!(modes(&f(1, false, false, false)).is_empty());
         assert!(modes(&f(8, false, true, true)) == ["crash-warmup"]);

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 
 use crate::hist::Histogram;
 use crate::modes::Modes;
-use crate::rate::RateModel;
+use simserver::rate::RateModel;
 
 /// The server's shared state.
 #[derive(Debug)]

@@ -111,7 +111,11 @@ impl Runner {
         by: String,
         dry_run: bool,
     ) -> Result<Started, Refusal> {
-        let c = self.lay_out(plan, by).await;
+        let search = plan.search.clone();
+        let mut c = self.lay_out(plan, by).await;
+        if let Some(plan) = &search {
+            super::search::first_step(&self.cfg, plan, &mut c);
+        }
         if dry_run {
             return Ok(Started::Preview(Box::new(shown(c))));
         }
@@ -128,14 +132,18 @@ impl Runner {
                 operation: None,
             });
         }
-        let mut c = c;
-        c.info.id = self.store.campaign_begin(c.clone()).await.map_err(|e| {
-            tracing::error!(error = %e, "cannot record the campaign");
-            Refusal::Conflict {
-                message: "cannot record the campaign; drainwatch's log says why".to_owned(),
-                operation: None,
-            }
-        })?;
+        let kept = search.as_ref().and_then(|s| serde_json::to_value(s).ok());
+        c.info.id = self
+            .store
+            .campaign_begin(c.clone(), kept)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot record the campaign");
+                Refusal::Conflict {
+                    message: "cannot record the campaign; drainwatch's log says why".to_owned(),
+                    operation: None,
+                }
+            })?;
         tracing::info!(campaign = c.info.id, steps = c.steps.len(), name = %c.info.name, "campaign started");
         let accepted = CampaignAccepted {
             id: c.info.id,
@@ -144,6 +152,7 @@ impl Runner {
         self.active = Some(Active {
             c,
             doing: Doing::Nothing,
+            search,
         });
         self.publish_info();
         self.lease().await;

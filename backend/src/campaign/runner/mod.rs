@@ -11,6 +11,7 @@
 //! API asks; [`steps`] how a step is driven and ends.
 
 mod commands;
+mod search;
 mod steps;
 
 use std::sync::Arc;
@@ -58,6 +59,8 @@ struct Active {
     /// Flags raw: what the steps launch with.
     c: Campaign,
     doing: Doing,
+    /// How a campaign that does not walk its grid chooses its next steps.
+    search: Option<crate::campaign::search::SearchPlan>,
 }
 
 /// What [`Runner::new`] needs.
@@ -143,11 +146,19 @@ impl Runner {
                 return;
             }
         };
+        let id = c.info.id;
+        let search = match self.store.campaign_search(id).await {
+            Ok(v) => v.and_then(|v| serde_json::from_value(v).ok()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the campaign's search");
+                None
+            }
+        };
         let mut a = Active {
             c,
             doing: Doing::Nothing,
+            search,
         };
-        let id = a.c.info.id;
         for i in 0..a.c.steps.len() {
             if !matches!(
                 a.c.steps[i].state,

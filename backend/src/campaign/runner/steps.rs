@@ -45,7 +45,12 @@ impl Runner {
                 _ => return,
             }
             let Some(i) = a.c.steps.iter().position(|s| s.state == StepState::Pending) else {
-                self.finish(CampaignState::Done, None).await;
+                match self.extend_search() {
+                    super::search::Extended::Added(_) => continue,
+                    super::search::Extended::Over(words) => {
+                        self.finish(CampaignState::Done, words).await
+                    }
+                }
                 return;
             };
             if a.c.info.current != Some(a.c.steps[i].index) {
