@@ -1,6 +1,7 @@
 //! Campaign strategies against known truth (method and results in
 //! docs/PERFORMANCE.md): the restarts each needs to come within 2 % of the
-//! best flag set.
+//! best flag set. `cargo xtask bench search`; `SEARCH_BENCH_FIRST_SEED`
+//! picks another range of seeds.
 //!
 //! The truth is the simulated server's documented pace (`simserver::rate`,
 //! its interaction included) and its failing combinations
@@ -106,6 +107,9 @@ fn steps_to_reach(s: &Space, strategy: Strategy, seed: u64, best: f64) -> (usize
 }
 
 fn main() {
+    if !tests::bench_wanted("search") {
+        return;
+    }
     // Seeds from `SEARCH_BENCH_FIRST_SEED` (0): another range checks that a
     // setting chosen on one range holds on others.
     let first: u64 = std::env::var("SEARCH_BENCH_FIRST_SEED")

@@ -189,3 +189,70 @@ strategy = "screen"
     assert!(lo > 0.3, "{reason}");
     Ok(())
 }
+
+/// drainwatch SIGKILLed while a proposed step benchmarks, and started again
+/// on the same data: the search goes on from its recorded steps, the
+/// interrupted one runs again, and no set is proposed twice.
+#[tokio::test]
+async fn sigkilled_mid_search_the_search_goes_on_where_it_was() -> anyhow::Result<()> {
+    let _shared = MEASURING.read().await;
+    let host = tests::SimHost::new(100);
+    let spec = crate::spec("");
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    app.start_server().await?;
+    let plan = format!(
+        r#"name = "search, killed"
+strategy = "search"
+screen = false
+reuse = false
+{BENCH}
+[grid]
+SGLANG_OPT_USE_TILELANG_INDEXER = ["0", "1"]
+"--ep-size" = ["", 2, 4]
+[budget]
+max_steps = 5
+[confirm]
+top = 1
+rounds = 1
+"#
+    );
+    let id = start(&app, &plan).await?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = app.get_json(&format!("/api/campaigns/{id}")).await?;
+        if c["steps"][2]["state"] == "benchmarking" && app.server().await?.bench.is_some() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            break;
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "step 3 never benchmarked: {c:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.proc.kill_alone();
+
+    let app = tests::managed::spawn_managed(&host, &spec, &[])?;
+    let c = wait_over(&app, id, Duration::from_secs(240)).await?;
+    assert_eq!(c["info"]["state"], "done", "{c:#}");
+    let labels = labels(&c);
+    assert_eq!(labels.len(), 7, "5 steps and 2 re-tests: {labels:?}");
+    for (i, l) in labels[..4].iter().enumerate() {
+        assert_eq!(*l, format!("random start {} of 4", i + 1));
+    }
+    assert_eq!(labels[4], "most promising given the steps so far (TPE)");
+    let sets = flagsets(&c);
+    let distinct: BTreeSet<&String> = sets[..5].iter().collect();
+    assert_eq!(distinct.len(), 5, "{sets:?}");
+    assert_eq!(states(&c), ["done"; 7], "{c:#}");
+    assert_eq!(
+        c["steps"][2]["attempts"], 1,
+        "an interruption is not an attempt"
+    );
+    let reason = c["info"]["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.starts_with("search stopped: its budget of 5 steps is spent; "),
+        "{reason}"
+    );
+    Ok(())
+}
