@@ -44,20 +44,10 @@ impl Runner {
             .into_iter()
             .enumerate()
             .map(|(i, s)| Step {
-                index: i as u32,
-                plan_index: s.plan_index,
-                label: s.label,
                 flagset: flagset::id(redactor, &self.cfg.model, &s.flags),
                 flags: s.flags,
                 settings: s.settings.map(campaign_settings),
-                state: StepState::Pending,
-                attempts: 0,
-                restart_id: None,
-                run_id: None,
-                failure: None,
-                result: None,
-                started_at_ms: None,
-                finished_at_ms: None,
+                ..super::search::pending(i as u32, s.plan_index, s.label)
             })
             .collect();
         let mut c = Campaign {

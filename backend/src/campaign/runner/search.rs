@@ -88,25 +88,19 @@ fn extension(cfg: &ServerConfig, plan: &SearchPlan, c: &Campaign) -> Extended {
                 }
             };
             vec![Step {
-                index: c.steps.len() as u32,
-                plan_index,
-                label: Some(why),
                 flagset: flagset::id(redactor, &cfg.model, &flags),
                 flags,
-                ..blank()
+                ..pending(c.steps.len() as u32, plan_index, Some(why))
             }]
         }
         Extend::Confirm(order) => (order.into_iter().enumerate())
             .filter_map(|(k, (plan_index, label))| {
                 let of = c.steps.iter().find(|s| s.plan_index == plan_index)?;
                 Some(Step {
-                    index: (c.steps.len() + k) as u32,
-                    plan_index,
-                    label: Some(label),
                     flags: of.flags.clone(),
                     flagset: of.flagset.clone(),
                     settings: of.settings.clone(),
-                    ..blank()
+                    ..pending((c.steps.len() + k) as u32, plan_index, Some(label))
                 })
             })
             .collect(),
@@ -117,12 +111,12 @@ fn extension(cfg: &ServerConfig, plan: &SearchPlan, c: &Campaign) -> Extended {
     }
 }
 
-/// A pending step with nothing run.
-fn blank() -> Step {
+/// A step not run yet.
+pub(super) fn pending(index: u32, plan_index: u32, label: Option<String>) -> Step {
     Step {
-        index: 0,
-        plan_index: 0,
-        label: None,
+        index,
+        plan_index,
+        label,
         flags: Default::default(),
         flagset: String::new(),
         settings: None,
