@@ -16,6 +16,10 @@ fn labels(c: &Value) -> Vec<String> {
         .collect()
 }
 
+fn steps_of(c: &Value) -> Vec<Value> {
+    c["steps"].as_array().cloned().unwrap_or_default()
+}
+
 fn flagsets(c: &Value) -> Vec<String> {
     (c["steps"].as_array().into_iter().flatten())
         .map(|s| s["flagset"].as_str().unwrap_or("").to_owned())
@@ -65,6 +69,13 @@ rounds = 2
     let sets = flagsets(&c);
     let distinct: BTreeSet<&String> = sets[..7].iter().collect();
     assert_eq!(distinct.len(), 7, "{sets:?}");
+    // Each re-test measures its set again: never reused, each its own run.
+    let runs: BTreeSet<i64> = (steps_of(&c).iter())
+        .filter_map(|s| s["result"]["run_id"].as_i64())
+        .collect();
+    let measured = states(&c).iter().filter(|s| *s == "done").count();
+    assert_eq!(runs.len(), measured, "{c:#}");
+    assert!(states(&c)[7..].iter().all(|s| s == "done"), "{c:#}");
     let (a, b) = (&sets[7], &sets[8]);
     assert_ne!(a, b);
     assert_eq!([&sets[9], &sets[10]], [b, a], "{sets:?}");

@@ -70,7 +70,9 @@ impl Runner {
     pub(super) async fn try_reuse(&mut self, i: usize) -> bool {
         let Some(a) = &self.active else { return false };
         let s = &a.c.steps[i];
-        if !a.c.info.reuse || s.attempts > 0 {
+        // A search's re-test measures its set again: that is its point.
+        let retest = a.c.steps[..i].iter().any(|e| e.plan_index == s.plan_index);
+        if !a.c.info.reuse || s.attempts > 0 || retest {
             return false;
         }
         let settings = a.c.settings_of(s).clone();
