@@ -68,7 +68,7 @@ pub(super) enum Extended {
 /// The steps the search adds to `c`, or the words it ends with.
 fn extension(cfg: &ServerConfig, plan: &SearchPlan, c: &Campaign) -> Extended {
     let elapsed = now_ms().saturating_sub(c.info.created_at_ms);
-    let added: Vec<Step> = match extend(plan, &c.steps, plan.seed, elapsed) {
+    let added: Vec<Step> = match extend(plan, &c.steps, elapsed) {
         Extend::Over(words) => return Extended::Over(Some(words)),
         Extend::Step {
             plan_index,

@@ -71,7 +71,7 @@ impl Runner {
         let Some(a) = &self.active else { return false };
         let s = &a.c.steps[i];
         // A search's re-test measures its set again: that is its point.
-        let retest = a.c.steps[..i].iter().any(|e| e.plan_index == s.plan_index);
+        let retest = crate::campaign::search::steps::is_retest(&a.c.steps, i);
         if !a.c.info.reuse || s.attempts > 0 || retest {
             return false;
         }

@@ -123,7 +123,13 @@ pub fn next(
     let design = || Design::for_factors(screened(space).len());
     match strategy {
         Strategy::Grid => walk(space, tried),
-        Strategy::Random => random(space, seed, tried, Why::Random { n: 0, of: 0 }),
+        Strategy::Random => {
+            let why = Why::Random {
+                n: tried.len() + 1,
+                of: space.size(),
+            };
+            random(space, seed, tried, why)
+        }
         Strategy::Screen => match design() {
             // A space no larger than the design is walked whole instead.
             Some(d) if d.runs() >= space.size() => walk(space, tried),
@@ -259,13 +265,6 @@ fn screen_run(space: &Space, d: &Design, run: usize) -> Next {
 fn random(space: &Space, seed: u64, tried: &[Tried], why: Why) -> Next {
     use rand010::RngExt as _;
     let mut rng = rng(seed, tried);
-    let why = match why {
-        Why::Random { n: 0, of: 0 } => Why::Random {
-            n: tried.len() + 1,
-            of: space.size(),
-        },
-        w => w,
-    };
     for _ in 0..TRIES {
         let point: Point = (space.axes.iter())
             .map(|a| rng.random_range(0..a.values.len().max(1)))

@@ -51,6 +51,13 @@ fn outcome(s: &Step) -> Option<Outcome> {
     }
 }
 
+/// Whether step `i` re-tests a set: an earlier step has its `plan_index`.
+pub fn is_retest(steps: &[Step], i: usize) -> bool {
+    steps[..i]
+        .iter()
+        .any(|e| e.plan_index == steps[i].plan_index)
+}
+
 /// The points tried (each proposed step's first run), and whether the
 /// confirmation has begun (a step repeats an earlier one's `plan_index`).
 pub fn tried(plan: &SearchPlan, steps: &[Step]) -> (Vec<Tried>, bool) {
@@ -100,8 +107,9 @@ pub fn stop_words(stop: Stopped) -> String {
 }
 
 /// What runs next, given the steps so far (all of them final), the
-/// campaign's seed (its id) and the time it has run.
-pub fn extend(plan: &SearchPlan, steps: &[Step], seed: u64, elapsed_ms: u64) -> Extend {
+/// plan's seed and the time the campaign has run.
+pub fn extend(plan: &SearchPlan, steps: &[Step], elapsed_ms: u64) -> Extend {
+    let seed = plan.seed;
     let (tried, confirming) = tried(plan, steps);
     let elapsed = std::time::Duration::from_millis(elapsed_ms);
     let stop = match next(
@@ -206,9 +214,9 @@ fn candidates(plan: &SearchPlan, steps: &[Step]) -> Vec<u32> {
 /// Each re-tested set's scores, its first run's included: (plan_index,
 /// scores), in the order the sets were first run.
 pub fn samples(steps: &[Step]) -> Vec<(u32, Vec<f64>)> {
-    let repeated: Vec<u32> = (steps.iter().enumerate())
-        .filter(|(i, s)| steps[..*i].iter().any(|e| e.plan_index == s.plan_index))
-        .map(|(_, s)| s.plan_index)
+    let repeated: Vec<u32> = (0..steps.len())
+        .filter(|&i| is_retest(steps, i))
+        .map(|i| steps[i].plan_index)
         .collect();
     let mut out: Vec<(u32, Vec<f64>)> = Vec::new();
     for s in steps.iter().filter(|s| repeated.contains(&s.plan_index)) {
